@@ -1,0 +1,232 @@
+"""The root privacy agent: a :class:`Budget` that charges are drawn from, and :class:`Cost`.
+
+All arithmetic is exact (:class:`fractions.Fraction`). A charge is checked against every
+budget it touches before any of them changes and before any data is read; see
+:mod:`pinqpy._agents` for how charges flow from a query to its budgets.
+
+>>> import pinqpy as pq
+>>> b = pq.Budget(epsilon=1.0)
+>>> for _ in range(10):
+...     b._charge_exact(pq.Cost(epsilon=0.1))
+>>> b.remaining.epsilon == 0
+True
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ._exact import Exact, ceil_fraction, to_fraction
+from .errors import BudgetExceededError, PinqError
+
+__all__ = ["Budget", "Cost"]
+
+
+@dataclass(frozen=True, init=False)
+class Cost:
+    """An (epsilon, delta) pair held exactly.
+
+    ``Cost(epsilon=0.1)`` reads ``0.1`` as exactly one tenth. Costs add componentwise.
+    """
+
+    epsilon: Exact
+    delta: Exact
+
+    def __init__(self, epsilon: object = 0, delta: object = 0):
+        eps = to_fraction(epsilon, "epsilon")
+        dlt = to_fraction(delta, "delta")
+        if eps < 0 or dlt < 0:
+            raise PinqError("a cost cannot be negative")
+        object.__setattr__(self, "epsilon", Exact(eps))
+        object.__setattr__(self, "delta", Exact(dlt))
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.epsilon + other.epsilon, self.delta + other.delta)
+
+    def __sub__(self, other: Cost) -> Cost:
+        # Only ever used for monotone increments; clamp rounding-free zero floor.
+        return Cost(max(self.epsilon - other.epsilon, 0), max(self.delta - other.delta, 0))
+
+    def max(self, other: Cost) -> Cost:
+        """Componentwise maximum (parallel composition)."""
+        return Cost(max(self.epsilon, other.epsilon), max(self.delta, other.delta))
+
+    def fits_in(self, other: Cost) -> bool:
+        return self.epsilon <= other.epsilon and self.delta <= other.delta
+
+    @property
+    def is_zero(self) -> bool:
+        return self.epsilon == 0 and self.delta == 0
+
+    def at(self, k: object) -> Cost:
+        """This cost as seen by a source whose one privacy unit changes up to ``k`` rows here.
+
+        Group privacy for an (epsilon, delta)-DP mechanism and groups of size k:
+        ``(k·epsilon, k·e^((k-1)·epsilon)·delta)`` (Dwork & Roth, Theorem 2.2 extended to
+        delta). Epsilon scales exactly; a non-zero delta for k > 1 involves an exponential and
+        is rounded *up* into exact arithmetic. For k = 1 the cost is returned unchanged.
+        """
+        kk = to_fraction(k, "stability") if not isinstance(k, Fraction) else k
+        if kk == 1:
+            return self
+        if kk < 0:
+            raise PinqError("a stability cannot be negative")
+        if kk == 0:
+            return Cost()
+        eps = self.epsilon * kk
+        if self.delta == 0:
+            return Cost(eps, 0)
+        factor = float(kk) * math.exp(float((kk - 1) * self.epsilon))
+        delta = ceil_fraction(factor * float(self.delta)) if factor > 0 else Fraction(0)
+        delta = max(delta, self.delta * kk)
+        return Cost(eps, delta)
+
+    def __repr__(self) -> str:
+        if self.delta == 0:
+            return f"Cost(epsilon={self.epsilon!r})"
+        return f"Cost(epsilon={self.epsilon!r}, delta={_short(self.delta)})"
+
+
+def _short(x: Fraction) -> str:
+    """A readable spelling of a small delta (``1e-06``) that stays exact where it is short."""
+    r = repr(Exact(x))
+    return r if len(r) <= 12 else f"{float(x):.6g}"
+
+
+class Budget:
+    """The root privacy agent: a total (epsilon, delta) that charges are drawn from.
+
+    Parameters
+    ----------
+    epsilon:
+        Total epsilon, a positive finite number. Floats are read by their decimal spelling.
+    delta:
+        Total delta, in ``[0, 1)``. Zero (the default) allows only pure-DP mechanisms.
+
+    ``spent`` and ``remaining`` are :class:`Cost` values. A charge that does not fit raises
+    :class:`~pinqpy.BudgetExceededError` and leaves the budget unchanged.
+
+    >>> import pinqpy as pq
+    >>> b = pq.Budget(epsilon=1.0, delta=1e-6)
+    >>> b.remaining
+    Cost(epsilon=1, delta=0.000001)
+    """
+
+    def __init__(self, epsilon: object, delta: object = 0, *, name: str | None = None):
+        eps = _check_epsilon(epsilon, "Budget epsilon")
+        dlt = to_fraction(delta, "Budget delta")
+        if not 0 <= dlt < 1:
+            raise PinqError("Budget delta must be at least 0 and below 1")
+        self._total = Cost(eps, dlt)
+        self._spent = Cost()
+        self._lock = threading.RLock()
+        self._history: list[tuple[Cost, str]] = []
+        self.name = name
+
+    @property
+    def total(self) -> Cost:
+        """The budget's total (epsilon, delta)."""
+        return self._total
+
+    @property
+    def epsilon(self) -> Exact:
+        return self._total.epsilon
+
+    @property
+    def delta(self) -> Exact:
+        return self._total.delta
+
+    @property
+    def spent(self) -> Cost:
+        """What has been charged so far."""
+        return self._spent
+
+    @property
+    def remaining(self) -> Cost:
+        """What is left: ``total - spent``."""
+        return Cost(
+            self._total.epsilon - self._spent.epsilon, self._total.delta - self._spent.delta
+        )
+
+    @property
+    def charges(self) -> list[tuple[Cost, str]]:
+        """The charges made so far, oldest first, each with a short description of the query."""
+        return list(self._history)
+
+    # -- agent protocol (see pinqpy._agents) -------------------------------------------------
+    def _prepare(self, cost: Cost, txn: object) -> None:
+        txn.demand(self, cost)  # type: ignore[attr-defined]
+
+    def _fits(self, cost: Cost) -> bool:
+        return (self._spent + cost).fits_in(self._total)
+
+    def _commit(self, cost: Cost, label: str) -> None:
+        self._spent = self._spent + cost
+        if not cost.is_zero:
+            self._history.append((cost, label))
+
+    def _charge_exact(self, cost: Cost, label: str = "charge") -> None:
+        """Charge ``cost`` directly (used by tests and by the agents)."""
+        from ._agents import charge
+
+        charge({self: Fraction(1)}, cost, label=label)
+
+    def __repr__(self) -> str:
+        name = f"{self.name!r}, " if self.name else ""
+        total = self._total
+        if total.delta == 0:
+            return (
+                f"Budget({name}epsilon={total.epsilon!r}, spent={self._spent.epsilon!r}, "
+                f"remaining={self.remaining.epsilon!r})"
+            )
+        return (
+            f"Budget({name}epsilon={total.epsilon!r}, delta={_short(total.delta)}, "
+            f"spent={self._spent!r}, remaining={self.remaining!r})"
+        )
+
+
+def _check_epsilon(value: object, what: str) -> Fraction:
+    """A positive, finite epsilon, or a clear error."""
+    if isinstance(value, float) and math.isnan(value):
+        raise PinqError(f"{what} must be a positive finite number, not NaN")
+    if isinstance(value, float) and math.isinf(value):
+        raise PinqError(f"{what} must be a positive finite number, not infinity")
+    eps = to_fraction(value, what)
+    if eps <= 0:
+        raise PinqError(f"{what} must be positive (got {float(eps):g})")
+    return eps
+
+
+def check_epsilon(value: object, what: str = "epsilon") -> Fraction:
+    """Validate a query's epsilon: positive and finite, else :class:`PinqError`."""
+    return _check_epsilon(value, what)
+
+
+def check_delta(value: object, what: str = "delta") -> Fraction:
+    """Validate a query's delta: in ``(0, 1)`` when given."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PinqError(f"{what} must be a number in (0, 1)")
+    d = to_fraction(value, what)
+    if not 0 < d < 1:
+        raise PinqError(f"{what} must be above 0 and below 1 (got {float(d):g})")
+    return d
+
+
+def _raise_exceeded(budget: Budget, requested: Cost) -> None:
+    rem = budget.remaining
+    if requested.delta > 0 and budget.total.delta == 0:
+        raise BudgetExceededError(
+            "this query needs delta, but its budget was created with delta=0; create the "
+            "Budget with a delta, or leave out delta= to use the Laplace mechanism",
+            requested=requested,
+            remaining=rem,
+        )
+    raise BudgetExceededError(
+        f"privacy budget exceeded: the query needs {requested!r} but only {rem!r} remains "
+        "(nothing was charged); ask with a smaller epsilon or use a fresh budget",
+        requested=requested,
+        remaining=rem,
+    )

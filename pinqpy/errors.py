@@ -1,0 +1,73 @@
+"""The errors pinqpy raises on purpose.
+
+Every error derives from :class:`PinqError`. No message ever contains a value read from the
+private data: messages name columns, clauses, parameters and public metadata only.
+
+>>> import pinqpy as pq
+>>> issubclass(pq.BudgetExceededError, pq.PinqError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceededError",
+    "PinqError",
+    "PinqSyntaxError",
+    "PrivacyError",
+]
+
+
+class PinqError(Exception):
+    """Root of every error pinqpy raises on purpose."""
+
+
+class BudgetExceededError(PinqError):
+    """A charge does not fit the remaining budget; nothing was charged and no data was read."""
+
+    def __init__(self, message: str, *, requested: object = None, remaining: object = None):
+        super().__init__(message)
+        self.requested = requested
+        self.remaining = remaining
+
+
+class PrivacyError(PinqError):
+    """The request cannot be answered privately as written; the message says how to fix it."""
+
+
+class PinqSyntaxError(PinqError):
+    """A query or expression does not parse, or names an unknown column, table or function.
+
+    ``line`` and ``column`` are 1-based and point at the first character of the offending
+    token. ``str(err)`` shows the message, the offending line of text and a caret.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        expected: list[str] | None = None,
+    ):
+        self.message = message
+        self.text = text
+        self.line = line
+        self.column = column
+        self.expected = list(expected) if expected else []
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.line is not None and self.column is not None:
+            parts[0] = f"{self.message} (line {self.line}, column {self.column})"
+        if self.text is not None and self.line is not None and self.column is not None:
+            lines = self.text.splitlines() or [""]
+            if 1 <= self.line <= len(lines):
+                src = lines[self.line - 1].expandtabs(1)
+                parts.append("  " + src)
+                parts.append("  " + " " * (self.column - 1) + "^")
+        if self.expected and len(self.expected) <= 8:
+            parts.append("expected one of: " + ", ".join(sorted(self.expected)))
+        return "\n".join(parts)
