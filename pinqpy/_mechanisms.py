@@ -1,0 +1,1457 @@
+"""Noise mechanisms: built from public parameters, charged before data, released in bulk.
+
+A mechanism object is made from public parameters only (epsilon, delta, bounds, a candidate
+grid); it never sees data until ``release``. Before that it already knows
+
+* its ``charge`` -- an object with ``at(k) -> Cost``, the cost at stability ``k`` (see
+  :mod:`pinqpy._agents`), so the budget can be checked before any data is read;
+* its accuracy -- ``noise_scale``, ``describe()``, ``expected_error()`` and ``accuracy(level)``
+  -- so a plan can be explained without running it.
+
+``release(...)`` turns exact aggregates into noisy ones and returns them with an
+:class:`~pinqpy.results.Accuracy`. Every release is vectorized over a leading *keys* axis: a
+partition releases all its keys in one call (arrays of shape ``(n_keys,)``, or
+``(n_keys, m)`` for the quantile's counts). The keys of a partition are disjoint, so one row
+changes the aggregate of one key only, and one release over all keys costs the same as a
+release over one key (parallel composition; McSherry, "Privacy Integrated Queries", SIGMOD
+2009).
+
+**Privacy model.** Neighbouring inputs differ by adding or removing one row of the frame being
+aggregated; every sensitivity below is for that relation. The budget layer multiplies by the
+frame's stability through ``charge.at(k)``.
+
+**Exact accounting.** Epsilons and deltas are :class:`fractions.Fraction` throughout. Noise
+parameters are computed from Fractions and rounded *up* to the next float (never below the
+exact value), and the coefficient of an exponential mechanism is rounded *down*; so floating
+point never makes a mechanism less private than it is charged for. (Floating-point *sampling*
+has its own, separate caveat: see :mod:`pinqpy._noise`.)
+
+**Noise.** Mechanisms obtain randomness only through :func:`pinqpy._noise.laplace_noise`,
+:func:`~pinqpy._noise.gaussian_noise` and :func:`~pinqpy._noise.gumbel_noise`. Inside
+:func:`pinqpy.testing.no_noise` those return zeros, and every mechanism releases its exact
+value (a Gumbel-max selection becomes a plain argmax, lowest index on ties).
+
+>>> import numpy as np
+>>> from pinqpy import testing
+>>> m = CountMechanism(0.1)
+>>> m.describe(), m.charge.at(2)
+('Laplace(scale=10.0)', Cost(epsilon=0.2))
+>>> with testing.no_noise():
+...     values, acc = m.release(np.array([120, 7]))
+>>> values.tolist()
+[120.0, 7.0]
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ._exact import Exact, ceil_fraction, to_fraction
+from ._noise import gaussian_noise, gumbel_noise, laplace_noise
+from .budget import Cost, check_delta, check_epsilon
+from .errors import PinqError
+from .results import (
+    Accuracy,
+    AdditiveAccuracy,
+    ArgmaxAccuracy,
+    GaussianNoise,
+    LaplaceNoise,
+    NoiseDistribution,
+    _fmt,
+    check_level,
+)
+
+__all__ = [
+    "ArgmaxMechanism",
+    "CompositeCharge",
+    "CountMechanism",
+    "GaussianCharge",
+    "MeanAccuracy",
+    "MeanMechanism",
+    "Mechanism",
+    "PureCharge",
+    "QuantileAccuracy",
+    "QuantileMechanism",
+    "SumMechanism",
+    "VarianceAccuracy",
+    "VarianceMechanism",
+    "default_candidates",
+    "gaussian_delta",
+    "gaussian_sigma",
+    "laplace_scale",
+]
+
+# Relative safety margin on delta for the analytic Gaussian: sigma is solved for
+# delta * (1 - 1e-9), and a group-privacy delta is charged at (1 + 1e-9) times its computed
+# value. The float evaluation of delta is accurate to ~1e-12 relative (see _gauss_delta_ratio),
+# so the margin dominates rounding while moving sigma by only ~1e-9 relative.
+_DELTA_MARGIN = 1e-9
+
+
+# -- exact-to-float helpers ----------------------------------------------------------------
+def _round_up(x: Fraction) -> float:
+    """The smallest float not below the exact value ``x``."""
+    f = float(x)  # correctly rounded (int / int true division)
+    if Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _round_down(x: Fraction) -> float:
+    """The largest float not above the exact value ``x``."""
+    f = float(x)
+    if Fraction(f) > x:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def _nonneg(value: object, what: str) -> Fraction:
+    """A non-negative exact number. A float is read by its exact binary value.
+
+    Data are clamped in float64, so a float bound's binary value (not its decimal spelling) is
+    the largest magnitude a clamped value can have; reading it exactly keeps sensitivities
+    from being understated by the last bit.
+    """
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        if not math.isfinite(f):
+            raise PinqError(f"{what} must be finite")
+        x = Fraction(f)
+    else:
+        x = to_fraction(value, what)
+    if x < 0:
+        raise PinqError(f"{what} cannot be negative")
+    return x
+
+
+def _stability(k: object) -> Fraction:
+    kk = k if isinstance(k, Fraction) else to_fraction(k, "stability")
+    if kk < 0:
+        raise PinqError("a stability cannot be negative")
+    return kk
+
+
+def _optional_delta(delta: object) -> Fraction | None:
+    """``None`` or 0 selects a pure (Laplace) mechanism; otherwise a delta in (0, 1)."""
+    if delta is None:
+        return None
+    if not isinstance(delta, bool) and isinstance(delta, int | float | Fraction) and delta == 0:
+        return None
+    return check_delta(delta)
+
+
+def _bounds(lo: object, hi: object) -> tuple[float, float]:
+    """Validated public bounds as floats (the values the executor clamps to)."""
+    try:
+        lo_f, hi_f = float(lo), float(hi)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise PinqError("bounds must be two numbers (low, high)") from None
+    if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
+        raise PinqError("bounds must be finite numbers")
+    if lo_f > hi_f:
+        raise PinqError("bounds must be given as (low, high) with low <= high")
+    return lo_f, hi_f
+
+
+# -- Laplace and the analytic Gaussian -----------------------------------------------------
+def laplace_scale(sensitivity: object, epsilon: object) -> float:
+    """The Laplace scale ``b = sensitivity / epsilon``, exact, rounded up to a float.
+
+    Derivation (Dwork, McSherry, Nissim & Smith, TCC 2006): if ``|f(D) - f(D')| <= s`` for
+    neighbours, the densities of ``f(D) + Lap(b)`` and ``f(D') + Lap(b)`` at any output ``y``
+    differ by the factor ``exp((|y - f(D')| - |y - f(D)|)/b) <= exp(s/b)`` (triangle
+    inequality). ``b = s/epsilon`` makes that ``e^epsilon``; a larger ``b`` only helps, hence
+    rounding up.
+
+    >>> laplace_scale(1, 0.1)
+    10.0
+    >>> from fractions import Fraction
+    >>> Fraction(laplace_scale(1, 3)) >= Fraction(1, 3)
+    True
+    """
+    sens = _nonneg(sensitivity, "sensitivity")
+    eps = check_epsilon(epsilon)
+    return _round_up(sens / eps)
+
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT1_2 = math.sqrt(0.5)
+
+
+def _log_ndtr(x: float) -> float:
+    """``log Phi(x)`` for the standard normal CDF, accurate from -inf to +inf.
+
+    * ``x > 0``: ``log(1 - Phi(-x))`` via ``log1p`` (Phi is close to 1);
+    * ``-20 < x <= 0``: ``log(erfc(-x/√2)/2)`` (``erfc`` is accurate in relative terms and
+      does not underflow there: ``Phi(-20) ≈ 3e-89``);
+    * ``x <= -20``: the asymptotic series ``Phi(x) = phi(x)/|x| · Σ_k (-1)^k (2k-1)!!/x^{2k}``
+      (Abramowitz & Stegun 26.2.12), 12 terms: at ``|x| = 20`` the first omitted term is below
+      ``1e-18``, and the logarithm is taken before anything can underflow.
+
+    >>> round(_log_ndtr(0.0), 12) == round(math.log(0.5), 12)
+    True
+    >>> round(_log_ndtr(-40.0), 6)
+    -804.608442
+    """
+    if x > 0.0:
+        return math.log1p(-0.5 * math.erfc(x * _SQRT1_2))
+    if x > -20.0:
+        return math.log(0.5 * math.erfc(-x * _SQRT1_2))
+    x2 = x * x
+    term = 1.0
+    total = 1.0
+    for k in range(1, 12):
+        term *= -(2 * k - 1) / x2
+        total += term
+    return -0.5 * x2 - math.log(-x) - _LOG_SQRT_2PI + math.log(total)
+
+
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+# 8-point Gauss-Legendre rule on [-1, 1] (nodes, weights), for the integral in
+# _gauss_delta_ratio; exact for polynomials of degree 15.
+_GL_NODES, _GL_WEIGHTS = (tuple(float(v) for v in x) for x in np.polynomial.legendre.leggauss(8))
+
+
+def _erfcx_cf(z: float, shift: int) -> float:
+    """``z + a_1/(z + a_2/(z + ...))`` with ``a_n = (n + shift)/2``, by the modified Lentz method.
+
+    With ``shift = 0`` this is ``1/(√π·erfcx(z))`` (Abramowitz & Stegun 7.1.14, ``z > 0``);
+    with ``shift = 1`` it is the tail after the first step, so that
+    ``1/(√π·erfcx(z)) = z + (1/2)/_erfcx_cf(z, 1)`` without cancellation. Used for ``z >= 3``,
+    where it converges in at most ~100 steps to full precision.
+    """
+    tiny = 1e-300
+    f = c = z
+    d = 0.0
+    for n in range(1, 1000):
+        an = 0.5 * (n + shift)
+        d = z + an * d
+        d = 1.0 / (d if d != 0.0 else tiny)
+        c = z + an / (c if c != 0.0 else tiny)
+        delta = c * d
+        f *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+    return f
+
+
+def _log_erfcx(z: float) -> float:
+    """``log(erfcx(z))`` for the scaled complementary error function ``e^{z²}·erfc(z)``.
+
+    For ``z < 3``: ``log(erfc(z)) + z²`` (``z² < 9`` adds at most ~1e-15 of absolute error; for
+    negative ``z``, ``erfc(z)`` is in (1, 2)). For ``z >= 3``: the continued fraction of
+    :func:`_erfcx_cf` -- relative accuracy is what matters here, and no ``e^{z²}`` is formed.
+
+    >>> round(_log_erfcx(0.0), 12)
+    0.0
+    >>> round(math.exp(_log_erfcx(10.0)) * math.sqrt(math.pi) * 10.0, 6)  # 1 - 1/(2z²) + ...
+    0.995073
+    """
+    if z < 3.0:
+        return math.log(math.erfc(z)) + z * z
+    return math.log(_INV_SQRT_PI / _erfcx_cf(z, 0))
+
+
+def _d_log_erfcx(z: float) -> float:
+    """The derivative ``d/dz log(erfcx(z)) = 2z - 2/(√π·erfcx(z))`` (always negative).
+
+    For ``z >= 3`` the two terms nearly cancel; the continued fraction gives their difference
+    directly: ``-2·(1/2)/_erfcx_cf(z, 1)``.
+    """
+    if z >= 3.0:
+        return -1.0 / _erfcx_cf(z, 1)
+    if z < -26.0:  # 2/(√π·erfcx(z)) < e^{-676}: negligible beside 2z
+        return 2.0 * z
+    return 2.0 * z - 2.0 * _INV_SQRT_PI * math.exp(-_log_erfcx(z))
+
+
+def _gauss_delta_ratio(eps: float, r: float) -> float:
+    """delta of the Gaussian mechanism with ``sigma / sensitivity = r`` at privacy level eps.
+
+    ``delta = A - e^eps·B`` with ``A = Phi(a)``, ``B = Phi(b)``, ``a = 1/(2r) - eps·r``,
+    ``b = -1/(2r) - eps·r``. Writing ``Phi(x) = erfcx(-x/√2)·e^{-x²/2}/2`` and using the
+    identity ``b² - a² = (b - a)(b + a) = 2·eps``, the ratio ``e^eps·B/A`` is exactly
+    ``erfcx(z_b)/erfcx(z_a)`` with ``z_a = -a/√2`` and ``z_b = z_a + 1/(r√2)``. So
+
+        ``delta = A·(1 - e^t)``,  ``t = log erfcx(z_b) - log erfcx(z_a) < 0``,
+
+    which never forms ``e^eps`` (no overflow for large eps) and never subtracts two large
+    ``x²/2`` terms. When ``t`` is tiny (delta far below ``A``: small eps, large sigma) even
+    the difference of two logarithms loses digits, so ``t`` is then computed as the integral
+    of ``d/dz log erfcx`` over ``[z_a, z_b]`` by 8-point Gauss-Legendre quadrature (the
+    interval is short against the scale on which the integrand varies, so the rule is exact
+    to rounding). The last step uses ``-expm1``. Against 60-digit arithmetic the relative
+    error is below 1e-11 for epsilon from 1e-6 to 700 and deltas down to 1e-300
+    (``tests/unit/test_privacy_loss.py``).
+    """
+    a = 0.5 / r - eps * r
+    z_a = -a * _SQRT1_2
+    h = _SQRT1_2 / r
+    t = _log_erfcx(z_a + h) - _log_erfcx(z_a)
+    if t > -1e-3:
+        half = 0.5 * h
+        t = half * sum(
+            w * _d_log_erfcx(z_a + half * (1.0 + x))
+            for x, w in zip(_GL_NODES, _GL_WEIGHTS, strict=True)
+        )
+    if t >= 0.0:  # only through rounding, when delta is 0 to working precision
+        return 0.0
+    return math.exp(_log_ndtr(a)) * -math.expm1(t)
+
+
+def gaussian_delta(epsilon: object, sensitivity: object, sigma: float) -> float:
+    """The exact delta of the Gaussian mechanism ``f(D) + N(0, sigma²)`` at level epsilon.
+
+    Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
+    Calibration and Optimal Denoising", ICML 2018, Theorem 8: with L2 sensitivity ``D``, the
+    mechanism is (epsilon, delta)-DP if and only if
+
+        ``delta >= Phi(D/(2s) - eps·s/D) - e^eps · Phi(-D/(2s) - eps·s/D)``   (``s = sigma``).
+
+    The right-hand side (returned here, as a float) is the mechanism's privacy profile: the
+    hockey-stick divergence between ``N(0, sigma²)`` and ``N(D, sigma²)``. It depends on
+    ``D/sigma`` only, and it is valid for every epsilon (unlike the classical
+    ``sigma = D·sqrt(2 ln(1.25/delta))/epsilon``, which needs epsilon < 1).
+
+    >>> round(gaussian_delta(1.0, 1.0, 4.0), 8)
+    2.92e-06
+    """
+    sens = float(_nonneg(sensitivity, "sensitivity"))
+    eps = float(to_fraction(epsilon, "epsilon"))
+    sig = float(sigma)
+    if sens == 0.0:
+        return 0.0
+    if not sig > 0.0:
+        return 1.0
+    return _gauss_delta_ratio(eps, sig / sens)
+
+
+def gaussian_sigma(sensitivity: object, epsilon: object, delta: object) -> float:
+    """The smallest sigma for which ``N(0, sigma²)`` noise is (epsilon, delta)-DP.
+
+    Analytic Gaussian mechanism (Balle & Wang, ICML 2018): the profile of
+    :func:`gaussian_delta` is strictly decreasing in ``sigma`` (it tends to 1 as sigma -> 0 and
+    to 0 as sigma -> inf), so the least sigma meeting ``delta`` is found by bisection. We solve
+    for ``r = sigma/D`` (the profile depends on ``D/sigma`` only) in log space: bracket by
+    doubling/halving, then bisect ``log r`` until the bracket is a few ulps wide, and return
+    the *upper* (conservative) end, whose delta is verified to be within the target. The
+    target is ``delta·(1 - 1e-9)`` to absorb floating-point error in evaluating the profile;
+    the result is rounded up into a float after multiplying by the exact sensitivity.
+
+    >>> s = gaussian_sigma(1, 1.0, 1e-5)
+    >>> round(s, 4), gaussian_delta(1.0, 1, s) <= 1e-5
+    (3.7306, True)
+    >>> gaussian_delta(1.0, 1, s * (1 - 1e-6)) > 1e-5
+    True
+    """
+    sens = _nonneg(sensitivity, "sensitivity")
+    eps = float(check_epsilon(epsilon))
+    dlt = check_delta(delta)
+    if sens == 0:
+        return 0.0
+    target = float(dlt) * (1.0 - _DELTA_MARGIN)
+
+    def ok(log_r: float) -> bool:
+        return _gauss_delta_ratio(eps, math.exp(log_r)) <= target
+
+    hi = 0.0
+    while not ok(hi):
+        hi += 1.0
+    lo = hi - 1.0
+    while ok(lo):
+        lo -= 1.0
+    # Invariant: ok(hi) and not ok(lo).
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    r = math.exp(hi)
+    while _gauss_delta_ratio(eps, r) > target:  # exp() rounding; never loops in practice
+        r = math.nextafter(r, math.inf)
+    return _round_up(Fraction(r) * sens)
+
+
+# -- charges -------------------------------------------------------------------------------
+class PureCharge:
+    """The charge of an epsilon-DP mechanism: ``at(k) = Cost(k·epsilon)``.
+
+    Group privacy for pure DP: a mechanism that is epsilon-DP for one-row changes is
+    ``k·epsilon``-DP for ``k``-row changes (apply the one-row bound ``k`` times along a path of
+    neighbours).
+
+    >>> PureCharge(0.1).at(3)
+    Cost(epsilon=0.3)
+    """
+
+    def __init__(self, epsilon: object):
+        self.epsilon = Exact(check_epsilon(epsilon))
+
+    def at(self, k: object) -> Cost:
+        return Cost(_stability(k) * self.epsilon)
+
+    def __repr__(self) -> str:
+        return f"PureCharge(epsilon={self.epsilon!r})"
+
+
+class GaussianCharge:
+    """The charge of a Gaussian mechanism with sensitivity ``D`` and noise ``sigma``.
+
+    ``at(1)`` is ``Cost(epsilon, delta)`` exactly as requested (``sigma`` was calibrated for
+    it). At stability ``k > 1`` one privacy unit moves the aggregate by up to ``k·D``, and the
+    Gaussian mechanism with sensitivity ``k·D`` is exactly ``(k·epsilon, delta')``-DP for
+
+        ``delta' = gaussian_delta(k·epsilon, k·D, sigma)``
+
+    (Balle & Wang's profile at ratio ``k·D/sigma``), rounded up into a Fraction. In zCDP terms
+    the mechanism is ``rho = D²/(2 sigma²)``-zCDP and the group of ``k`` rows sees
+    ``k²·rho`` (Bun & Steinke, TCC 2016, Proposition 27); the profile above is the exact
+    (epsilon, delta) reading of that, tighter than the generic group bound
+    ``k·e^{(k-1)epsilon}·delta``.
+
+    >>> c = GaussianCharge(1, 1e-6, 1, gaussian_sigma(1, 1, 1e-6))
+    >>> c.at(1)
+    Cost(epsilon=1, delta=0.000001)
+    >>> 1e-6 < float(c.at(2).delta) < 2 * math.exp(1) * 1e-6
+    True
+    """
+
+    def __init__(self, epsilon: object, delta: object, sensitivity: object, sigma: float):
+        self.epsilon = Exact(check_epsilon(epsilon))
+        self.delta = Exact(check_delta(delta))
+        self.sensitivity = _nonneg(sensitivity, "sensitivity")
+        self.sigma = float(sigma)
+
+    def at(self, k: object) -> Cost:
+        kk = _stability(k)
+        if kk == 0:
+            return Cost()
+        if kk == 1:
+            return Cost(self.epsilon, self.delta)
+        d = gaussian_delta(kk * self.epsilon, kk * self.sensitivity, self.sigma)
+        return Cost(kk * self.epsilon, ceil_fraction(d * (1.0 + _DELTA_MARGIN)))
+
+    def __repr__(self) -> str:
+        return (
+            f"GaussianCharge(epsilon={self.epsilon!r}, delta={float(self.delta):g}, "
+            f"sigma={_fmt(self.sigma)})"
+        )
+
+
+class CompositeCharge:
+    """Sequential composition: ``at(k)`` is the sum of the parts' ``at(k)``.
+
+    >>> CompositeCharge([PureCharge(0.05), PureCharge(0.05)]).at(2)
+    Cost(epsilon=0.2)
+    """
+
+    def __init__(self, parts: Sequence[Any]):
+        self.parts = tuple(parts)
+
+    def at(self, k: object) -> Cost:
+        kk = _stability(k)
+        total = Cost()
+        for part in self.parts:
+            total = total + part.at(kk)
+        return total
+
+    def __repr__(self) -> str:
+        return f"CompositeCharge({list(self.parts)!r})"
+
+
+# -- shared machinery ----------------------------------------------------------------------
+def _additive(
+    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None
+) -> tuple[NoiseDistribution, PureCharge | GaussianCharge]:
+    """Laplace noise for pure DP, analytic Gaussian noise when a delta is given."""
+    if delta is None:
+        return LaplaceNoise(laplace_scale(sensitivity, epsilon)), PureCharge(epsilon)
+    sigma = gaussian_sigma(sensitivity, epsilon, delta)
+    return GaussianNoise(sigma), GaussianCharge(epsilon, delta, sensitivity, sigma)
+
+
+def _sample(noise: NoiseDistribution, shape: int | tuple[int, ...]) -> np.ndarray:
+    """Draw from ``noise`` through the sampler module (never numpy directly)."""
+    if isinstance(noise, LaplaceNoise):
+        return laplace_noise(shape, noise.b)
+    if isinstance(noise, GaussianNoise):
+        return gaussian_noise(shape, noise.sigma)
+    raise TypeError(f"no sampler for {type(noise).__name__}")  # pragma: no cover
+
+
+def _keys_vector(x: object, what: str) -> np.ndarray:
+    """Exact per-key aggregates as a finite float64 vector (a scalar is one key)."""
+    arr = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must have one entry per key (a 1-d array)")
+    if not np.isfinite(arr).all():
+        # An executor bug, not a data condition users can trigger: values are clamped first.
+        raise ValueError(f"{what} must be finite")
+    return arr
+
+
+def _finite_or(values: np.ndarray, fallback: float) -> np.ndarray:
+    """Never release NaN/inf (only reachable with absurd public parameters)."""
+    return np.where(np.isfinite(values), values, fallback)
+
+
+class Mechanism(ABC):
+    """Common surface of every mechanism.
+
+    Attributes: ``epsilon`` and ``delta`` (Exact; delta 0 for pure mechanisms), ``charge``
+    (``.at(k) -> Cost``), ``noise_scale`` (the primary noise parameter, or None).
+    """
+
+    epsilon: Exact
+    delta: Exact
+    charge: Any
+    noise_scale: float | None
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line saying which noise is added, e.g. ``Laplace(scale=10.0)``."""
+
+    @abstractmethod
+    def expected_error(self) -> float:
+        """Expected absolute error of a release, known before any data is read."""
+
+    @abstractmethod
+    def accuracy(self, level: float = 0.95) -> float:
+        """An error bound holding with probability >= ``level``, before any data is read."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()})"
+
+
+class _AdditiveMechanism(Mechanism):
+    """``value + noise`` with noise calibrated to a fixed sensitivity."""
+
+    sensitivity: Fraction
+    noise: NoiseDistribution
+
+    def _setup(self, sensitivity: Fraction, epsilon: object, delta: object) -> None:
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
+        self.delta = Exact(dlt or 0)
+        self.sensitivity = sensitivity
+        self.noise, self.charge = _additive(sensitivity, self.epsilon, dlt)
+        self.noise_scale = self.noise.scale
+
+    def describe(self) -> str:
+        return self.noise.describe()
+
+    def expected_error(self) -> float:
+        """``E|noise|``: ``b`` for Laplace(b), ``sigma·sqrt(2/pi)`` for Gaussian."""
+        return self.noise.expected_abs()
+
+    def accuracy(self, level: float = 0.95) -> float:
+        """The half-width ``t`` with ``P(|noise| <= t) = level``."""
+        return self.noise.half_width(level)
+
+    def _release(self, exact: object, what: str) -> tuple[np.ndarray, Accuracy]:
+        x = _keys_vector(exact, what)
+        noisy = _finite_or(x + _sample(self.noise, x.shape), 0.0)
+        acc = AdditiveAccuracy(
+            noisy, self.noise, epsilon=self.epsilon, delta=self.delta, mechanism=self.describe()
+        )
+        return noisy, acc
+
+
+class CountMechanism(_AdditiveMechanism):
+    """A noisy count: sensitivity 1 (adding or removing a row changes a count by one).
+
+    Laplace(1/epsilon) noise is epsilon-DP (see :func:`laplace_scale`); with ``delta`` the
+    analytic Gaussian sigma for sensitivity 1 (see :func:`gaussian_sigma`).
+
+    >>> CountMechanism(0.5).noise_scale
+    2.0
+    >>> round(CountMechanism(1, delta=1e-6).noise_scale, 3)
+    4.225
+    """
+
+    def __init__(self, epsilon: object, delta: object = None):
+        self._setup(Fraction(1), epsilon, delta)
+
+    def release(self, counts: object) -> tuple[np.ndarray, Accuracy]:
+        """Noisy counts, one per key (float64; Laplace/Gaussian counts are not rounded)."""
+        return self._release(counts, "counts")
+
+
+class SumMechanism(_AdditiveMechanism):
+    """A noisy sum of values clamped into ``[lo, hi]`` (clamping is the executor's job).
+
+    Adding or removing one row changes the sum by that row's value, whose magnitude is at
+    most ``max(|lo|, |hi|)``: that is the sensitivity. (Floating-point summation can err by
+    more than one ulp per term for huge inputs; the executor should sum accurately, e.g.
+    with :func:`math.fsum`-grade algorithms.)
+
+    >>> SumMechanism(0.1, -5, 3).noise_scale
+    50.0
+    """
+
+    def __init__(self, epsilon: object, lo: object, hi: object, delta: object = None):
+        self.lo, self.hi = _bounds(lo, hi)
+        sens = max(_nonneg(abs(self.lo), "bound"), _nonneg(abs(self.hi), "bound"))
+        self._setup(sens, epsilon, delta)
+
+    def release(self, sums: object) -> tuple[np.ndarray, Accuracy]:
+        """Noisy sums, one per key."""
+        return self._release(sums, "sums")
+
+
+def _split_noise(
+    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None, parts: int
+) -> tuple[NoiseDistribution, PureCharge | GaussianCharge]:
+    return _additive(
+        sensitivity, epsilon / parts, None if delta is None else Fraction(delta) / parts
+    )
+
+
+def _mean_box(
+    s1: np.ndarray, s2: np.ndarray, n1: np.ndarray, n2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Range of ``s/n`` over the box ``[s1, s2] × [n1, n2]`` (``n1 > 0``).
+
+    For fixed ``n > 0`` the ratio increases with ``s``; for fixed ``s`` it is monotone in
+    ``n``: so the extremes are at corners, ``min(s1/n1, s1/n2)`` and ``max(s2/n1, s2/n2)``.
+    """
+    low = np.minimum(s1 / n1, s1 / n2)
+    high = np.maximum(s2 / n1, s2 / n2)
+    return low, high
+
+
+class MeanAccuracy(Accuracy):
+    """Confidence intervals for a noisy mean, from the released noisy sum and count only.
+
+    Let ``S' = S + X`` (noisy centred sum) and ``N' = N + Y`` (noisy count) be the released
+    measurements, with ``X``, ``Y`` independent noise of known distributions. With
+    ``alpha = 1 - level``, take ``tS``, ``tN`` with ``P(|X| > tS) = P(|Y| > tN) = alpha/2``.
+    On the event ``|X| <= tS and |Y| <= tN`` -- probability at least ``level`` by the union
+    bound -- the exact ``(S, N)`` lies in the box ``[S' ± tS] × [N' ± tN]``, and for a
+    non-empty group ``N >= 1``. The exact mean ``mid + S/N`` then lies in
+    ``mid + range(S/N over the box with N >= 1)``, clipped into the bounds (the mean of values
+    in ``[lo, hi]`` is in ``[lo, hi]``). If the box has no ``N >= 1``, the interval is the
+    whole ``[lo, hi]``. The interval is widened to contain the released value.
+
+    This is a sound (conservative) interval, computed by post-processing released values, not
+    a Monte-Carlo approximation. For an empty group the exact mean is undefined and the
+    interval carries no guarantee.
+    """
+
+    _per_key: ClassVar[tuple[str, ...]] = ("values", "noisy_sum", "noisy_count")
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        noisy_sum: np.ndarray,
+        noisy_count: np.ndarray,
+        *,
+        sum_noise: NoiseDistribution,
+        count_noise: NoiseDistribution,
+        lo: float,
+        hi: float,
+        epsilon: object,
+        delta: object,
+        mechanism: str,
+    ):
+        super().__init__(values, mechanism=mechanism, epsilon=epsilon, delta=delta)
+        self.noisy_sum = np.asarray(noisy_sum, dtype=np.float64)
+        self.noisy_count = np.asarray(noisy_count, dtype=np.float64)
+        self.sum_noise = sum_noise
+        self.count_noise = count_noise
+        self.lo, self.hi = lo, hi
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        alpha = 1.0 - check_level(level)
+        t_s = self.sum_noise.half_width(1.0 - alpha / 2.0)
+        t_n = self.count_noise.half_width(1.0 - alpha / 2.0)
+        mid = 0.5 * (self.lo + self.hi)
+        half = 0.5 * (self.hi - self.lo)
+        n2 = self.noisy_count + t_n
+        n1 = np.maximum(self.noisy_count - t_n, 1.0)
+        feasible = n2 >= 1.0
+        n2 = np.maximum(n2, 1.0)
+        r_lo, r_hi = _mean_box(self.noisy_sum - t_s, self.noisy_sum + t_s, n1, n2)
+        low = np.where(feasible, mid + np.clip(r_lo, -half, half), self.lo)
+        high = np.where(feasible, mid + np.clip(r_hi, -half, half), self.hi)
+        low = np.clip(_finite_or(low, self.lo), self.lo, self.hi)
+        high = np.clip(_finite_or(high, self.hi), self.lo, self.hi)
+        return np.minimum(low, self.values), np.maximum(high, self.values)
+
+
+class MeanMechanism(Mechanism):
+    """A noisy mean of values clamped into ``[lo, hi]``, exactly epsilon-DP.
+
+    Let ``mid = (lo + hi)/2`` and ``h = (hi - lo)/2``. Two measurements, each with half the
+    budget (``epsilon/2``, and ``delta/2`` each with Gaussian noise):
+
+    * the centred sum ``S' = Σ (x - mid) + noise``: one row changes it by ``x - mid``, and
+      ``|x - mid| <= h``, so the sensitivity is ``h`` -- half the ``max(|lo|, |hi|)`` of a
+      plain sum for bounds like ``(0, hi)``, and far less for bounds away from 0;
+    * the count ``N' = N + noise``, sensitivity 1.
+
+    Sequential composition makes the pair exactly ``(epsilon, delta)``-DP; everything after is
+    post-processing: ``mean = mid + S'/max(N', 1)``, clamped into ``[lo, hi]``. Never NaN;
+    an empty group gets a value inside the bounds (``mid`` when noise is off). PINQ's
+    NoisyAverage could lose up to about ``2·epsilon``; the split above costs exactly the
+    charged epsilon. ``ci`` is described in :class:`MeanAccuracy`.
+
+    >>> from pinqpy import testing
+    >>> m = MeanMechanism(0.2, 0, 100)
+    >>> m.describe()
+    'Mean(sum: Laplace(scale=500.0), count: Laplace(scale=10.0))'
+    >>> with testing.no_noise():
+    ...     v, _ = m.release(np.array([300.0, 0.0]), np.array([10, 0]))
+    >>> v.tolist()
+    [30.0, 50.0]
+    """
+
+    def __init__(self, epsilon: object, lo: object, hi: object, delta: object = None):
+        self.lo, self.hi = _bounds(lo, hi)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
+        self.delta = Exact(dlt or 0)
+        half = (Fraction(self.hi) - Fraction(self.lo)) / 2
+        self.sum_noise, sum_charge = _split_noise(half, self.epsilon, dlt, 2)
+        self.count_noise, count_charge = _split_noise(Fraction(1), self.epsilon, dlt, 2)
+        self.charge = CompositeCharge([sum_charge, count_charge])
+        # Two noises; no single scale describes the mean's error (see describe()).
+        self.noise_scale = None
+
+    @property
+    def mid(self) -> float:
+        return 0.5 * (self.lo + self.hi)
+
+    def describe(self) -> str:
+        return f"Mean(sum: {self.sum_noise.describe()}, count: {self.count_noise.describe()})"
+
+    def expected_error(self, n: float | None = None) -> float:
+        """First-order expected error for a group of ``n`` rows, capped at ``hi - lo``.
+
+        ``S'/N' - S/N ≈ (X - (S/N)·Y)/N``, so ``E|error| <~ (E|X| + h·E|Y|)/n``. Without
+        ``n`` (nothing known about group sizes) the answer is the width ``hi - lo``.
+        """
+        width = self.hi - self.lo
+        if n is None or n <= 0:
+            return width
+        half = 0.5 * width
+        err = (self.sum_noise.expected_abs() + half * self.count_noise.expected_abs()) / n
+        return min(err, width)
+
+    def accuracy(self, level: float = 0.95, n: float | None = None) -> float:
+        """A bound on ``|released - exact|`` for a group of ``n`` rows, holding w.p. >= level.
+
+        With ``tS``, ``tN`` the ``1 - alpha/2`` half-widths of the two noises, on the event
+        ``|X| <= tS, |Y| <= tN`` (probability >= level):
+        ``|(S+X)/(N+Y) - S/N| = |N·X - S·Y| / (N·(N+Y)) <= (tS + h·tN)/(n - tN)`` using
+        ``|S| <= h·N``, provided ``n - tN >= 1`` (then ``N' >= 1`` and the ``max(N', 1)`` is
+        inactive). Otherwise, or without ``n``, the bound is the width ``hi - lo``.
+        """
+        alpha = 1.0 - check_level(level)
+        width = self.hi - self.lo
+        if n is None:
+            return width
+        t_s = self.sum_noise.half_width(1.0 - alpha / 2.0)
+        t_n = self.count_noise.half_width(1.0 - alpha / 2.0)
+        if n - t_n < 1.0:
+            return width
+        return min((t_s + 0.5 * width * t_n) / (n - t_n), width)
+
+    def _measure(self, sums: object, counts: object) -> tuple[np.ndarray, np.ndarray]:
+        """The two private measurements ``(S', N')`` (everything else is post-processing)."""
+        s = _keys_vector(sums, "sums")
+        c = _keys_vector(counts, "counts")
+        if s.shape != c.shape:
+            raise ValueError("sums and counts must have one entry per key each")
+        centred = s - self.mid * c
+        noisy_sum = centred + _sample(self.sum_noise, s.shape)
+        noisy_count = c + _sample(self.count_noise, c.shape)
+        return noisy_sum, noisy_count
+
+    def _post(self, noisy_sum: np.ndarray, noisy_count: np.ndarray) -> np.ndarray:
+        mean = self.mid + noisy_sum / np.maximum(noisy_count, 1.0)
+        return np.clip(_finite_or(mean, self.mid), self.lo, self.hi)
+
+    def release(self, sums: object, counts: object) -> tuple[np.ndarray, Accuracy]:
+        """Noisy means from plain clamped ``sums`` and ``counts`` (one per key)."""
+        noisy_sum, noisy_count = self._measure(sums, counts)
+        values = self._post(noisy_sum, noisy_count)
+        acc = MeanAccuracy(
+            values,
+            noisy_sum,
+            noisy_count,
+            sum_noise=self.sum_noise,
+            count_noise=self.count_noise,
+            lo=self.lo,
+            hi=self.hi,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            mechanism=self.describe(),
+        )
+        return values, acc
+
+
+class VarianceAccuracy(Accuracy):
+    """Intervals for a noisy variance (or standard deviation) by interval arithmetic.
+
+    With ``alpha = 1 - level`` and each of the three noises within its ``1 - alpha/3``
+    half-width (probability >= level by the union bound), the exact ``N``, centred sum ``S``
+    and shifted sum of squares ``C = Σ (x-mid)² - (h²/2)·N`` lie in boxes around the released
+    values, and the population variance ``C/N + h²/2 - (S/N)²`` lies in the interval obtained
+    by evaluating each term's range over the box (corners for the ratios, as in
+    :class:`MeanAccuracy`), clipped into ``[0, h²]``; ``ddof`` then scales by ``N/(N-ddof)``,
+    which is decreasing in ``N``. Widened to contain the released value.
+    """
+
+    _per_key: ClassVar[tuple[str, ...]] = ("values", "noisy_sum", "noisy_sq", "noisy_count")
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        noisy_sum: np.ndarray,
+        noisy_sq: np.ndarray,
+        noisy_count: np.ndarray,
+        *,
+        mech: VarianceMechanism,
+    ):
+        super().__init__(values, mechanism=mech.describe(), epsilon=mech.epsilon, delta=mech.delta)
+        self.noisy_sum = noisy_sum
+        self.noisy_sq = noisy_sq
+        self.noisy_count = noisy_count
+        self._mech = mech
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        m = self._mech
+        alpha = 1.0 - check_level(level)
+        t_s = m.sum_noise.half_width(1.0 - alpha / 3.0)
+        t_q = m.sq_noise.half_width(1.0 - alpha / 3.0)
+        t_n = m.count_noise.half_width(1.0 - alpha / 3.0)
+        h2 = m.half**2
+        need = 1.0 + m.ddof
+        n2 = self.noisy_count + t_n
+        feasible = n2 >= need
+        n2 = np.maximum(n2, need)
+        n1 = np.maximum(self.noisy_count - t_n, need)
+        r_lo, r_hi = _mean_box(self.noisy_sum - t_s, self.noisy_sum + t_s, n1, n2)
+        r_lo, r_hi = np.clip(r_lo, -m.half, m.half), np.clip(r_hi, -m.half, m.half)
+        sq_hi = np.maximum(r_lo**2, r_hi**2)
+        sq_lo = np.where((r_lo <= 0) & (r_hi >= 0), 0.0, np.minimum(r_lo**2, r_hi**2))
+        c_lo, c_hi = _mean_box(self.noisy_sq - t_q, self.noisy_sq + t_q, n1, n2)
+        pop_lo = np.clip(c_lo + h2 / 2 - sq_hi, 0.0, h2)
+        pop_hi = np.clip(c_hi + h2 / 2 - sq_lo, 0.0, h2)
+        low = pop_lo * n2 / (n2 - m.ddof)
+        high = pop_hi * n1 / (n1 - m.ddof)
+        top = m._max_value()
+        low = np.where(feasible, low, 0.0)
+        high = np.where(feasible, high, top)
+        if m.stddev:
+            low, high = np.sqrt(low), np.sqrt(high)
+        low = _finite_or(low, 0.0)
+        high = _finite_or(high, math.sqrt(top) if m.stddev else top)
+        return np.minimum(low, self.values), np.maximum(high, self.values)
+
+
+class VarianceMechanism(Mechanism):
+    """A noisy variance (or standard deviation) of values clamped into ``[lo, hi]``.
+
+    Epsilon (and delta) is split in thirds over three measurements, with ``mid``, ``h`` as in
+    :class:`MeanMechanism`:
+
+    * the count ``N'``, sensitivity 1;
+    * the centred sum ``S' = Σ (x - mid) + noise``, sensitivity ``h``;
+    * the shifted centred sum of squares ``C' = Σ ((x - mid)² - h²/2) + noise``: a row adds
+      ``(x-mid)² - h²/2``, which lies in ``[-h²/2, h²/2]``, so the sensitivity is ``h²/2``.
+
+    Post-processing, with ``n = max(N', 1 + ddof)``: the population variance
+    ``(C' + (h²/2)·n)/n - (S'/n)²`` clipped into ``[0, h²]`` (no values in ``[lo, hi]`` vary
+    more), times ``n/(n - ddof)``; ``stddev=True`` takes the square root. ``ddof=1`` (the
+    default) is the sample variance, as SQL's ``VARIANCE``/``STDDEV`` and pandas.
+    ``release(sums, sumsq, counts)`` takes plain clamped sums and sums of squares.
+
+    >>> from pinqpy import testing
+    >>> m = VarianceMechanism(0.3, 0, 10, ddof=0)
+    >>> with testing.no_noise():
+    ...     v, _ = m.release(np.array([10.0]), np.array([100.0]), np.array([2]))
+    >>> v.tolist()  # values {0, 10}: population variance 25
+    [25.0]
+    """
+
+    def __init__(
+        self,
+        epsilon: object,
+        lo: object,
+        hi: object,
+        delta: object = None,
+        *,
+        ddof: int = 1,
+        stddev: bool = False,
+    ):
+        self.lo, self.hi = _bounds(lo, hi)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
+        self.delta = Exact(dlt or 0)
+        if ddof not in (0, 1):
+            raise PinqError("ddof must be 0 or 1")
+        self.ddof = int(ddof)
+        self.stddev = bool(stddev)
+        half = (Fraction(self.hi) - Fraction(self.lo)) / 2
+        self.half = float(half)
+        self.count_noise, c1 = _split_noise(Fraction(1), self.epsilon, dlt, 3)
+        self.sum_noise, c2 = _split_noise(half, self.epsilon, dlt, 3)
+        self.sq_noise, c3 = _split_noise(half * half / 2, self.epsilon, dlt, 3)
+        self.charge = CompositeCharge([c1, c2, c3])
+        self.noise_scale = None
+
+    @property
+    def mid(self) -> float:
+        return 0.5 * (self.lo + self.hi)
+
+    def _max_value(self) -> float:
+        # The largest variance values in [lo, hi] can have: h² (population); with ddof=1
+        # and n = 2 the sample variance reaches 2h².
+        return self.half**2 * (2.0 if self.ddof else 1.0)
+
+    def describe(self) -> str:
+        what = "Stddev" if self.stddev else "Variance"
+        return (
+            f"{what}(count: {self.count_noise.describe()}, sum: {self.sum_noise.describe()}, "
+            f"squares: {self.sq_noise.describe()})"
+        )
+
+    def expected_error(self, n: float | None = None) -> float:
+        """A first-order expected error for ``n`` rows; without ``n`` the largest value.
+
+        ``var ≈ C/N + h²/2 - (S/N)²`` moves by about ``(|X_C| + 2h·|X_S| + h²·|Y|)/n`` to first
+        order; for the standard deviation ``|√a - √b| <= √|a - b|`` bounds the error.
+        """
+        top = self._max_value()
+        if n is None or n <= 1 + self.ddof:
+            return math.sqrt(top) if self.stddev else top
+        err = (
+            self.sq_noise.expected_abs()
+            + self.half * 2 * self.sum_noise.expected_abs()
+            + self.half**2 * self.count_noise.expected_abs()
+        ) / n
+        return min(math.sqrt(err) if self.stddev else err, math.sqrt(top) if self.stddev else top)
+
+    def accuracy(self, level: float = 0.95) -> float:
+        """The worst-case error, the largest possible value (holds at every level).
+
+        A data-free bound that shrinks with the group size would need the group's spread;
+        the release's own :class:`VarianceAccuracy` gives data-dependent intervals.
+        """
+        check_level(level)
+        top = self._max_value()
+        return math.sqrt(top) if self.stddev else top
+
+    def release(self, sums: object, sumsq: object, counts: object) -> tuple[np.ndarray, Accuracy]:
+        """Noisy variances (or stddevs) from plain clamped sums, sums of squares and counts."""
+        s = _keys_vector(sums, "sums")
+        q = _keys_vector(sumsq, "sums of squares")
+        c = _keys_vector(counts, "counts")
+        if not s.shape == q.shape == c.shape:
+            raise ValueError("sums, sums of squares and counts must have one entry per key")
+        mid, h2 = self.mid, self.half**2
+        centred = s - mid * c
+        centred_sq = q - 2.0 * mid * s + mid * mid * c - 0.5 * h2 * c
+        noisy_count = c + _sample(self.count_noise, c.shape)
+        noisy_sum = centred + _sample(self.sum_noise, s.shape)
+        noisy_sq = centred_sq + _sample(self.sq_noise, q.shape)
+        n = np.maximum(noisy_count, 1.0 + self.ddof)
+        pop = (noisy_sq + 0.5 * h2 * n) / n - (noisy_sum / n) ** 2
+        var = np.clip(_finite_or(pop, 0.0), 0.0, h2) * n / (n - self.ddof)
+        values = np.sqrt(var) if self.stddev else var
+        acc = VarianceAccuracy(values, noisy_sum, noisy_sq, noisy_count, mech=self)
+        return values, acc
+
+
+# -- quantiles: the exponential mechanism over a public grid -------------------------------
+QUANTILE_GRID_POINTS = 1001
+QUANTILE_MAX_INTEGER_GRID = 10_000
+QUANTILE_CI_CUTS = 33
+QUANTILE_CI_SHARE = Fraction(1, 4)
+
+
+def default_candidates(lo: float, hi: float) -> np.ndarray:
+    """The public candidate grid for a quantile over ``[lo, hi]``.
+
+    Every integer from ``lo`` to ``hi`` when both are integers and ``hi - lo <= 10_000``
+    (ages, years, counts: the answer is exact to the unit); otherwise 1001 evenly spaced
+    points including both ends (a resolution of 0.1% of the range).
+
+    >>> default_candidates(0, 4).tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0]
+    >>> len(default_candidates(0, 1e6))
+    1001
+    """
+    lo_f, hi_f = _bounds(lo, hi)
+    if lo_f == hi_f:
+        return np.array([lo_f])
+    if lo_f.is_integer() and hi_f.is_integer() and hi_f - lo_f <= QUANTILE_MAX_INTEGER_GRID:
+        return np.arange(int(lo_f), int(hi_f) + 1).astype(np.float64)
+    grid = np.linspace(lo_f, hi_f, QUANTILE_GRID_POINTS)
+    grid[0], grid[-1] = lo_f, hi_f
+    return grid
+
+
+def _chernoff_threshold(n_terms: Sequence[tuple[int, float]], b: float, log_inv_p: float) -> float:
+    """A ``t`` with ``P(Σ_j w_j·Y_j >= t) <= p`` for i.i.d. ``Y_j ~ Laplace(b)``.
+
+    ``n_terms`` lists ``(count, weight)`` groups. The moment generating function of
+    ``Laplace(b)`` is ``1/(1 - λ²b²)`` for ``|λ| < 1/b``, so for ``S = Σ w_j Y_j`` and
+    ``0 < λ < 1/(b·max|w|)``, Chernoff's bound gives
+    ``P(S >= t) <= exp(-λt + Λ(λ))``, ``Λ(λ) = -Σ_j log(1 - λ²w_j²b²)``. Hence
+    ``t(λ) = (log(1/p) + Λ(λ))/λ`` is a valid threshold for *every* such λ; we pick λ where
+    ``λΛ'(λ) - Λ(λ) = log(1/p)`` (the optimum, found by bisection; the function is increasing
+    in λ) and evaluate ``t(λ)`` there, so imprecision in λ can only loosen, never invalidate.
+    """
+    terms = [(n, abs(w)) for n, w in n_terms if n > 0 and w != 0]
+    if not terms or b == 0:
+        return 0.0
+    wmax = max(w for _, w in terms)
+    lam_max = 1.0 / (b * wmax)
+
+    def big_lambda(lam: float) -> float:
+        return -sum(n * math.log1p(-((lam * w * b) ** 2)) for n, w in terms)
+
+    def d_lambda(lam: float) -> float:
+        return sum(n * 2 * lam * (w * b) ** 2 / (1 - (lam * w * b) ** 2) for n, w in terms)
+
+    lo, hi = 0.0, lam_max
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if mid * d_lambda(mid) - big_lambda(mid) < log_inv_p:
+            lo = mid
+        else:
+            hi = mid
+    lam = lo if lo > 0 else 0.5 * lam_max
+    return (log_inv_p + big_lambda(lam)) / lam
+
+
+class QuantileAccuracy(Accuracy):
+    """Value-space confidence intervals for a released quantile.
+
+    Method (a documented share ``ci_epsilon`` of the quantile's epsilon pays for it):
+
+    1. **Noisy coarse histogram.** Cut candidates ``c_{k_0} = lo < c_{k_1} < ... <
+       c_{k_C} = hi`` (up to 33, evenly spaced along the grid) split the rows into ``2C + 1``
+       disjoint bins: ``{x = c_{k_i}}`` and ``c_{k_i} < x < c_{k_{i+1}}``. Adding or removing a
+       row changes exactly one bin by one, so Laplace(1/ci_epsilon) noise on every bin is
+       ``ci_epsilon``-DP (L1 sensitivity 1).
+    2. **Noisy scores at the cuts.** The quantile's score function is
+       ``g_j = (1-q)·#{x < c_j} - q·#{x > c_j}``, non-decreasing in ``j``; from the noisy
+       bins, ``ĝ_i = (1-q)·(bins below c_{k_i}) - q·(bins above c_{k_i})`` estimates ``g`` at
+       cut ``i`` with noise ``(1-q)·Σ(2i Laplaces) - q·Σ(2(C-i) Laplaces)``.
+    3. **Simultaneous bounds.** :func:`_chernoff_threshold` gives ``t_i`` with
+       ``P(|ĝ_i - g_{k_i}| >= t_i) <= alpha/(C+1)`` (each side ``alpha/(2(C+1))``); by the union
+       bound all ``C + 1`` cuts are within their ``t_i`` with probability ``>= 1 - alpha``.
+    4. **Inversion.** ``g_k >= 0`` implies the lowest best-scoring candidate (the exact
+       quantile, ties to the lowest) is at or below ``c_k``: every higher candidate scores no
+       better. ``g_k <= 0`` implies the *highest* best-scoring candidate is at or above
+       ``c_k``. So the interval runs from the largest cut with ``ĝ_i + t_i <= 0`` (else
+       ``lo``) to the smallest cut with ``ĝ_i - t_i >= 0`` (else ``hi``), and it is widened to
+       contain the released value.
+
+    Guarantee: with probability at least ``level`` the interval contains an exact
+    ``q``-quantile of the data in the sense of the mechanism (a candidate of best score);
+    when the best-scoring candidate is unique -- the usual case with many distinct values --
+    it contains *the* exact quantile. Resolution is limited by the cut spacing
+    (``(hi-lo)/32``) and by the histogram noise; the interval costs no extra privacy beyond
+    the charged epsilon.
+    """
+
+    _per_key: ClassVar[tuple[str, ...]] = ("values", "indices", "scores")
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        indices: np.ndarray,
+        scores: np.ndarray | None,
+        *,
+        mech: QuantileMechanism,
+    ):
+        super().__init__(values, mechanism=mech.describe(), epsilon=mech.epsilon, delta=mech.delta)
+        self.indices = np.asarray(indices)
+        self.scores = (
+            np.zeros((len(self), len(mech.cuts))) if scores is None else np.asarray(scores)
+        )
+        self._mech = mech
+
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        mech = self._mech
+        cands = mech.candidates
+        n = len(self)
+        if mech.ci_noise is None:  # no share of epsilon for the ci: only the bounds are known
+            return np.full(n, cands[0]), np.full(n, cands[-1])
+        t = mech.ci_thresholds(level)
+        cuts = mech.cuts
+        low_idx = np.zeros(n, dtype=np.int64)
+        high_idx = np.full(n, len(cands) - 1, dtype=np.int64)
+        surely_nonpos = self.scores + t <= 0  # g <= 0 there: an exact quantile is at/above
+        surely_nonneg = self.scores - t >= 0  # g >= 0 there: the exact quantile is at/below
+        has_low = surely_nonpos.any(axis=1)
+        has_high = surely_nonneg.any(axis=1)
+        last = surely_nonpos.shape[1] - 1 - np.argmax(surely_nonpos[:, ::-1], axis=1)
+        first = np.argmax(surely_nonneg, axis=1)
+        low_idx = np.where(has_low, cuts[last], low_idx)
+        high_idx = np.where(has_high, cuts[first], high_idx)
+        a, b = np.minimum(low_idx, high_idx), np.maximum(low_idx, high_idx)
+        low = np.minimum(cands[a], self.values)
+        high = np.maximum(cands[b], self.values)
+        return low, high
+
+
+class QuantileMechanism(Mechanism):
+    """The ``q``-quantile by the exponential mechanism over a public candidate grid.
+
+    **Scores.** For candidate ``c_j``, with ``L_j = #{x < c_j}`` and ``G_j = #{x > c_j}``
+    (values clamped into ``[lo, hi]``), the utility is ``u_j = -|(1-q)·L_j - q·G_j|``: zero
+    where a ``q`` share of the other rows is above and ``1-q`` below. Adding a row ``x``
+    raises ``L_j`` by one (if ``x < c_j``), or ``G_j`` (if ``x > c_j``), or neither, so
+    ``(1-q)L_j - qG_j`` moves by ``1-q``, ``-q`` or 0 and ``|Δu_j| <= Δu = max(q, 1-q)``.
+
+    **Selection.** ``P(j) ∝ exp(eps_sel·u_j / (2Δu))``. For neighbours ``D, D'`` every score
+    moves by at most ``Δu``, so the numerator changes by at most ``e^{eps_sel/2}`` and so does
+    the normalizing sum: the ratio of probabilities is at most ``e^{eps_sel}`` (McSherry &
+    Talwar, FOCS 2007) -- exactly ``eps_sel``-DP for every ``q``. (PINQ's order statistic could
+    lose up to ``2·max(q, 1-q)·eps``.) Sampling is
+    Gumbel-max in log space -- ``argmax_j (eps_sel·u_j/(2Δu) + G_j)`` with standard Gumbel
+    ``G_j`` has exactly this law -- vectorized over keys, with no exponentials to overflow.
+
+    **Budget.** ``epsilon`` is split: ``eps_sel = (1 - ci_share)·epsilon`` for the selection
+    and ``ci_epsilon = ci_share·epsilon`` (default 1/4) for a noisy coarse histogram that
+    makes a value-space ``ci()`` possible (:class:`QuantileAccuracy`). By sequential
+    composition the release is exactly ``epsilon``-DP; the charge is ``PureCharge(epsilon)``.
+    ``ci_share=0`` spends everything on the selection, and ``ci()`` is then ``[lo, hi]``.
+
+    **Inputs.** ``release(eq_counts, gap_counts)`` with ``eq_counts[k, j] = #{x == c_j}``
+    (shape ``(n_keys, m)``) and ``gap_counts[k, j] = #{c_j < x < c_{j+1}}``
+    (shape ``(n_keys, m-1)``); :meth:`bin_counts` computes them from values.
+
+    **Utility.** With probability ``>= level`` the chosen candidate's score is within
+    ``2Δu·(ln m + ln(1/(1-level)))/eps_sel`` of the best (in rows of rank).
+
+    >>> from pinqpy import testing
+    >>> m = QuantileMechanism(1.0, 0.5, 0, 10)
+    >>> eq, gap = m.bin_counts(np.array([1, 2, 3, 3, 9]))
+    >>> with testing.no_noise():
+    ...     v, acc = m.release(eq, gap)
+    >>> v.tolist()
+    [3.0]
+    >>> float(m.select_epsilon), float(m.ci_epsilon)
+    (0.75, 0.25)
+    """
+
+    def __init__(
+        self,
+        epsilon: object,
+        q: object,
+        lo: object,
+        hi: object,
+        candidates: object = None,
+        *,
+        ci_share: object = QUANTILE_CI_SHARE,
+    ):
+        self.lo, self.hi = _bounds(lo, hi)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        self.delta = Exact(0)
+        qq = to_fraction(q, "q")
+        if not 0 <= qq <= 1:
+            raise PinqError("a quantile q must be between 0 and 1")
+        self.q = float(qq)
+        self._q_exact = qq
+        share = to_fraction(ci_share, "ci_share")
+        if not 0 <= share < 1:
+            raise PinqError("ci_share must be at least 0 and below 1")
+        self.ci_share = Exact(share)
+        self.select_epsilon = Exact(self.epsilon * (1 - share))
+        self.ci_epsilon = Exact(self.epsilon * share)
+        self.sensitivity = max(qq, 1 - qq)
+        # Coefficient of the utility in the log-probability, rounded down (never more
+        # private loss than charged).
+        self._coef = _round_down(self.select_epsilon / (2 * self.sensitivity))
+        self.candidates = self._grid(candidates)
+        m = len(self.candidates)
+        n_cuts = min(m, QUANTILE_CI_CUTS)
+        self.cuts = np.unique(np.round(np.linspace(0, m - 1, n_cuts)).astype(np.int64))
+        self.ci_noise = LaplaceNoise(laplace_scale(1, self.ci_epsilon)) if share > 0 else None
+        self.charge = PureCharge(self.epsilon)
+        self.noise_scale = None
+        self._thresholds: dict[float, np.ndarray] = {}
+
+    def _grid(self, candidates: object) -> np.ndarray:
+        if candidates is None:
+            return default_candidates(self.lo, self.hi)
+        try:
+            c = np.asarray(candidates, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise PinqError("quantile candidates must be numbers") from None
+        if not np.isfinite(c).all():
+            raise PinqError("quantile candidates must be finite")
+        if ((c < self.lo) | (c > self.hi)).any():
+            raise PinqError("quantile candidates must lie within the bounds")
+        return np.unique(np.concatenate([c, [self.lo, self.hi]]))
+
+    # -- description and data-free accuracy ----------------------------------------------
+    def describe(self) -> str:
+        text = (
+            f"Exponential(epsilon={self.select_epsilon!r}, q={_fmt(self.q)}, "
+            f"candidates={len(self.candidates)})"
+        )
+        if self.ci_noise is not None:
+            text += f" + {self.ci_noise.describe()} histogram for ci"
+        return text
+
+    def accuracy(self, level: float = 0.95) -> float:
+        """Rank error (rows): with prob. >= level the choice scores within this of the best.
+
+        The exponential mechanism's utility bound: the candidates scoring ``s`` or more below
+        the best have total probability at most ``m·exp(-eps_sel·s/(2Δu))``; setting that to
+        ``1 - level`` gives ``s = 2Δu·(ln m + ln(1/(1-level)))/eps_sel``.
+        """
+        lv = check_level(level)
+        m = len(self.candidates)
+        return (2 * float(self.sensitivity) * (math.log(m) + math.log(1 / (1 - lv)))) / float(
+            self.select_epsilon
+        )
+
+    def expected_error(self) -> float:
+        """Expected rank error (rows): ``∫ min(1, m·e^{-eps_sel·s/(2Δu)}) ds``."""
+        m = len(self.candidates)
+        return 2 * float(self.sensitivity) * (math.log(m) + 1) / float(self.select_epsilon)
+
+    def ci_thresholds(self, level: float) -> np.ndarray:
+        """The simultaneous noise bounds ``t_i`` on the cut scores (public; no data)."""
+        lv = check_level(level)
+        cached = self._thresholds.get(lv)
+        if cached is not None:
+            return cached
+        assert self.ci_noise is not None
+        n_cuts = len(self.cuts)
+        below_w, above_w = 1.0 - self.q, self.q
+        log_inv_p = math.log(2 * n_cuts / (1 - lv))
+        t = np.array(
+            [
+                _chernoff_threshold(
+                    [(2 * i, below_w), (2 * (n_cuts - 1 - i), above_w)],
+                    self.ci_noise.b,
+                    log_inv_p,
+                )
+                for i in range(n_cuts)
+            ]
+        )
+        self._thresholds[lv] = t
+        return t
+
+    # -- data ----------------------------------------------------------------------------
+    def bin_counts(
+        self, values: object, codes: object = None, n_keys: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(eq_counts, gap_counts)`` for ``values`` (NaN dropped, others clamped).
+
+        With ``codes`` (an int per value, 0 <= code < n_keys) the counts are per key, shape
+        ``(n_keys, m)`` and ``(n_keys, m-1)``; rows with other codes are dropped.
+        """
+        v = np.asarray(values, dtype=np.float64).ravel()
+        keep = ~np.isnan(v)
+        if codes is None:
+            k = np.zeros(v.shape, dtype=np.int64)
+            n_keys = 1
+        else:
+            k = np.asarray(codes, dtype=np.int64).ravel()
+            keep &= (k >= 0) & (k < n_keys)
+        v, k = np.clip(v[keep], self.lo, self.hi), k[keep]
+        c = self.candidates
+        m = len(c)
+        pos = np.searchsorted(c, v, side="left")
+        exact = c[np.minimum(pos, m - 1)] == v
+        eq = np.bincount(k[exact] * m + pos[exact], minlength=n_keys * m)
+        gap_pos = pos[~exact] - 1  # strictly between c[pos-1] and c[pos]
+        gm = max(m - 1, 1)
+        gap = np.bincount(k[~exact] * gm + gap_pos, minlength=n_keys * gm)
+        return eq.reshape(n_keys, m), gap.reshape(n_keys, gm)[:, : m - 1]
+
+    def _check_counts(self, eq_counts: object, gap_counts: object) -> tuple[np.ndarray, ...]:
+        m = len(self.candidates)
+        eq = np.asarray(eq_counts, dtype=np.int64)
+        gap = np.asarray(gap_counts, dtype=np.int64)
+        if eq.ndim == 1:
+            eq = eq[None, :]
+        if gap.ndim == 1:
+            gap = gap[None, :]
+        if eq.shape[1:] != (m,) or gap.shape != (eq.shape[0], m - 1):
+            raise ValueError("eq_counts must be (n_keys, m) and gap_counts (n_keys, m-1)")
+        if (eq < 0).any() or (gap < 0).any():
+            raise ValueError("counts cannot be negative")
+        return eq, gap
+
+    @staticmethod
+    def _below(eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        """``L[k, j] = #{x < c_j}``: cumulative rows in ``[c_i, c_{i+1})`` for ``i < j``."""
+        below = np.zeros(eq.shape, dtype=np.int64)
+        np.cumsum(eq[:, :-1] + gap, axis=1, out=below[:, 1:])
+        return below
+
+    def scores(self, eq_counts: object, gap_counts: object) -> np.ndarray:
+        """Utilities ``u[k, j] = -|(1-q)·L_j - q·G_j|`` (reads data; for release and tests)."""
+        eq, gap = self._check_counts(eq_counts, gap_counts)
+        below = self._below(eq, gap)
+        total = eq.sum(axis=1, keepdims=True) + gap.sum(axis=1, keepdims=True)
+        above = total - below - eq
+        return -np.abs((1.0 - self.q) * below - self.q * above)
+
+    def _selection_probabilities(self, eq_counts: object, gap_counts: object) -> np.ndarray:
+        """The exact selection law ``P(j) ∝ exp(coef·u_j)`` (for tests; reads data)."""
+        logits = self._coef * self.scores(eq_counts, gap_counts)
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def _coarse_bins(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        """Exact coarse histogram, shape ``(n_keys, 2C - 1)`` for ``C`` cuts (reads data).
+
+        Interleaved ``[#{x = c_{k_0}}, #{c_{k_0} < x < c_{k_1}}, #{x = c_{k_1}}, ...,
+        #{x = c_{k_last}}]``: disjoint bins covering ``[lo, hi]``, so one row is in exactly
+        one bin and adding or removing it changes the histogram by 1 in L1.
+        """
+        below = self._below(eq, gap)
+        cuts = self.cuts
+        bins = np.empty((eq.shape[0], 2 * len(cuts) - 1), dtype=np.int64)
+        bins[:, 0::2] = eq[:, cuts]
+        bins[:, 1::2] = below[:, cuts[1:]] - below[:, cuts[:-1]] - eq[:, cuts[:-1]]
+        return bins
+
+    def _scores_from_bins(self, bins: np.ndarray) -> np.ndarray:
+        """``(1-q)·(bins below cut i) - q·(bins above cut i)`` for every cut (post-processing)."""
+        n_keys = bins.shape[0]
+        # prefix[:, p] = sum of the first p bins; cut i is bin 2i.
+        prefix = np.concatenate([np.zeros((n_keys, 1)), np.cumsum(bins, axis=1)], axis=1)
+        total = prefix[:, -1:]
+        before = prefix[:, 0::2][:, : (bins.shape[1] + 1) // 2]
+        after = total - prefix[:, 1::2]
+        return (1.0 - self.q) * before - self.q * after
+
+    def _cut_scores(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        """Noisy scores at the cut candidates, from a Laplace-noised coarse histogram."""
+        assert self.ci_noise is not None
+        bins = self._coarse_bins(eq, gap).astype(np.float64)
+        noisy = bins + _sample(self.ci_noise, bins.shape)
+        return self._scores_from_bins(noisy)
+
+    def release(self, eq_counts: object, gap_counts: object) -> tuple[np.ndarray, Accuracy]:
+        """Noisy quantiles (values from the candidate grid), one per key."""
+        eq, gap = self._check_counts(eq_counts, gap_counts)
+        u = self.scores(eq, gap)
+        idx = np.argmax(self._coef * u + gumbel_noise(u.shape), axis=1)
+        values = self.candidates[idx]
+        scores = self._cut_scores(eq, gap) if self.ci_noise is not None else None
+        return values, QuantileAccuracy(values, idx, scores, mech=self)
+
+
+# -- argmax: report noisy max ------------------------------------------------------------
+class ArgmaxMechanism(Mechanism):
+    """The most frequent of ``n_candidates`` public candidates, by report-noisy-max.
+
+    ``release(counts)`` takes ``counts[k, i]`` = rows of key ``k`` equal to candidate ``i`` and
+    returns ``argmax_i (epsilon·counts_i + G_i)`` with standard Gumbel ``G_i`` -- i.e. Gumbel
+    noise of scale ``1/epsilon`` on the counts -- which samples ``P(i) ∝ exp(epsilon·c_i)``.
+
+    **Privacy.** Counts are *monotone* under add/remove: adding a row raises one count
+    ``c_t`` by one and leaves the others. Then for the chosen ``t`` the ratio is
+    ``e^eps · Z/Z'`` and for any other ``i`` it is ``Z/Z'``, where
+    ``Z' = Z + (e^eps - 1)·e^{eps·c_t} ∈ [Z, e^eps·Z]``. Every ratio therefore lies in
+    ``[e^{-eps}, e^{eps}]``: exactly epsilon-DP, without the factor 2 of the general
+    exponential mechanism (McSherry & Talwar 2007; the monotone case is Dwork & Roth,
+    "The Algorithmic Foundations of Differential Privacy", Section 3.4). Removal is the same
+    pair read backwards.
+
+    **Accuracy.** A candidate whose count is ``s`` below the maximum has probability at most
+    ``e^{-eps·s}`` relative to the maximum's, so all such candidates together have probability
+    at most ``n·e^{-eps·s}``. Setting that to ``1 - level``: with probability ``>= level`` the
+    chosen count is within ``ln(n/(1-level))/epsilon`` of the maximum.
+
+    >>> from pinqpy import testing
+    >>> m = ArgmaxMechanism(0.5, 3, labels=["CA", "NY", "TX"])
+    >>> with testing.no_noise():
+    ...     idx, acc = m.release(np.array([[5, 9, 9]]))
+    >>> idx.tolist(), acc.values.tolist()
+    ([1], ['NY'])
+    >>> round(m.accuracy(0.95), 3)
+    8.189
+    """
+
+    def __init__(self, epsilon: object, n_candidates: int, *, labels: Sequence[Any] | None = None):
+        self.epsilon = Exact(check_epsilon(epsilon))
+        self.delta = Exact(0)
+        n = int(n_candidates)
+        if n < 1:
+            raise PinqError("argmax needs at least one candidate")
+        self.n_candidates = n
+        if labels is not None and len(labels) != n:
+            raise ValueError("labels must have one entry per candidate")
+        self.labels: np.ndarray | None = None
+        if labels is not None:
+            # Element by element, so tuple labels stay whole (one object per candidate).
+            self.labels = np.empty(n, dtype=object)
+            for i, label in enumerate(labels):
+                self.labels[i] = label
+        self._coef = _round_down(Fraction(self.epsilon))
+        self.noise_scale = _round_up(1 / Fraction(self.epsilon))
+        self.charge = PureCharge(self.epsilon)
+
+    def describe(self) -> str:
+        return (
+            f"ReportNoisyMax(Gumbel(scale={_fmt(self.noise_scale)}), "
+            f"candidates={self.n_candidates})"
+        )
+
+    def accuracy(self, level: float = 0.95) -> float:
+        """Count shortfall ``ln(n/(1-level))/epsilon`` of the choice below the maximum."""
+        lv = check_level(level)
+        return math.log(self.n_candidates / (1.0 - lv)) / float(self.epsilon)
+
+    def expected_error(self) -> float:
+        """Expected shortfall ``<= ∫ min(1, n·e^{-eps·s}) ds = (ln n + 1)/epsilon``."""
+        return (math.log(self.n_candidates) + 1.0) / float(self.epsilon)
+
+    def _logits(self, counts: object) -> np.ndarray:
+        c = np.asarray(counts, dtype=np.float64)
+        if c.ndim == 1:
+            c = c[None, :]
+        if c.ndim != 2 or c.shape[1] != self.n_candidates:
+            raise ValueError("counts must be (n_keys, n_candidates)")
+        if not np.isfinite(c).all():
+            raise ValueError("counts must be finite")
+        return self._coef * c
+
+    def _selection_probabilities(self, counts: object) -> np.ndarray:
+        """The exact law ``P(i) ∝ exp(epsilon·c_i)`` (for tests; reads data)."""
+        logits = self._logits(counts)
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def release(self, counts: object) -> tuple[np.ndarray, Accuracy]:
+        """Chosen candidate indices, one per key (and an accuracy holding their labels)."""
+        logits = self._logits(counts)
+        idx = np.argmax(logits + gumbel_noise(logits.shape), axis=1)
+        values = idx if self.labels is None else self.labels[idx]
+        acc = ArgmaxAccuracy(
+            values,
+            epsilon=self.epsilon,
+            n_candidates=self.n_candidates,
+            mechanism=self.describe(),
+            indices=idx,
+        )
+        return idx, acc
