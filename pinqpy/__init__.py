@@ -1,0 +1,43 @@
+"""pinqpy: Privacy Integrated Queries for pandas.
+
+Wrap a DataFrame in a :class:`PrivateFrame` with a :class:`Budget`; transform it freely with
+stable transformations; learn about it only through noisy aggregations, each charged to the
+budget before any data is read.
+
+>>> import pandas as pd, pinqpy as pq
+>>> budget = pq.Budget(epsilon=1.0)
+>>> people = pq.PrivateFrame(pd.DataFrame({"age": [30, 41, 52]}), budget)
+>>> _ = people.where("age > 35").count(epsilon=0.1)
+>>> budget.remaining.epsilon == 0.9
+True
+"""
+
+from . import testing
+from .budget import Budget, Cost
+from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from .expressions import Expression, col, func, lit
+from .frame import GroupedFrame, PrivateFrame
+from .partition import Partition
+from .results import NoisyLabel, NoisySeries, NoisyValue
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Budget",
+    "BudgetExceededError",
+    "Cost",
+    "Expression",
+    "GroupedFrame",
+    "NoisyLabel",
+    "NoisySeries",
+    "NoisyValue",
+    "Partition",
+    "PinqError",
+    "PinqSyntaxError",
+    "PrivacyError",
+    "PrivateFrame",
+    "col",
+    "func",
+    "lit",
+    "testing",
+]

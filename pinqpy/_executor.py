@@ -1,0 +1,67 @@
+"""What an engine must provide: the exact aggregates that mechanisms turn into noisy answers.
+
+An executor runs a plan inside its engine and returns only small exact aggregates: per-group
+counts, clamped sums, bucket counts for quantiles, candidate counts for argmax. Noise is added
+afterwards in Python by :mod:`pinqpy._mechanisms`, identically for every engine. An executor
+is called only after the query's charge has been accepted.
+
+``grouping`` is ``None`` for a single group (arrays of length 1) or a :class:`Grouping` of
+public keys, in which case rows whose key is not listed are ignored and a key with no rows
+gets zeros.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._expr.ast import Expr
+from ._plan import PlanNode, PyFunc
+
+__all__ = ["Executor", "Grouping"]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Public keys to group by: ``keys[i]`` is a scalar for one column, a tuple for several."""
+
+    columns: tuple[str, ...]
+    keys: tuple[Hashable, ...]
+
+
+class Executor(ABC):
+    """Exact aggregates over a plan, computed inside one engine."""
+
+    @abstractmethod
+    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        """Rows per group, shape (K,)."""
+
+    @abstractmethod
+    def clamped_sum(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group: the sum of non-NULL values clamped into [lo, hi], and how many there were."""
+
+    @abstractmethod
+    def buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, values clamped to the candidates' range: ``eq[k, j] = #{x == c_j}`` and
+        ``gap[k, j] = #{c_j < x < c_j+1}``; shapes (K, m) and (K, m - 1)."""
+
+    @abstractmethod
+    def candidate_counts(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: tuple[Hashable, ...],
+    ) -> np.ndarray:
+        """Per group, how many rows have each candidate value; shape (K, len(candidates))."""

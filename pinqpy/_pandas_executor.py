@@ -1,0 +1,357 @@
+"""Run plans on pandas, vectorized, and compute the exact aggregates mechanisms need.
+
+Plans are evaluated to a :class:`_Relation`: a DataFrame plus an optional row mask. ``where``
+only narrows the mask, so a filtered count or a filtered partition count never copies the
+frame; other nodes apply the mask first. Everything is numpy/pandas vectorized: there is no
+Python loop over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from . import _noise
+from ._executor import Executor, Grouping
+from ._expr.ast import Expr
+from ._expr.pandas_eval import evaluate, predicate_mask
+from ._plan import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartSource,
+    PlanNode,
+    PlanVisitor,
+    PublicJoin,
+    PyFunc,
+    Select,
+    SetOp,
+    Source,
+    Where,
+)
+from .errors import PinqError
+
+__all__ = ["PandasExecutor"]
+
+
+@dataclass
+class _Relation:
+    df: pd.DataFrame
+    mask: np.ndarray | None = None
+
+    def materialize(self) -> pd.DataFrame:
+        if self.mask is None:
+            return self.df
+        return self.df.loc[self.mask].reset_index(drop=True)
+
+    def row_count(self) -> int:
+        return int(self.mask.sum()) if self.mask is not None else len(self.df)
+
+
+def _call(fn: PyFunc, df: pd.DataFrame) -> pd.Series:
+    """Run an analyst's callable; its failures are reported without their (data) messages."""
+    try:
+        out = fn.fn(df)
+    except Exception as exc:  # the message may quote data values
+        raise PinqError(
+            f"the callable {fn.name} raised {type(exc).__name__}; pinqpy hides its message "
+            "because it may contain private values"
+        ) from None
+    if isinstance(out, pd.Series):
+        if len(out) != len(df):
+            raise PinqError(f"the callable {fn.name} must return one value per row")
+        return pd.Series(out.to_numpy(), index=df.index)
+    arr = np.asarray(out)
+    if arr.ndim == 0:
+        return pd.Series(np.repeat(arr, len(df)), index=df.index)
+    if arr.shape[0] != len(df):
+        raise PinqError(f"the callable {fn.name} must return one value per row")
+    return pd.Series(arr, index=df.index)
+
+
+def _value(value: Expr | PyFunc, df: pd.DataFrame) -> pd.Series:
+    return _call(value, df) if isinstance(value, PyFunc) else evaluate(value, df)
+
+
+def _mask(pred: Expr | PyFunc, df: pd.DataFrame) -> np.ndarray:
+    if isinstance(pred, PyFunc):
+        s = _call(pred, df)
+        if not pd.api.types.is_bool_dtype(s.dtype):
+            try:
+                s = s.astype("boolean")
+            except (TypeError, ValueError):
+                raise PinqError(
+                    f"the callable {pred.name} given to where must return true or false for "
+                    "each row"
+                ) from None
+        # NULL (NaN/NA) is not TRUE, as in SQL.
+        return s.fillna(False).to_numpy(dtype=bool, na_value=False)
+    return predicate_mask(pred, df)
+
+
+def _numeric(series: pd.Series) -> np.ndarray:
+    """Values as float64 with NULL as NaN; a value that is not a number counts as NULL."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return series.astype("float64").to_numpy(na_value=np.nan)
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return series.to_numpy(dtype="float64", na_value=np.nan)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _random_priorities(df: pd.DataFrame) -> np.ndarray:
+    """A random priority per row that depends only on the row's own values and a fresh salt.
+
+    Truncation keeps the lowest-priority rows of each key. Because a row's priority does not
+    depend on any other row, which rows one unit keeps is unaffected by other units arriving
+    or leaving: that is what makes truncation stable.
+    """
+    salt = _noise.current_source().bytes(8).hex()
+    try:
+        return pd.util.hash_pandas_object(df, index=False, hash_key=salt).to_numpy()
+    except TypeError:
+        # Unhashable cells (lists): fall back to independent draws, which are just as private
+        # but not a function of the row.
+        return _noise.current_source().uniform(len(df))
+
+
+def _keep_first_per_group(codes: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:
+    """Sorted positions of the ``limit`` rows of lowest priority within each code."""
+    order = np.lexsort((priority, codes))
+    sorted_codes = codes[order]
+    n = len(order)
+    if n == 0:
+        return order
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    np.not_equal(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
+    start_pos = np.where(starts, np.arange(n), 0)
+    np.maximum.accumulate(start_pos, out=start_pos)
+    rank = np.arange(n) - start_pos
+    keep = order[rank < limit]
+    keep.sort()
+    return keep
+
+
+def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """Dense integer codes per distinct key (NULL keys form their own group)."""
+    if len(columns) == 1:
+        codes, _ = pd.factorize(df[columns[0]], use_na_sentinel=False)
+        return codes
+    codes, _ = pd.MultiIndex.from_frame(df[list(columns)]).factorize(use_na_sentinel=False)
+    return codes
+
+
+def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) -> pd.DataFrame:
+    if len(df) == 0:
+        return df
+    keep = _keep_first_per_group(_codes(df, columns), _random_priorities(df), limit)
+    return df.take(keep).reset_index(drop=True)
+
+
+_SQL_AGGS = {"SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "MEDIAN": "median"}
+
+
+class _PlanRunner(PlanVisitor[_Relation]):
+    def visit_source(self, node: Source) -> _Relation:
+        return _Relation(node.table.data)
+
+    def visit_part_source(self, node: PartSource) -> _Relation:
+        rel = self.visit(node.partition.parent)
+        codes = _group_index(rel, Grouping(node.partition.key_columns, (node.key,)))
+        return _Relation(rel.df, codes == 0)
+
+    def visit_where(self, node: Where) -> _Relation:
+        rel = self.visit(node.child)
+        m = _mask(node.predicate, rel.df)
+        return _Relation(rel.df, m if rel.mask is None else (rel.mask & m))
+
+    def visit_select(self, node: Select) -> _Relation:
+        df = self.visit(node.child).materialize()
+        new = {name: _value(e, df) for name, e in node.outputs}
+        if node.keep_all:
+            return _Relation(df.assign(**new))
+        return _Relation(pd.DataFrame(new, index=df.index))
+
+    def visit_distinct(self, node: Distinct) -> _Relation:
+        df = self.visit(node.child).materialize()
+        return _Relation(df[list(node.columns)].drop_duplicates().reset_index(drop=True))
+
+    def visit_explode(self, node: Explode) -> _Relation:
+        df = self.visit(node.child).materialize().reset_index(drop=True)
+        out = df.explode(node.column)
+        # An empty list explodes to one NULL row; NULL items carry nothing, so both go.
+        out = out[out[node.column].notna()]
+        rank = out.groupby(level=0, sort=False).cumcount().to_numpy()
+        out = out[rank < node.max_items]
+        return _Relation(out.reset_index(drop=True))
+
+    def visit_group_by(self, node: GroupBy) -> _Relation:
+        df = self.visit(node.child).materialize()
+        keys = list(node.keys)
+        work = df[keys].copy()
+        named: dict[str, tuple[str, str]] = {}
+        for i, (name, call) in enumerate(node.aggs):
+            tmp = f"__pinq_agg_{i}"
+            func = call.name
+            if call.star:
+                work[tmp] = 1
+                named[name] = (tmp, "size")
+                continue
+            arg = evaluate(call.args[0], df)
+            if func == "COUNT":
+                work[tmp] = arg.to_numpy()
+                named[name] = (tmp, "nunique" if call.distinct else "count")
+            elif func in ("VARIANCE", "STDDEV"):
+                work[tmp] = _numeric(arg)
+                named[name] = (tmp, "var" if func == "VARIANCE" else "std")
+            elif func in _SQL_AGGS:
+                work[tmp] = _numeric(arg)
+                named[name] = (tmp, _SQL_AGGS[func])
+            else:
+                raise PinqError(f"{func} cannot be used inside groupby().agg()")
+        grouped = work.groupby(keys, dropna=False, sort=False)
+        out = grouped.agg(**named).reset_index() if named else grouped.size().reset_index()
+        if not named:
+            out = out[keys]
+        return _Relation(out)
+
+    def visit_join(self, node: Join) -> _Relation:
+        left = self.visit(node.left).materialize()
+        right = self.visit(node.right).materialize()
+        if node.bounds is not None:
+            left = _truncate_per_key(left, node.on, node.bounds[0])
+            right = _truncate_per_key(right, node.on, node.bounds[1])
+        out = left.merge(right, on=list(node.on), how="inner", suffixes=("", "_right"))
+        return _Relation(out)
+
+    def visit_public_join(self, node: PublicJoin) -> _Relation:
+        df = self.visit(node.child).materialize()
+        out = df.merge(node.public.data, on=list(node.on), how=node.how, suffixes=("", "_public"))
+        return _Relation(out)
+
+    def visit_set_op(self, node: SetOp) -> _Relation:
+        left = self.visit(node.left).materialize()
+        right = self.visit(node.right).materialize()
+        if node.kind == "concat":
+            return _Relation(pd.concat([left, right], ignore_index=True))
+        if node.kind == "union":
+            both = pd.concat([left, right], ignore_index=True)
+            return _Relation(both.drop_duplicates().reset_index(drop=True))
+        lu = left.drop_duplicates()
+        ru = right.drop_duplicates()
+        cols = list(left.columns)
+        merged = lu.merge(ru, on=cols, how="left", indicator="__pinq_side")
+        in_right = (merged["__pinq_side"] == "both").to_numpy()
+        keep = in_right if node.kind == "intersect" else ~in_right
+        return _Relation(merged.loc[keep, cols].reset_index(drop=True))
+
+    def visit_bound_contributions(self, node: BoundContributions) -> _Relation:
+        df = self.visit(node.child).materialize()
+        return _Relation(_truncate_per_key(df, (node.unit,), node.max_rows))
+
+
+def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
+    """Per row: the position of its key in ``grouping.keys``, or -1 (not counted)."""
+    n = len(rel.df)
+    if grouping is None:
+        codes = np.zeros(n, dtype=np.int64)
+    elif len(grouping.columns) == 1:
+        col = rel.df[grouping.columns[0]]
+        idx = pd.Index(list(grouping.keys))
+        codes = idx.get_indexer(col).astype(np.int64, copy=False)
+    else:
+        keys = pd.MultiIndex.from_tuples(list(grouping.keys), names=list(grouping.columns))
+        row_keys = pd.MultiIndex.from_frame(rel.df[list(grouping.columns)])
+        codes = keys.get_indexer(row_keys).astype(np.int64, copy=False)
+    if rel.mask is not None:
+        codes = np.where(rel.mask, codes, -1)
+    return codes
+
+
+def _n_groups(grouping: Grouping | None) -> int:
+    return 1 if grouping is None else len(grouping.keys)
+
+
+class PandasExecutor(Executor):
+    """The default engine: plans over pandas DataFrames."""
+
+    def __init__(self) -> None:
+        self._runner = _PlanRunner()
+
+    def relation(self, plan: PlanNode) -> _Relation:
+        return self._runner.visit(plan)
+
+    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        rel = self.relation(plan)
+        if grouping is None:
+            return np.array([rel.row_count()], dtype=np.int64)
+        codes = _group_index(rel, grouping)
+        return np.bincount(codes[codes >= 0], minlength=_n_groups(grouping)).astype(np.int64)
+
+    def _values(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Numeric values of non-NULL rows in listed groups, and their group positions."""
+        rel = self.relation(plan)
+        codes = _group_index(rel, grouping)
+        vals = _numeric(_value(value, rel.df))
+        ok = (codes >= 0) & ~np.isnan(vals)
+        return vals[ok], codes[ok]
+
+    def clamped_sum(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        vals, codes = self._values(plan, grouping, value)
+        k = _n_groups(grouping)
+        # clip also sends +-inf to the bounds, so they count like any other value.
+        clipped = np.clip(vals, lo, hi)
+        sums = np.bincount(codes, weights=clipped, minlength=k)
+        counts = np.bincount(codes, minlength=k).astype(np.int64)
+        return sums, counts
+
+    def buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        vals, codes = self._values(plan, grouping, value)
+        cand = np.asarray(candidates, dtype="float64")
+        m = len(cand)
+        k = _n_groups(grouping)
+        clipped = np.clip(vals, cand[0], cand[-1])
+        j = np.searchsorted(cand, clipped, side="left")
+        j = np.minimum(j, m - 1)
+        equal = cand[j] == clipped
+        # Buckets 0..2m-2 alternate: 2j is "== c_j", 2j-1 is "between c_{j-1} and c_j".
+        bucket = np.where(equal, 2 * j, 2 * j - 1)
+        width = 2 * m - 1
+        flat = np.bincount(codes * width + bucket, minlength=k * width).reshape(k, width)
+        return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+
+    def candidate_counts(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: tuple[Hashable, ...],
+    ) -> np.ndarray:
+        rel = self.relation(plan)
+        codes = _group_index(rel, grouping)
+        col = _value(value, rel.df)
+        which = pd.Index(list(candidates)).get_indexer(col).astype(np.int64, copy=False)
+        ok = (codes >= 0) & (which >= 0)
+        n = len(candidates)
+        k = _n_groups(grouping)
+        flat = np.bincount(codes[ok] * n + which[ok], minlength=k * n)
+        return flat.reshape(k, n).astype(np.int64)
+
+    def rows(self, plan: PlanNode) -> pd.DataFrame:
+        """The plan's rows. For tests of stability only; never reachable from the public API."""
+        return self.relation(plan).materialize()

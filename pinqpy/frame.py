@@ -1,0 +1,963 @@
+"""PrivateFrame: PINQ's PINQueryable over a pandas DataFrame.
+
+A :class:`PrivateFrame` is a privacy-protected view of a table. The analyst transforms it
+with stable transformations (lazy: they build plan nodes and read nothing) and learns about it
+only through noisy aggregations, each of which charges ``epsilon × stability`` to the budgets
+the frame draws on before any data is read.
+
+>>> import pandas as pd, pinqpy as pq
+>>> df = pd.DataFrame({"age": [23, 35, 47, 51, 62], "sex": ["F", "M", "F", "F", "M"]})
+>>> budget = pq.Budget(epsilon=1.0)
+>>> people = pq.PrivateFrame(df, budget, bounds={"age": (0, 100)})
+>>> adults = people.where("age >= 30")
+>>> adults.stability
+1
+>>> n = adults.count(epsilon=0.1)          # noisy, about 4
+>>> budget.spent.epsilon == 0.1
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from . import _mechanisms as mech
+from ._agents import PartitionAgent, charge, flatten
+from ._executor import Grouping
+from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
+from ._expr.bounds import derive_bounds
+from ._expr.check import check_expression
+from ._expr.parser import parse_expression
+from ._expr.types import ColumnType, schema_from_pandas
+from ._meta import FrameMeta, check_bounds, check_keys
+from ._pandas_executor import PandasExecutor
+from ._plan import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartitionRef,
+    PlanNode,
+    PublicJoin,
+    PublicTable,
+    PyFunc,
+    Select,
+    SetOp,
+    Source,
+    TableRef,
+    Where,
+)
+from ._stability import INF, lineage_of
+from .budget import Budget, check_delta, check_epsilon
+from .errors import PinqError, PinqSyntaxError, PrivacyError
+from .expressions import Expression
+from .results import NoisyLabel, NoisyValue
+
+if TYPE_CHECKING:
+    from .partition import Partition
+
+__all__ = ["GroupedFrame", "PrivateFrame"]
+
+ExprLike = str | Expression | Callable[[pd.DataFrame], Any]
+_Target = tuple[Grouping, Mapping[object, Any]] | None
+
+_EXECUTOR = PandasExecutor()
+
+
+def _stability_value(k: Fraction | float) -> int | Fraction | float:
+    if k == INF:
+        return math.inf
+    k = Fraction(k)
+    return int(k) if k.denominator == 1 else k
+
+
+class PrivateFrame:
+    """A private table that can be transformed freely and read only through noisy aggregates.
+
+    Parameters
+    ----------
+    data:
+        A pandas DataFrame. pinqpy does not copy it; the curator should not modify it after
+        wrapping.
+    budget:
+        The :class:`~pinqpy.Budget` every aggregation on this frame and its descendants is
+        charged to.
+    privacy_unit:
+        ``None`` (each row is one person) or the name of a column identifying the person who
+        owns each row. A user-level frame has infinite stability until
+        :meth:`bound_contributions` (or ``groupby(privacy_unit)``) bounds it.
+    bounds:
+        Public bounds per column, ``{"age": (0, 100)}``, used when an aggregation is given none.
+    keys:
+        Public key lists per column, used by :meth:`partition` when it is given none.
+    allow_callables:
+        ``False`` refuses Python callables in place of expressions.
+
+    A PrivateFrame has no ``len()``, no iteration and no ``head()``; its repr shows the
+    schema, the stability and the budget only.
+    """
+
+    __slots__ = ("_meta", "_plan")
+
+    def __init__(
+        self,
+        data: pd.DataFrame,
+        budget: Budget,
+        *,
+        privacy_unit: str | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        allow_callables: bool = True,
+        name: str = "table",
+    ):
+        if not isinstance(data, pd.DataFrame):
+            raise PinqError(f"PrivateFrame needs a pandas DataFrame, not {type(data).__name__}")
+        if not isinstance(budget, Budget):
+            raise PinqError("PrivateFrame needs a pq.Budget as its budget")
+        if any(not isinstance(c, str) for c in data.columns):
+            raise PinqError("every column name must be a string")
+        if data.columns.has_duplicates:
+            raise PinqError("column names must be unique")
+        schema = schema_from_pandas(data)
+        if privacy_unit is not None and privacy_unit not in schema:
+            raise PinqError(f"privacy_unit names unknown column {privacy_unit!r}")
+        meta_bounds = {}
+        for col, b in (bounds or {}).items():
+            if col not in schema:
+                raise PinqError(f"bounds name unknown column {col!r}")
+            meta_bounds[col] = check_bounds(b, repr(col))
+        meta_keys = {}
+        for col, ks in (keys or {}).items():
+            if col not in schema:
+                raise PinqError(f"keys name unknown column {col!r}")
+            meta_keys[col] = check_keys(ks, (col,), schema)
+        meta = FrameMeta(
+            schema=schema,
+            bounds=meta_bounds,
+            keys=meta_keys,
+            privacy_unit=privacy_unit,
+            allow_callables=bool(allow_callables),
+        )
+        table = TableRef(name, data, budget, tuple(schema), privacy_unit)
+        self._plan: PlanNode = Source(table)
+        self._meta = meta
+
+    @classmethod
+    def _derive(cls, plan: PlanNode, meta: FrameMeta) -> PrivateFrame:
+        frame = object.__new__(cls)
+        frame._plan = plan
+        frame._meta = meta
+        return frame
+
+    # -- public metadata ------------------------------------------------------------------
+    @property
+    def columns(self) -> list[str]:
+        """The column names (the schema is public)."""
+        return self._meta.columns
+
+    @property
+    def schema(self) -> dict[str, ColumnType]:
+        """Column name -> type (``int``, ``float``, ``str``, ``bool``, ``datetime``, ``any``)."""
+        return dict(self._meta.schema)
+
+    @property
+    def bounds(self) -> dict[str, tuple[float, float]]:
+        """Declared public bounds that still hold for this frame's columns."""
+        return dict(self._meta.bounds)
+
+    @property
+    def keys(self) -> dict[str, tuple[Hashable, ...]]:
+        """Declared public keys per column."""
+        return dict(self._meta.keys)
+
+    @property
+    def privacy_unit(self) -> str | None:
+        """The column naming each row's owner, while it is still tracked."""
+        return self._meta.privacy_unit
+
+    @property
+    def stabilities(self) -> dict[Budget, int | Fraction | float]:
+        """``{budget: multiplier}`` for every budget the frame draws on.
+
+        The multiplier is how many of this frame's rows one privacy unit of that budget's
+        table can change; a query of epsilon on this frame costs that budget at most
+        ``epsilon × multiplier``.
+        """
+        return {b: _stability_value(k) for b, k in flatten(lineage_of(self._plan)).items()}
+
+    @property
+    def stability(self) -> int | Fraction | float:
+        """The multiplier from this frame to its budget (see :attr:`stabilities`)."""
+        st = self.stabilities
+        if len(st) != 1:
+            raise PinqError(
+                f"this frame draws on {len(st)} budgets, so it has one stability per budget; "
+                "use .stabilities"
+            )
+        return next(iter(st.values()))
+
+    @property
+    def budgets(self) -> list[Budget]:
+        return list(self.stabilities)
+
+    # -- no leaks -------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{c}: {t}" for c, t in self._meta.schema.items())
+        try:
+            lin = flatten(lineage_of(self._plan))
+            parts = [f"stability={_fmt(k)}, budget={b!r}" for b, k in lin.items()]
+        except Exception:  # pragma: no cover - repr must never fail
+            parts = []
+        unit = f", privacy_unit={self._meta.privacy_unit!r}" if self._meta.privacy_unit else ""
+        return f"PrivateFrame([{cols}]{unit}, " + "; ".join(parts) + ")"
+
+    def __len__(self) -> int:
+        raise PrivacyError(
+            "a PrivateFrame has no length: the row count is private; use .count(epsilon=...) "
+            "for a noisy count"
+        )
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[Any]:
+        raise PrivacyError(
+            "a PrivateFrame cannot be iterated: its rows are private; use noisy aggregations"
+        )
+
+    def head(self, *args: object, **kwargs: object) -> None:
+        raise PrivacyError(
+            "a PrivateFrame cannot show rows: they are private; use noisy aggregations such "
+            "as .count(), .mean() or .partition(...).count()"
+        )
+
+    tail = sample = head
+
+    def __getitem__(self, item: object) -> None:
+        raise PrivacyError(
+            "a PrivateFrame cannot be indexed; use .select(...) to keep columns and "
+            ".where(...) to filter rows"
+        )
+
+    def __reduce__(self) -> None:  # pickling would carry the private rows
+        raise PrivacyError("a PrivateFrame cannot be pickled: it holds private data")
+
+    def __copy__(self) -> PrivateFrame:
+        return self
+
+    def __deepcopy__(self, memo: object) -> PrivateFrame:
+        return self
+
+    # -- expressions ----------------------------------------------------------------------
+    def _expr(self, value: ExprLike, what: str, *, want_bool: bool = False) -> Expr | PyFunc:
+        if callable(value) and not isinstance(value, Expression | str):
+            if not self._meta.allow_callables:
+                raise PrivacyError(
+                    f"this frame was built with allow_callables=False, so {what} must be an "
+                    "expression string or pq.col(...) expression, not a Python callable"
+                )
+            return PyFunc(value, getattr(value, "__name__", "callable"))
+        if isinstance(value, str):
+            e, text = parse_expression(value), value
+        elif isinstance(value, Expression):
+            e, text = value.expr, None
+        else:
+            raise PinqError(
+                f"{what} must be an expression string, a pq.col(...) expression or a callable"
+            )
+        ctype = check_expression(e, self._meta.schema, text=text)
+        if want_bool and ctype not in ("bool", "any"):
+            raise PinqSyntaxError(
+                f"{what} must be a condition (true or false), but it is of type {ctype}",
+                text=text,
+                line=e.pos.line if (text and e.pos) else None,
+                column=e.pos.column if (text and e.pos) else None,
+            )
+        return e
+
+    def _column_expr(self, column: ExprLike, what: str) -> Expr | PyFunc:
+        """A column name or an expression over columns."""
+        if isinstance(column, str) and column in self._meta.schema:
+            return Column(column)
+        return self._expr(column, what)
+
+    def _expr_type(self, e: Expr | PyFunc) -> ColumnType:
+        if isinstance(e, PyFunc):
+            return "any"
+        return check_expression(e, self._meta.schema)
+
+    def _expr_bounds(self, e: Expr | PyFunc) -> tuple[float, float] | None:
+        if isinstance(e, PyFunc):
+            return None
+        return derive_bounds(e, self._meta.bounds)
+
+    # -- stable transformations -----------------------------------------------------------
+    def where(self, condition: ExprLike) -> PrivateFrame:
+        """Keep the rows where ``condition`` is true (NULL counts as false). Stability 1."""
+        pred = self._expr(condition, "where's condition", want_bool=True)
+        return self._derive(Where(self._plan, pred), self._meta)
+
+    filter = where
+
+    def select(self, *columns: str, **exprs: ExprLike) -> PrivateFrame:
+        """Keep ``columns`` and add computed ones (``decade="FLOOR(age / 10)"``). Stability 1."""
+        outputs: list[tuple[str, Expr | PyFunc]] = []
+        for c in columns:
+            if not isinstance(c, str) or c not in self._meta.schema:
+                raise self._unknown_column(c)
+            outputs.append((c, Column(c)))
+        for name, value in exprs.items():
+            outputs.append((name, self._expr(value, f"select's {name!r}")))
+        if not outputs:
+            raise PinqError("select needs at least one column or expression")
+        names = [n for n, _ in outputs]
+        if len(set(names)) != len(names):
+            raise PinqError("select would produce two columns with the same name")
+        return self._derive(
+            Select(self._plan, tuple(outputs), False), self._computed_meta(outputs, False)
+        )
+
+    def assign(self, **exprs: ExprLike) -> PrivateFrame:
+        """Keep every column and add or replace computed ones. Stability 1."""
+        if not exprs:
+            raise PinqError("assign needs at least one name=expression")
+        outputs = [(n, self._expr(v, f"assign's {n!r}")) for n, v in exprs.items()]
+        return self._derive(
+            Select(self._plan, tuple(outputs), True), self._computed_meta(outputs, True)
+        )
+
+    def _computed_meta(self, outputs: list[tuple[str, Expr | PyFunc]], keep_all: bool) -> FrameMeta:
+        meta = self._meta
+        schema = dict(meta.schema) if keep_all else {}
+        bounds = dict(meta.bounds) if keep_all else {}
+        keys = dict(meta.keys) if keep_all else {}
+        unit = meta.privacy_unit if keep_all else None
+        for name, e in outputs:
+            passthrough = isinstance(e, Column)
+            schema[name] = self._expr_type(e)
+            bounds.pop(name, None)
+            keys.pop(name, None)
+            if passthrough:
+                src = e.name  # type: ignore[union-attr]
+                if src in meta.bounds:
+                    bounds[name] = meta.bounds[src]
+                if src in meta.keys:
+                    keys[name] = meta.keys[src]
+                if src == meta.privacy_unit and name == src:
+                    unit = src
+            else:
+                b = self._expr_bounds(e)
+                if b is not None:
+                    bounds[name] = b
+                if name == meta.privacy_unit:
+                    unit = None
+        kept = set(schema)
+        unique = frozenset(
+            u
+            for u in meta.unique_on
+            if u <= kept and all(isinstance(dict(outputs).get(c, Column(c)), Column) for c in u)
+        )
+        return replace(
+            meta, schema=schema, bounds=bounds, keys=keys, privacy_unit=unit, unique_on=unique
+        )
+
+    def distinct(self, *columns: str) -> PrivateFrame:
+        """One row per distinct combination of ``columns`` (all when none). Stability 1."""
+        cols = self._check_columns(columns) if columns else tuple(self._meta.schema)
+        meta = self._meta.restrict(cols)
+        meta = replace(meta, unique_on=meta.unique_on | {frozenset(cols)})
+        return self._derive(Distinct(self._plan, cols), meta)
+
+    def explode(self, column: str, max_items: int) -> PrivateFrame:
+        """PINQ's SelectMany: one row per item of the list in ``column``, at most
+        ``max_items`` per input row (longer lists are cut). Stability ``max_items``."""
+        (col,) = self._check_columns((column,))
+        k = _positive_int(max_items, "max_items")
+        schema = dict(self._meta.schema)
+        schema[col] = "any"
+        unit = None if col == self._meta.privacy_unit else self._meta.privacy_unit
+        bounds = {c: b for c, b in self._meta.bounds.items() if c != col}
+        keys = {c: k for c, k in self._meta.keys.items() if c != col}
+        meta = replace(
+            self._meta,
+            schema=schema,
+            bounds=bounds,
+            keys=keys,
+            privacy_unit=unit,
+            unique_on=frozenset(),
+        )
+        return self._derive(Explode(self._plan, col, k), meta)
+
+    def groupby(self, *keys: str | list[str]) -> GroupedFrame:
+        """PINQ's GroupBy; finish with ``.agg(name="AGG(expr)", ...)``. Stability 2 (1 when the
+        keys are exactly the frame's privacy unit)."""
+        flat: list[str] = []
+        for k in keys:
+            flat.extend([k] if isinstance(k, str) else list(k))
+        if not flat:
+            raise PinqError("groupby needs at least one key column")
+        return GroupedFrame(self, self._check_columns(flat))
+
+    def join(
+        self,
+        other: PrivateFrame | pd.DataFrame,
+        on: str | Iterable[str],
+        max_rows_per_key: tuple[int, int] | None = None,
+        *,
+        how: Literal["inner", "left"] = "inner",
+    ) -> PrivateFrame:
+        """Join with another private frame or a public pandas DataFrame.
+
+        - Private frame: each side is cut to at most ``max_rows_per_key = (b_left, b_right)``
+          rows per key (at random), then inner-joined; stability ``2·b_right`` for the left
+          input and ``2·b_left`` for the right. Without the bounds, both sides must be known
+          unique on the key (e.g. each is a ``groupby`` on it): stability 1 per side.
+        - Public DataFrame: stability is the largest number of rows any key has in the
+          public table (1 when its key is unique). ``how="left"`` keeps unmatched rows.
+
+        Colliding column names from the right side get a ``_right`` (``_public``) suffix.
+        """
+        on_cols = (on,) if isinstance(on, str) else tuple(on)
+        if not on_cols:
+            raise PinqError("join needs at least one key column in on=")
+        self._check_columns(on_cols)
+        if isinstance(other, pd.DataFrame):
+            return self._public_join(other, on_cols, how)
+        if not isinstance(other, PrivateFrame):
+            raise PinqError("join needs a PrivateFrame or a public pandas DataFrame")
+        if how != "inner":
+            raise PinqError("a join of two private frames is an inner join")
+        other._check_columns(on_cols)
+        for c in on_cols:
+            _check_join_types(c, self._meta.schema[c], other._meta.schema[c])
+        if max_rows_per_key is None:
+            key = frozenset(on_cols)
+            if not (_unique(self._meta, key) and _unique(other._meta, key)):
+                raise PrivacyError(
+                    "a join of two private frames needs max_rows_per_key=(b_left, b_right) "
+                    "unless both sides are known to be unique on the key (for example, each "
+                    "is a groupby on it)"
+                )
+            bounds = None
+        else:
+            try:
+                b_left, b_right = max_rows_per_key
+            except (TypeError, ValueError):
+                raise PinqError("max_rows_per_key must be a pair (b_left, b_right)") from None
+            bounds = (_positive_int(b_left, "b_left"), _positive_int(b_right, "b_right"))
+        meta = _join_meta(self._meta, other._meta, on_cols, "_right")
+        if bounds is None:
+            meta = replace(meta, unique_on=frozenset({frozenset(on_cols)}))
+        return self._derive(Join(self._plan, other._plan, on_cols, bounds), meta)
+
+    def _public_join(
+        self, public: pd.DataFrame, on: tuple[str, ...], how: Literal["inner", "left"]
+    ) -> PrivateFrame:
+        if how not in ("inner", "left"):
+            raise PinqError("how must be 'inner' or 'left'")
+        missing = [c for c in on if c not in public.columns]
+        if missing:
+            raise PinqError(f"the public table has no column {missing[0]!r}")
+        pub_schema = schema_from_pandas(public)
+        for c in on:
+            _check_join_types(c, self._meta.schema[c], pub_schema[c])
+        # Public data may be read freely: its key multiplicity is the stability.
+        mult = int(public.groupby(list(on), dropna=False).size().max()) if len(public) else 0
+        table = PublicTable("public", public, tuple(public.columns))
+        pub_meta = FrameMeta(schema=pub_schema)
+        meta = _join_meta(self._meta, pub_meta, on, "_public", right_is_public=True)
+        return self._derive(PublicJoin(self._plan, table, on, how, mult), meta)
+
+    def _set_op(
+        self, other: PrivateFrame, kind: Literal["concat", "union", "intersect", "difference"]
+    ) -> PrivateFrame:
+        if not isinstance(other, PrivateFrame):
+            raise PinqError(f"{kind} needs another PrivateFrame")
+        if self.columns != other.columns:
+            raise PinqError(
+                f"{kind} needs both frames to have the same columns in the same order; use "
+                ".select(...) to line them up"
+            )
+        schema = {
+            c: (t if t == other._meta.schema[c] else "any") for c, t in self._meta.schema.items()
+        }
+        bounds = {}
+        for c, (lo, hi) in self._meta.bounds.items():
+            if c in other._meta.bounds:
+                olo, ohi = other._meta.bounds[c]
+                bounds[c] = (min(lo, olo), max(hi, ohi))
+        keys = {}
+        for c, ks in self._meta.keys.items():
+            if c in other._meta.keys:
+                keys[c] = ks + tuple(k for k in other._meta.keys[c] if k not in set(ks))
+        unit = (
+            self._meta.privacy_unit if self._meta.privacy_unit == other._meta.privacy_unit else None
+        )
+        meta = FrameMeta(
+            schema=schema,
+            bounds=bounds,
+            keys=keys,
+            privacy_unit=unit,
+            allow_callables=self._meta.allow_callables and other._meta.allow_callables,
+        )
+        if kind == "intersect" or kind in ("union", "difference"):
+            meta = replace(meta, unique_on=frozenset({frozenset(schema)}))
+        return self._derive(SetOp(kind, self._plan, other._plan), meta)
+
+    def concat(self, other: PrivateFrame) -> PrivateFrame:
+        """All rows of both frames, duplicates kept (UNION ALL). Stability 1 per input."""
+        return self._set_op(other, "concat")
+
+    def union(self, other: PrivateFrame) -> PrivateFrame:
+        """Distinct rows in either frame (UNION). Stability 1 per input."""
+        return self._set_op(other, "union")
+
+    def intersect(self, other: PrivateFrame) -> PrivateFrame:
+        """Distinct rows in both frames (INTERSECT). Stability 1 per input."""
+        return self._set_op(other, "intersect")
+
+    def difference(self, other: PrivateFrame) -> PrivateFrame:
+        """Distinct rows of this frame not in ``other`` (EXCEPT). Stability 1 per input."""
+        return self._set_op(other, "difference")
+
+    def bound_contributions(self, max_rows: int) -> PrivateFrame:
+        """Keep at most ``max_rows`` rows per privacy unit, chosen at random.
+
+        Turns a user-level frame (infinite stability) into one of stability ``max_rows``.
+        """
+        k = _positive_int(max_rows, "max_rows")
+        unit = self._meta.privacy_unit
+        if unit is None:
+            raise PrivacyError(
+                "bound_contributions needs a user-level frame: create the PrivateFrame with "
+                "privacy_unit='<id column>' and keep that column unchanged until you bound it"
+            )
+        return self._derive(BoundContributions(self._plan, unit, k), self._meta)
+
+    def partition(
+        self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
+    ) -> Partition:
+        """Split into parts by public ``keys`` (parallel composition); see :class:`Partition`."""
+        from .partition import Partition
+
+        cols = (columns,) if isinstance(columns, str) else tuple(columns)
+        cols = self._check_columns(cols)
+        if keys is None:
+            declared = [self._meta.keys.get(c) for c in cols]
+            if any(d is None for d in declared):
+                missing = next(c for c, d in zip(cols, declared, strict=True) if d is None)
+                raise PrivacyError(
+                    f"partition needs public keys for {missing!r}: pass keys=[...] or declare "
+                    f"keys={{{missing!r}: [...]}} on the PrivateFrame; keys are never read off "
+                    "the data"
+                )
+            if len(cols) == 1:
+                keys = declared[0]
+            else:
+                import itertools
+
+                keys = list(itertools.product(*declared))  # type: ignore[arg-type]
+        key_tuple = check_keys(keys, cols, self._meta.schema)
+        lineage = lineage_of(self._plan)
+        self._require_bounded(lineage, "partition")
+        ref = PartitionRef(self._plan, cols, key_tuple, PartitionAgent(lineage))
+        return Partition(self, ref)
+
+    # -- noisy aggregations ---------------------------------------------------------------
+    def count(self, epsilon: float, *, delta: float | None = None) -> NoisyValue:
+        """A noisy row count.
+
+        Sensitivity 1 (adding or removing a row changes the count by 1), so the Laplace
+        mechanism adds noise of scale ``1/epsilon``; with ``delta=`` the analytic Gaussian
+        mechanism is calibrated to (epsilon, delta). The budget is charged ``epsilon ×
+        stability`` (and delta, with group privacy for stability > 1).
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> f = pq.PrivateFrame(pd.DataFrame({"x": range(100)}), pq.Budget(epsilon=1))
+        >>> with pq.testing.seed(1):
+        ...     n = f.count(epsilon=0.5)
+        >>> 80 < n < 120
+        True
+        """
+        return _scalar(*self._count(epsilon, delta, None))
+
+    def sum(
+        self,
+        column: ExprLike,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+    ) -> NoisyValue:
+        """A noisy sum of ``column`` with every value clamped into ``bounds``.
+
+        NULLs are ignored; ±inf are clamped like any value. Adding or removing a row changes
+        the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
+        scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
+        """
+        return _scalar(*self._sum(column, epsilon, bounds, delta, None))
+
+    def mean(
+        self,
+        column: ExprLike,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+    ) -> NoisyValue:
+        """A noisy mean of ``column`` clamped into ``bounds``; exactly epsilon-DP.
+
+        Half of epsilon goes to a sum of ``x - mid`` (sensitivity ``(hi - lo)/2``), half to
+        the count (sensitivity 1); the mean is ``mid + sum/count`` clamped into the bounds.
+        See :class:`pinqpy._mechanisms.MeanMechanism`. It is never NaN, even for no rows.
+        """
+        return _scalar(*self._mean(column, epsilon, bounds, delta, None))
+
+    def median(
+        self,
+        column: ExprLike,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        *,
+        candidates: Iterable[float] | None = None,
+    ) -> NoisyValue:
+        """A noisy median by the exponential mechanism; see :meth:`quantile`."""
+        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates)
+
+    def quantile(
+        self,
+        column: ExprLike,
+        q: float,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        *,
+        candidates: Iterable[float] | None = None,
+    ) -> NoisyValue:
+        """A noisy ``q``-quantile of ``column`` within ``bounds``, exactly epsilon-DP.
+
+        The exponential mechanism picks among public candidate values with utility
+        ``-|(1-q)·#{x < c} - q·#{x > c}|``, whose sensitivity is ``max(q, 1-q)``; see
+        :class:`pinqpy._mechanisms.QuantileMechanism`, which also explains how ``ci()`` is
+        given in value space.
+        """
+        return _scalar(*self._quantile(column, q, epsilon, bounds, candidates, None))
+
+    def argmax(
+        self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float
+    ) -> NoisyLabel:
+        """The most frequent of the public ``candidates`` in ``column``, by report-noisy-max.
+
+        Each row adds 1 to at most one candidate's count, and counts only grow when a row is
+        added, so the exponential mechanism with weights ``exp(epsilon·count)`` (Gumbel noise)
+        is exactly epsilon-DP.
+        """
+        cands, (idx, acc) = self._argmax(column, candidates, epsilon, None)
+        return NoisyLabel(cands[int(np.asarray(idx)[0])], acc)
+
+    # Shared by the scalar methods above and by Partition's per-key versions: ``target`` is
+    # None for the whole frame, or (grouping, lineage) for every part of a partition at once.
+    def _count(self, epsilon: object, delta: object, target: _Target) -> tuple[Any, Any]:
+        m = mech.CountMechanism(_eps(epsilon), _delta(delta))
+        return self._run(m, lambda g: _EXECUTOR.count(self._plan, g), target, "count")
+
+    def _sum(
+        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
+    ) -> tuple[Any, Any]:
+        e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
+        m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
+        return self._run(
+            m, lambda g: _EXECUTOR.clamped_sum(self._plan, g, e, lo, hi)[0], target, "sum"
+        )
+
+    def _mean(
+        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
+    ) -> tuple[Any, Any]:
+        e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
+        m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
+        return self._run(
+            m, lambda g: _EXECUTOR.clamped_sum(self._plan, g, e, lo, hi), target, "mean"
+        )
+
+    def _quantile(
+        self,
+        column: ExprLike,
+        q: object,
+        epsilon: object,
+        bounds: Any,
+        candidates: Any,
+        target: _Target,
+    ) -> tuple[Any, Any]:
+        qq = _quantile_level(q)
+        e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
+        cand = None if candidates is None else _candidates(candidates, lo, hi)
+        m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
+        return self._run(
+            m, lambda g: _EXECUTOR.buckets(self._plan, g, e, m.candidates), target, "quantile"
+        )
+
+    def _argmax(
+        self, column: ExprLike, candidates: Any, epsilon: object, target: _Target
+    ) -> tuple[tuple[Hashable, ...], tuple[Any, Any]]:
+        e = self._column_expr(column, "argmax's column")
+        cands = _argmax_candidates(candidates)
+        m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
+        out = self._run(
+            m, lambda g: _EXECUTOR.candidate_counts(self._plan, g, e, cands), target, "argmax"
+        )
+        return cands, out
+
+    # -- aggregation plumbing -------------------------------------------------------------
+    def _require_bounded(self, lineage: Mapping[object, Any], what: str) -> None:
+        flat = flatten(lineage)
+        if any(k == INF for k in flat.values()):
+            unit = self._meta.privacy_unit
+            how = (
+                f"call .bound_contributions(max_rows=k) to keep at most k rows per "
+                f"{unit!r}, or .groupby({unit!r}) so each person is one row"
+                if unit
+                else "bound each person's rows with .bound_contributions(max_rows=k) before "
+                "transforming the user-level frame"
+            )
+            raise PrivacyError(
+                f"{what} on a user-level frame whose contributions are unbounded: one person "
+                f"could change any number of rows; {how}"
+            )
+
+    def _run(
+        self,
+        mechanism: Any,
+        exact: Callable[[Grouping | None], Any],
+        target: _Target,
+        label: str,
+    ) -> tuple[np.ndarray, Any]:
+        """Check, charge, then read: nothing touches data until the charge is accepted."""
+        grouping, lin = (None, lineage_of(self._plan)) if target is None else target
+        self._require_bounded(lin, label)
+        charge(lin, mechanism.charge, label=label)
+        data = exact(grouping)
+        if isinstance(data, tuple):
+            return mechanism.release(*data)
+        return mechanism.release(data)
+
+    def _numeric_arg(
+        self, column: ExprLike, bounds: tuple[float, float] | None, what: str
+    ) -> tuple[Expr | PyFunc, tuple[float, float]]:
+        e = self._column_expr(column, f"{what}'s column")
+        t = self._expr_type(e)
+        if t not in ("int", "float", "bool", "any"):
+            raise PinqError(f"{what} needs a numeric column or expression, not one of type {t}")
+        if bounds is not None:
+            return e, check_bounds(bounds, f"{what}")
+        b = self._expr_bounds(e)
+        if b is None:
+            name = e.name if isinstance(e, Column) else "this expression"
+            raise PrivacyError(
+                f"{what} needs bounds for {name}: pass bounds=(lo, hi), or declare "
+                f"bounds={{{name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
+                "the data"
+            )
+        return e, b
+
+    def _check_columns(self, columns: Iterable[object]) -> tuple[str, ...]:
+        out = []
+        for c in columns:
+            if not isinstance(c, str) or c not in self._meta.schema:
+                raise self._unknown_column(c)
+            out.append(c)
+        return tuple(out)
+
+    def _unknown_column(self, name: object) -> PinqError:
+        import difflib
+
+        if not isinstance(name, str):
+            return PinqError(f"column names must be strings, not {type(name).__name__}")
+        hint = difflib.get_close_matches(name, self.columns, n=1)
+        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        return PinqSyntaxError(f"unknown column {name!r}{extra}", text=name, line=1, column=1)
+
+
+class GroupedFrame:
+    """The pending result of :meth:`PrivateFrame.groupby`; call :meth:`agg` to finish it."""
+
+    __slots__ = ("_frame", "_keys")
+
+    def __init__(self, frame: PrivateFrame, keys: tuple[str, ...]):
+        self._frame = frame
+        self._keys = keys
+
+    def agg(self, **aggs: str | Expression) -> PrivateFrame:
+        """One row per group with exact per-group values (``n="COUNT(*)"``,
+        ``total="SUM(amount)"``) that later queries may filter on and aggregate noisily.
+
+        Stability 2: one changed input row changes one group's row (old row out, new row
+        in). Grouping a user-level frame by exactly its privacy unit has stability 1.
+        """
+        frame, meta = self._frame, self._frame._meta
+        calls: list[tuple[str, Call]] = []
+        schema: dict[str, ColumnType] = {k: meta.schema[k] for k in self._keys}
+        bounds = {k: b for k, b in meta.bounds.items() if k in self._keys}
+        for name, value in aggs.items():
+            if name in schema:
+                raise PinqError(f"agg output {name!r} clashes with a group key")
+            if isinstance(value, str):
+                e, text = parse_expression(value), value
+            elif isinstance(value, Expression):
+                e, text = value.expr, None
+            else:
+                raise PinqError(f"agg {name!r} must be an aggregate expression string")
+            if not (isinstance(e, Call) and e.name in AGGREGATE_FUNCTIONS):
+                raise PinqSyntaxError(
+                    f"agg {name!r} must be one aggregate call such as COUNT(*) or SUM(x)",
+                    text=text,
+                    line=1 if text else None,
+                    column=1 if text else None,
+                )
+            if e.name not in ("COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN", "VARIANCE", "STDDEV"):
+                raise PinqSyntaxError(
+                    f"{e.name} is not available inside groupby().agg()",
+                    text=text,
+                    line=1 if text else None,
+                    column=1 if text else None,
+                )
+            check_expression(e, meta.schema, text=text, allow_aggregates=True)
+            calls.append((name, e))
+            if e.name == "COUNT":
+                schema[name] = "int"
+            else:
+                schema[name] = "float"
+                arg_bounds = derive_bounds(e.args[0], meta.bounds) if e.args else None
+                if arg_bounds is not None and e.name in ("AVG", "MIN", "MAX", "MEDIAN"):
+                    bounds[name] = arg_bounds
+        unit = meta.privacy_unit
+        by_unit = unit is not None and self._keys == (unit,)
+        new_meta = FrameMeta(
+            schema=schema,
+            bounds=bounds,
+            keys={k: v for k, v in meta.keys.items() if k in self._keys},
+            privacy_unit=unit if unit in self._keys else None,
+            unique_on=frozenset({frozenset(self._keys)}),
+            allow_callables=meta.allow_callables,
+        )
+        return PrivateFrame._derive(
+            GroupBy(frame._plan, self._keys, tuple(calls), by_unit), new_meta
+        )
+
+    def __repr__(self) -> str:
+        return f"GroupedFrame(keys={list(self._keys)}); call .agg(name='COUNT(*)', ...)"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _fmt(k: Fraction | float) -> str:
+    v = _stability_value(k)
+    return "inf" if v == math.inf else str(v)
+
+
+def _eps(epsilon: object) -> Fraction:
+    return check_epsilon(epsilon, "epsilon")
+
+
+def _delta(delta: object) -> Fraction | None:
+    return None if delta is None else check_delta(delta, "delta")
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise PinqError(f"{what} must be a positive whole number")
+    return int(value)
+
+
+def _quantile_level(q: object) -> float:
+    try:
+        qq = float(q)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise PinqError("q must be a number between 0 and 1") from None
+    if not 0 <= qq <= 1:
+        raise PinqError("q must be between 0 and 1")
+    return qq
+
+
+def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
+    try:
+        arr = np.unique(np.asarray(list(values), dtype="float64"))
+    except (TypeError, ValueError):
+        raise PinqError("candidates must be numbers") from None
+    if len(arr) < 2 or not np.all(np.isfinite(arr)):
+        raise PinqError("candidates must be at least two finite numbers")
+    if arr[0] < lo or arr[-1] > hi:
+        raise PinqError("candidates must lie within the bounds")
+    return np.unique(np.concatenate([[lo], arr, [hi]]))
+
+
+def _argmax_candidates(candidates: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    if isinstance(candidates, str) or not isinstance(candidates, Iterable):
+        raise PinqError("argmax needs a list of public candidates")
+    cands = tuple(candidates)
+    if not cands:
+        raise PinqError("argmax needs at least one candidate")
+    if len(set(cands)) != len(cands):
+        raise PinqError("argmax candidates must not repeat")
+    return cands
+
+
+def _unique(meta: FrameMeta, key: frozenset[str]) -> bool:
+    return any(u <= key for u in meta.unique_on)
+
+
+_NUMERIC = {"int", "float", "bool"}
+
+
+def _check_join_types(col: str, left: ColumnType, right: ColumnType) -> None:
+    if "any" in (left, right) or left == right:
+        return
+    if left in _NUMERIC and right in _NUMERIC:
+        return
+    raise PinqError(f"join key {col!r} is {left} on one side and {right} on the other")
+
+
+def _join_meta(
+    left: FrameMeta,
+    right: FrameMeta,
+    on: tuple[str, ...],
+    suffix: str,
+    *,
+    right_is_public: bool = False,
+) -> FrameMeta:
+    schema = dict(left.schema)
+    bounds = dict(left.bounds)
+    keys = dict(left.keys)
+    for c, t in right.schema.items():
+        if c in on:
+            continue
+        name = c + suffix if c in schema else c
+        schema[name] = t
+        if c in right.bounds:
+            bounds[name] = right.bounds[c]
+        if c in right.keys:
+            keys[name] = right.keys[c]
+    if right_is_public:
+        unit = left.privacy_unit
+    else:
+        unit = (
+            left.privacy_unit
+            if (left.privacy_unit == right.privacy_unit and left.privacy_unit in on)
+            else None
+        )
+    return FrameMeta(
+        schema=schema,
+        bounds=bounds,
+        keys=keys,
+        privacy_unit=unit,
+        allow_callables=left.allow_callables and right.allow_callables,
+    )
+
+
+def _scalar(values: np.ndarray, acc: Any) -> NoisyValue:
+    return NoisyValue.from_release(acc)
