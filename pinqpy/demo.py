@@ -37,7 +37,7 @@ def _show(label: str, value: pq.NoisyValue) -> None:
 
 def main() -> int:
     print("pinqpy demo: a private query session over 1,000 real Californians (PUMS)\n")
-    budget = pq.Budget(epsilon=1.0)
+    budget = pq.Budget(epsilon=2.0)
     people = pq.PrivateFrame(load_pums(), budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
     print(people, "\n")
 
@@ -58,10 +58,10 @@ def main() -> int:
         print(f"  married={key}: mean income {value:>10,.0f}   95% CI [{lo:,.0f}, {hi:,.0f}]")
     print(f"  budget now: {budget}")
 
-    print("\nA user-level view: grouping changes the stability, and so the price:")
-    decades = people.assign(decade="FLOOR(age / 10) * 10").groupby("decade").agg(n="COUNT(*)")
-    print(f"  groupby stability: {decades.stability} -> a count at 0.05 charges 0.1")
-    _show("decades with more than 100 people (eps 0.05)", decades.where("n > 100").count(0.05))
+    print("\nGroupBy has stability 2 (one person changes one group's row: out, then in):")
+    levels = people.groupby("educ").agg(n="COUNT(*)", mean_age="AVG(age)")
+    print(f"  levels.stability == {levels.stability}, so a query at epsilon 0.5 charges 1.0")
+    _show("education levels with >= 50 people (eps 0.5)", levels.where("n >= 50").count(0.5))
     print(f"  budget now: {budget}")
 
     print("\nAsking for more than remains is refused before any data is read:")

@@ -742,7 +742,16 @@ class PrivateFrame:
         grouping, lin = (None, lineage_of(self._plan)) if target is None else target
         self._require_bounded(lin, label)
         charge(lin, mechanism.charge, label=label)
-        data = exact(grouping)
+        try:
+            data = exact(grouping)
+        except PinqError:
+            raise
+        except Exception as exc:
+            # Engine messages can quote values; the charge stands since data may have been read.
+            raise PinqError(
+                f"the {label} failed while reading the data ({type(exc).__name__}); its "
+                "charge was spent and nothing was released"
+            ) from None
         if isinstance(data, tuple):
             return mechanism.release(*data)
         return mechanism.release(data)
