@@ -84,6 +84,16 @@ class Exact(Fraction):
             return super().__new__(cls, to_fraction(numerator))
         return super().__new__(cls, numerator, denominator)  # type: ignore[arg-type]
 
+    @classmethod
+    def of(cls, value: Fraction) -> Exact:
+        """Wrap an existing Fraction without re-validating it (hot path of the accounting)."""
+        if type(value) is cls:
+            return value
+        obj = Fraction.__new__(cls)
+        obj._numerator = value.numerator  # type: ignore[attr-defined]
+        obj._denominator = value.denominator  # type: ignore[attr-defined]
+        return obj
+
     @staticmethod
     def _coerce(other: object) -> object:
         if isinstance(other, float) and math.isfinite(other):

@@ -52,18 +52,20 @@ def grammar_text() -> str:
 
 
 @functools.cache
-def get_parser(start: str) -> lark.Lark:
+def get_parser(start: str, positions: bool = True) -> lark.Lark:
     """One cached LALR parser per start rule (``"expression_start"``, ``"query"``, ...).
 
     The basic lexer (not the contextual one) keeps keywords reserved everywhere, so a word
-    means the same thing wherever it appears. Trees carry 1-based positions in ``meta``.
+    means the same thing wherever it appears. With ``positions`` trees carry 1-based
+    positions in ``meta``; without, parsing takes about half the time, which is what the
+    happy path uses (positions are only needed to point at an error, and an error re-parses).
     """
     return lark.Lark(
         grammar_text(),
         start=start,
         parser="lalr",
         lexer="basic",
-        propagate_positions=True,
+        propagate_positions=positions,
         maybe_placeholders=True,
     )
 

@@ -112,27 +112,33 @@ def _random_priorities(df: pd.DataFrame) -> np.ndarray:
     """
     salt = _noise.current_source().bytes(8).hex()
     try:
-        return pd.util.hash_pandas_object(df, index=False, hash_key=salt).to_numpy()
+        hashed = pd.util.hash_pandas_object(df, index=False, hash_key=salt)
+        return hashed.to_numpy(dtype=np.uint64)
     except TypeError:
         # Unhashable cells (lists): fall back to independent draws, which are just as private
         # but not a function of the row.
-        return _noise.current_source().uniform(len(df))
+        return _noise.current_source().uint64(len(df))
 
 
 def _keep_first_per_group(codes: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:
-    """Sorted positions of the ``limit`` rows of lowest priority within each code."""
-    order = np.lexsort((priority, codes))
-    sorted_codes = codes[order]
-    n = len(order)
+    """Sorted positions of the ``limit`` rows of lowest priority within each code.
+
+    One sort of a packed uint64 key (code in the high bits, the priority's top bits below)
+    orders rows by group, then priority; that is several times faster than a lexsort.
+    """
+    n = len(codes)
     if n == 0:
-        return order
+        return np.arange(0)
+    bits = max(1, int(codes.max()).bit_length())
+    key = (codes.astype(np.uint64) << np.uint64(64 - bits)) | (priority >> np.uint64(bits))
+    order = np.argsort(key)
+    sorted_codes = codes[order]
     starts = np.empty(n, dtype=bool)
     starts[0] = True
     np.not_equal(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
     start_pos = np.where(starts, np.arange(n), 0)
     np.maximum.accumulate(start_pos, out=start_pos)
-    rank = np.arange(n) - start_pos
-    keep = order[rank < limit]
+    keep = order[(np.arange(n) - start_pos) < limit]
     keep.sort()
     return keep
 
@@ -157,6 +163,19 @@ _SQL_AGGS = {"SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "MEDIAN": 
 
 
 class _PlanRunner(PlanVisitor[_Relation]):
+    """Evaluates one plan; a node shared by several parents (``f.concat(f)``) runs once."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[PlanNode, _Relation]] = {}
+
+    def visit(self, node: PlanNode) -> _Relation:
+        hit = self._memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        rel = node.accept(self)
+        self._memo[id(node)] = (node, rel)
+        return rel
+
     def visit_source(self, node: Source) -> _Relation:
         return _Relation(node.table.data)
 
@@ -280,11 +299,8 @@ def _n_groups(grouping: Grouping | None) -> int:
 class PandasExecutor(Executor):
     """The default engine: plans over pandas DataFrames."""
 
-    def __init__(self) -> None:
-        self._runner = _PlanRunner()
-
     def relation(self, plan: PlanNode) -> _Relation:
-        return self._runner.visit(plan)
+        return _PlanRunner().visit(plan)
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         rel = self.relation(plan)

@@ -24,6 +24,8 @@ from .errors import BudgetExceededError, PinqError
 
 __all__ = ["Budget", "Cost"]
 
+_ZERO = Fraction(0)
+
 
 @dataclass(frozen=True, init=False)
 class Cost:
@@ -43,16 +45,26 @@ class Cost:
         object.__setattr__(self, "epsilon", Exact(eps))
         object.__setattr__(self, "delta", Exact(dlt))
 
+    @classmethod
+    def _of(cls, epsilon: Fraction, delta: Fraction) -> Cost:
+        """A cost from values already known to be exact and non-negative (no re-validation)."""
+        obj = object.__new__(cls)
+        object.__setattr__(obj, "epsilon", Exact.of(epsilon))
+        object.__setattr__(obj, "delta", Exact.of(delta))
+        return obj
+
     def __add__(self, other: Cost) -> Cost:
-        return Cost(self.epsilon + other.epsilon, self.delta + other.delta)
+        return Cost._of(self.epsilon + other.epsilon, self.delta + other.delta)
 
     def __sub__(self, other: Cost) -> Cost:
-        # Only ever used for monotone increments; clamp rounding-free zero floor.
-        return Cost(max(self.epsilon - other.epsilon, 0), max(self.delta - other.delta, 0))
+        # Only ever used for monotone increments, which are never negative.
+        return Cost._of(
+            max(self.epsilon - other.epsilon, _ZERO), max(self.delta - other.delta, _ZERO)
+        )
 
     def max(self, other: Cost) -> Cost:
         """Componentwise maximum (parallel composition)."""
-        return Cost(max(self.epsilon, other.epsilon), max(self.delta, other.delta))
+        return Cost._of(max(self.epsilon, other.epsilon), max(self.delta, other.delta))
 
     def fits_in(self, other: Cost) -> bool:
         return self.epsilon <= other.epsilon and self.delta <= other.delta
@@ -78,7 +90,7 @@ class Cost:
             return Cost()
         eps = self.epsilon * kk
         if self.delta == 0:
-            return Cost(eps, 0)
+            return Cost._of(eps, _ZERO)
         factor = float(kk) * math.exp(float((kk - 1) * self.epsilon))
         delta = ceil_fraction(factor * float(self.delta)) if factor > 0 else Fraction(0)
         delta = max(delta, self.delta * kk)
@@ -147,9 +159,7 @@ class Budget:
     @property
     def remaining(self) -> Cost:
         """What is left: ``total - spent``."""
-        return Cost(
-            self._total.epsilon - self._spent.epsilon, self._total.delta - self._spent.delta
-        )
+        return self._total - self._spent
 
     @property
     def charges(self) -> list[tuple[Cost, str]]:

@@ -33,7 +33,7 @@ from ._agents import PartitionAgent, charge, flatten
 from ._executor import Grouping
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
-from ._expr.check import check_expression
+from ._expr.check import check_expression, parse_and_check
 from ._expr.parser import parse_expression
 from ._expr.types import ColumnType, schema_from_pandas
 from ._meta import FrameMeta, check_bounds, check_keys
@@ -266,15 +266,18 @@ class PrivateFrame:
                 )
             return PyFunc(value, getattr(value, "__name__", "callable"))
         if isinstance(value, str):
-            e, text = parse_expression(value), value
+            text = value
+            e, ctype = parse_and_check(value, self._meta.schema)
         elif isinstance(value, Expression):
             e, text = value.expr, None
+            ctype = check_expression(e, self._meta.schema)
         else:
             raise PinqError(
                 f"{what} must be an expression string, a pq.col(...) expression or a callable"
             )
-        ctype = check_expression(e, self._meta.schema, text=text)
         if want_bool and ctype not in ("bool", "any"):
+            if text is not None:
+                e = parse_expression(text)  # with positions, for the caret
             raise PinqSyntaxError(
                 f"{what} must be a condition (true or false), but it is of type {ctype}",
                 text=text,
@@ -817,7 +820,7 @@ class GroupedFrame:
             if name in schema:
                 raise PinqError(f"agg output {name!r} clashes with a group key")
             if isinstance(value, str):
-                e, text = parse_expression(value), value
+                e, text = parse_expression(value, positions=False), value
             elif isinstance(value, Expression):
                 e, text = value.expr, None
             else:
@@ -836,7 +839,10 @@ class GroupedFrame:
                     line=1 if text else None,
                     column=1 if text else None,
                 )
-            check_expression(e, meta.schema, text=text, allow_aggregates=True)
+            if text is not None:
+                e, _ = parse_and_check(text, meta.schema, allow_aggregates=True)
+            else:
+                check_expression(e, meta.schema, allow_aggregates=True)
             calls.append((name, e))
             if e.name == "COUNT":
                 schema[name] = "int"

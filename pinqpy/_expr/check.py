@@ -522,3 +522,23 @@ def infer_type(expr: Expr, schema: Mapping[str, ColumnType]) -> ColumnType:
         return check_expression(expr, schema, allow_aggregates=True)
     except PinqError:
         return "any"
+
+
+def parse_and_check(
+    text: str, schema: Mapping[str, ColumnType], *, allow_aggregates: bool = False
+) -> tuple[Expr, ColumnType]:
+    """Parse ``text`` and check it against ``schema``; return the AST and its type.
+
+    The happy path parses without node positions (about twice as fast). When the check
+    fails, the text is parsed again with positions so the error can point at the fault.
+    """
+    from .parser import parse_expression
+
+    fast = parse_expression(text, positions=False)
+    try:
+        return fast, check_expression(fast, schema, text=text, allow_aggregates=allow_aggregates)
+    except PinqError:
+        precise = parse_expression(text)
+        ctype = check_expression(precise, schema, text=text, allow_aggregates=allow_aggregates)
+    # Unreachable unless the two parses disagree; answer with the positioned one.
+    return precise, ctype

@@ -373,11 +373,14 @@ def _previous_char(text: str, line: int, column: int) -> str:
     return before[-1:] if before else ""
 
 
-def parse_tree(text: str, start: str = _EXPRESSION_START) -> Tree:
-    """Parse ``text`` from the grammar rule ``start``; errors are PinqSyntaxErrors."""
+def parse_tree(text: str, start: str = _EXPRESSION_START, *, positions: bool = True) -> Tree:
+    """Parse ``text`` from the grammar rule ``start``; errors are PinqSyntaxErrors.
+
+    ``positions=False`` parses faster and leaves node positions unset (tokens keep theirs).
+    """
     if not isinstance(text, str):
         raise PinqSyntaxError(f"expected text to parse, not {type(text).__name__}")
-    parser = get_parser(start)
+    parser = get_parser(start, positions)
     try:
         return parser.parse(text)
     except LarkError as exc:
@@ -386,8 +389,11 @@ def parse_tree(text: str, start: str = _EXPRESSION_START) -> Tree:
         raise syntax_error_from_lark(exc, text, parser) from None
 
 
-def parse_expression(text: str) -> Expr:
+def parse_expression(text: str, *, positions: bool = True) -> Expr:
     """Parse one expression; cached by text (the result is immutable).
+
+    ``positions=False`` skips node positions for speed; use it where an error triggers a
+    second, positioned parse (see :func:`parse_and_check`).
 
     >>> e = parse_expression("a OR b AND NOT c = d")
     >>> e.to_sql()
@@ -397,9 +403,14 @@ def parse_expression(text: str) -> Expr:
     """
     if not isinstance(text, str):
         raise PinqSyntaxError(f"an expression must be text, not {type(text).__name__}")
-    return _parse_cached(text)
+    return _parse_cached(text) if positions else _parse_fast(text)
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_cached(text: str) -> Expr:
     return tree_to_expr(parse_tree(text, _EXPRESSION_START))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_fast(text: str) -> Expr:
+    return tree_to_expr(parse_tree(text, _EXPRESSION_START, positions=False))
