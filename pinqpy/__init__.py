@@ -18,7 +18,8 @@ from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyErro
 from .expressions import Expression, col, func, lit
 from .frame import GroupedFrame, PrivateFrame
 from .partition import Partition
-from .results import NoisyLabel, NoisySeries, NoisyValue
+from .results import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
+from .session import Session
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "Cost",
     "Expression",
     "GroupedFrame",
+    "NoisyFrame",
     "NoisyLabel",
     "NoisySeries",
     "NoisyValue",
@@ -36,6 +38,7 @@ __all__ = [
     "PinqSyntaxError",
     "PrivacyError",
     "PrivateFrame",
+    "Session",
     "col",
     "func",
     "lit",

@@ -27,7 +27,15 @@ from typing import Protocol
 
 from .budget import Budget, Cost, _raise_exceeded
 
-__all__ = ["AllParts", "Charge", "PartAgent", "PartitionAgent", "Transaction", "charge"]
+__all__ = [
+    "AllParts",
+    "Charge",
+    "PartAgent",
+    "PartitionAgent",
+    "Transaction",
+    "charge",
+    "charge_all",
+]
 
 # One lock for all accounting: charges are microseconds, so contention is not a concern, and a
 # single lock cannot deadlock across budgets.
@@ -141,10 +149,18 @@ def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "
     Raises :class:`~pinqpy.BudgetExceededError` with every budget untouched when any root
     budget would be overspent.
     """
+    return charge_all([(lineage, request)], label=label)
+
+
+def charge_all(
+    requests: list[tuple[Mapping[Agent, Fraction], Charge]], *, label: str = "query"
+) -> Cost:
+    """Charge several requests (one per aggregate of a query) as one transaction."""
     with _LOCK:
         txn = Transaction()
-        for agent, k in lineage.items():
-            agent._prepare(request.at(k), txn)
+        for lineage, request in requests:
+            for agent, k in lineage.items():
+                agent._prepare(request.at(k), txn)
         for budget, cost in txn.roots.items():
             if not budget._fits(cost):
                 _raise_exceeded(budget, cost)

@@ -46,6 +46,13 @@ class Executor(ABC):
         """Per group: the sum of non-NULL values clamped into [lo, hi], and how many there were."""
 
     @abstractmethod
+    def clamped_moments(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per group: sum and sum of squares of non-NULL values clamped into [lo, hi], and
+        their count."""
+
+    @abstractmethod
     def buckets(
         self,
         plan: PlanNode,

@@ -330,6 +330,17 @@ class PandasExecutor(Executor):
         counts = np.bincount(codes, minlength=k).astype(np.int64)
         return sums, counts
 
+    def clamped_moments(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        vals, codes = self._values(plan, grouping, value)
+        k = _n_groups(grouping)
+        clipped = np.clip(vals, lo, hi)
+        sums = np.bincount(codes, weights=clipped, minlength=k)
+        sumsq = np.bincount(codes, weights=clipped * clipped, minlength=k)
+        counts = np.bincount(codes, minlength=k).astype(np.int64)
+        return sums, sumsq, counts
+
     def buckets(
         self,
         plan: PlanNode,

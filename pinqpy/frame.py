@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import _mechanisms as mech
-from ._agents import PartitionAgent, charge, flatten
+from ._agents import PartitionAgent, charge_all, flatten
 from ._executor import Grouping
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
@@ -77,6 +77,26 @@ def _stability_value(k: Fraction | float) -> int | Fraction | float:
         return math.inf
     k = Fraction(k)
     return int(k) if k.denominator == 1 else k
+
+
+class Prepared:
+    """An aggregation ready to run: its mechanism (built from public parameters only) and how
+    to read its exact aggregate. Nothing has been charged or read yet."""
+
+    __slots__ = ("candidates", "exact", "frame", "label", "mechanism")
+
+    def __init__(
+        self,
+        frame: PrivateFrame,
+        mechanism: Any,
+        exact: Callable[[Grouping | None], Any],
+        label: str,
+    ):
+        self.frame = frame
+        self.mechanism = mechanism
+        self.exact = exact
+        self.label = label
+        self.candidates: tuple[Hashable, ...] = ()
 
 
 class PrivateFrame:
@@ -665,29 +685,22 @@ class PrivateFrame:
         cands, (idx, acc) = self._argmax(column, candidates, epsilon, None)
         return NoisyLabel(cands[int(np.asarray(idx)[0])], acc)
 
-    # Shared by the scalar methods above and by Partition's per-key versions: ``target`` is
-    # None for the whole frame, or (grouping, lineage) for every part of a partition at once.
+    # Shared by the scalar methods above, by Partition's per-key versions and by SQL: each
+    # _prep_* validates its arguments and builds the mechanism from public parameters only,
+    # returning what to charge and how to read the exact aggregate; _run charges, then reads.
+    # ``target`` is None for the whole frame, or (grouping, lineage) for all parts at once.
     def _count(self, epsilon: object, delta: object, target: _Target) -> tuple[Any, Any]:
-        m = mech.CountMechanism(_eps(epsilon), _delta(delta))
-        return self._run(m, lambda g: _EXECUTOR.count(self._plan, g), target, "count")
+        return self._run([self._prep_count(epsilon, delta)], target)[0]
 
     def _sum(
         self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
     ) -> tuple[Any, Any]:
-        e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
-        m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        return self._run(
-            m, lambda g: _EXECUTOR.clamped_sum(self._plan, g, e, lo, hi)[0], target, "sum"
-        )
+        return self._run([self._prep_sum(column, epsilon, bounds, delta)], target)[0]
 
     def _mean(
         self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
     ) -> tuple[Any, Any]:
-        e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
-        m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        return self._run(
-            m, lambda g: _EXECUTOR.clamped_sum(self._plan, g, e, lo, hi), target, "mean"
-        )
+        return self._run([self._prep_mean(column, epsilon, bounds, delta)], target)[0]
 
     def _quantile(
         self,
@@ -698,24 +711,58 @@ class PrivateFrame:
         candidates: Any,
         target: _Target,
     ) -> tuple[Any, Any]:
-        qq = _quantile_level(q)
-        e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
-        cand = None if candidates is None else _candidates(candidates, lo, hi)
-        m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
-        return self._run(
-            m, lambda g: _EXECUTOR.buckets(self._plan, g, e, m.candidates), target, "quantile"
-        )
+        return self._run([self._prep_quantile(column, q, epsilon, bounds, candidates)], target)[0]
 
     def _argmax(
         self, column: ExprLike, candidates: Any, epsilon: object, target: _Target
     ) -> tuple[tuple[Hashable, ...], tuple[Any, Any]]:
+        prep = self._prep_argmax(column, candidates, epsilon)
+        return prep.candidates, self._run([prep], target)[0]
+
+    def _prep_count(self, epsilon: object, delta: object) -> Prepared:
+        m = mech.CountMechanism(_eps(epsilon), _delta(delta))
+        plan = self._plan
+        return Prepared(self, m, lambda g: _EXECUTOR.count(plan, g), "count")
+
+    def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
+        e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
+        m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
+        plan = self._plan
+        return Prepared(self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi)[0], "sum")
+
+    def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
+        e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
+        m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
+        plan = self._plan
+        return Prepared(self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi), "mean")
+
+    def _prep_variance(
+        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, *, stddev: bool
+    ) -> Prepared:
+        what = "stddev" if stddev else "variance"
+        e, (lo, hi) = self._numeric_arg(column, bounds, what)
+        m = mech.VarianceMechanism(_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
+        plan = self._plan
+        return Prepared(self, m, lambda g: _EXECUTOR.clamped_moments(plan, g, e, lo, hi), what)
+
+    def _prep_quantile(
+        self, column: ExprLike, q: object, epsilon: object, bounds: Any, candidates: Any
+    ) -> Prepared:
+        qq = _quantile_level(q)
+        e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
+        cand = None if candidates is None else _candidates(candidates, lo, hi)
+        m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
+        plan = self._plan
+        return Prepared(self, m, lambda g: _EXECUTOR.buckets(plan, g, e, m.candidates), "quantile")
+
+    def _prep_argmax(self, column: ExprLike, candidates: Any, epsilon: object) -> Prepared:
         e = self._column_expr(column, "argmax's column")
         cands = _argmax_candidates(candidates)
         m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
-        out = self._run(
-            m, lambda g: _EXECUTOR.candidate_counts(self._plan, g, e, cands), target, "argmax"
-        )
-        return cands, out
+        plan = self._plan
+        prep = Prepared(self, m, lambda g: _EXECUTOR.candidate_counts(plan, g, e, cands), "argmax")
+        prep.candidates = cands
+        return prep
 
     # -- aggregation plumbing -------------------------------------------------------------
     def _require_bounded(self, lineage: Mapping[object, Any], what: str) -> None:
@@ -734,30 +781,40 @@ class PrivateFrame:
                 f"could change any number of rows; {how}"
             )
 
+    @staticmethod
     def _run(
-        self,
-        mechanism: Any,
-        exact: Callable[[Grouping | None], Any],
-        target: _Target,
-        label: str,
-    ) -> tuple[np.ndarray, Any]:
-        """Check, charge, then read: nothing touches data until the charge is accepted."""
-        grouping, lin = (None, lineage_of(self._plan)) if target is None else target
-        self._require_bounded(lin, label)
-        charge(lin, mechanism.charge, label=label)
-        try:
-            data = exact(grouping)
-        except PinqError:
-            raise
-        except Exception as exc:
-            # Engine messages can quote values; the charge stands since data may have been read.
-            raise PinqError(
-                f"the {label} failed while reading the data ({type(exc).__name__}); its "
-                "charge was spent and nothing was released"
-            ) from None
-        if isinstance(data, tuple):
-            return mechanism.release(*data)
-        return mechanism.release(data)
+        prepared: list[Prepared], target: _Target, label: str | None = None
+    ) -> list[tuple[np.ndarray, Any]]:
+        """Check and charge every prepared aggregate in one transaction, then read and release.
+
+        Nothing touches data until the whole charge is accepted; if any budget refuses, none
+        is charged.
+        """
+        requests = []
+        for p in prepared:
+            grouping, lin = (None, lineage_of(p.frame._plan)) if target is None else target
+            p.frame._require_bounded(lin, p.label)
+            requests.append((lin, p.mechanism.charge))
+        charge_all(requests, label=label or ", ".join(p.label for p in prepared))
+        grouping = None if target is None else target[0]
+        out = []
+        for p in prepared:
+            try:
+                data = p.exact(grouping)
+            except PinqError:
+                raise
+            except Exception as exc:
+                # Engine messages can quote values; the charge stands since data may have
+                # been read.
+                raise PinqError(
+                    f"the {p.label} failed while reading the data ({type(exc).__name__}); "
+                    "its charge was spent and nothing was released"
+                ) from None
+            released = (
+                p.mechanism.release(*data) if isinstance(data, tuple) else p.mechanism.release(data)
+            )
+            out.append(released)
+        return out
 
     def _numeric_arg(
         self, column: ExprLike, bounds: tuple[float, float] | None, what: str

@@ -46,6 +46,7 @@ __all__ = [
     "GaussianNoise",
     "LaplaceNoise",
     "NoiseDistribution",
+    "NoisyFrame",
     "NoisyLabel",
     "NoisySeries",
     "NoisyValue",
@@ -513,3 +514,47 @@ def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
         return bool(np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True))
     return all(x == y for x, y in zip(a.tolist(), b.tolist(), strict=True))
+
+
+class NoisyFrame(pd.DataFrame):
+    """A SQL answer: a pandas DataFrame whose noisy columns keep their accuracy.
+
+    ``ci(column, level)`` gives a DataFrame of ``low``/``high`` for one noisy column, on the
+    frame's current index (so it follows row filters); ``ci(level=...)`` without a column
+    gives every noisy column side by side. Columns computed from several aggregates
+    (``SUM(x) / COUNT(*)``) carry no interval of their own.
+    """
+
+    _metadata: ClassVar[list[str]] = ["_pq_accuracy"]  # type: ignore[misc]
+
+    @property
+    def _constructor(self) -> type[NoisyFrame]:
+        return NoisyFrame
+
+    @classmethod
+    def from_release(cls, data: pd.DataFrame, accuracy: dict[str, Accuracy]) -> NoisyFrame:
+        out = cls(data)
+        out._pq_accuracy = {col: (acc, data.index.copy()) for col, acc in accuracy.items()}
+        return out
+
+    @property
+    def accuracy(self) -> dict[str, Accuracy]:
+        """The accuracy of each noisy column, by column name."""
+        return {c: a for c, (a, _) in getattr(self, "_pq_accuracy", {}).items()}
+
+    def ci(self, column: str | None = None, level: float = 0.95) -> pd.DataFrame:
+        """``level`` confidence intervals for one noisy column, or for all of them."""
+        store = getattr(self, "_pq_accuracy", {})
+        if column is None:
+            if not store:
+                raise PinqError("this result has no noisy column with an interval")
+            parts = {c: self.ci(c, level) for c in store if c in self.columns}
+            return pd.concat(parts, axis=1)
+        if column not in store:
+            raise PinqError(
+                f"column {column!r} has no interval: only single noisy aggregates carry one"
+            )
+        acc, index = store[column]
+        low, high = acc.interval(check_level(level))
+        frame = pd.DataFrame({"low": low, "high": high}, index=index)
+        return frame.reindex(self.index)

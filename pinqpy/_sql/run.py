@@ -1,0 +1,53 @@
+"""Run a compiled release: one charge for every measurement, then read, add noise and shape
+the answer (HAVING, ORDER BY and LIMIT are post-processing of the noisy values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._expr.pandas_eval import evaluate, predicate_mask
+from ..frame import PrivateFrame
+from ..results import Accuracy, NoisyFrame
+from .compiler import CompiledRelease
+
+__all__ = ["run_release"]
+
+
+def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
+    prepared = [m.prepared for m in rel.measurements]
+    released = PrivateFrame._run(prepared, rel.target, label=label)
+    n = 1 if rel.grouping is None else len(rel.grouping.keys)
+    work: dict[str, object] = {"__pos": np.arange(n)}
+    if rel.grouping is not None:
+        keys = rel.grouping.keys
+        for i in range(len(rel.key_names)):
+            col = [k[i] for k in keys] if len(rel.key_names) > 1 else list(keys)
+            work[f"__k{i}"] = pd.Series(col, dtype=object).infer_objects()
+    accs: list[Accuracy] = []
+    for i, (values, acc) in enumerate(released):
+        work[f"__m{i}"] = np.asarray(values, dtype="float64")
+        accs.append(acc)
+    frame = pd.DataFrame(work)
+    if rel.having is not None:
+        frame = frame[predicate_mask(rel.having, frame)]
+    if rel.order_by:
+        sort_cols, ascending = [], []
+        for j, item in enumerate(rel.order_by):
+            name = f"__o{j}"
+            frame = frame.assign(**{name: evaluate(item.expr, frame).to_numpy()})
+            sort_cols.append(name)
+            ascending.append(not item.descending)
+        frame = frame.sort_values(sort_cols, ascending=ascending, kind="stable", na_position="last")
+    if rel.limit is not None:
+        frame = frame.head(rel.limit)
+    frame = frame.reset_index(drop=True)
+    positions = frame["__pos"].to_numpy()
+    out = {}
+    accuracy: dict[str, Accuracy] = {}
+    for name, expr in rel.outputs:
+        out[name] = evaluate(expr, frame).to_numpy()
+        col = getattr(expr, "name", None)
+        if col is not None and col.startswith("__m") and type(expr).__name__ == "Column":
+            accuracy[name] = accs[int(col[3:])].take(positions)
+    return NoisyFrame.from_release(pd.DataFrame(out), accuracy)

@@ -1,0 +1,284 @@
+"""Session: named private and public tables, queried in pinqpy's SQL dialect.
+
+A SQL query compiles to the very same plans and aggregations as Python method chaining;
+``session.table(name)`` hands back the PrivateFrame a query would start from.
+
+>>> import pandas as pd, pinqpy as pq
+>>> df = pd.DataFrame({"state": ["CA", "NY", "CA"], "age": [30, 40, 50]})
+>>> session = pq.Session()
+>>> budget = pq.Budget(epsilon=1.0)
+>>> _ = session.register("people", df, budget=budget, bounds={"age": (0, 100)},
+...                      keys={"state": ["CA", "NY"]})
+>>> with pq.testing.no_noise():
+...     session.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=0.5)
+  state    n
+0    CA  2.0
+1    NY  1.0
+>>> budget.spent.epsilon == 0.5
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+
+import pandas as pd
+
+from ._sql import ast as q
+from ._sql.compiler import Catalog, CompiledRelease, compile_release
+from ._sql.explain import Explanation, explain
+from ._sql.parser import parse_statement
+from ._sql.run import run_release
+from .budget import Budget
+from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from .frame import PrivateFrame
+from .results import NoisyFrame
+
+__all__ = ["Session"]
+
+
+class Session:
+    """Named tables for SQL: private frames (each with its budget) and public tables.
+
+    >>> import pinqpy as pq
+    >>> pq.Session()
+    Session(private=[], public=[])
+    """
+
+    def __init__(self) -> None:
+        self._private: dict[str, PrivateFrame] = {}
+        self._public: dict[str, pd.DataFrame] = {}
+
+    # -- tables -------------------------------------------------------------------------
+    def register(
+        self,
+        name: str,
+        data: PrivateFrame | pd.DataFrame,
+        *,
+        budget: Budget | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        privacy_unit: str | None = None,
+        max_rows: int | None = None,
+        allow_callables: bool = True,
+    ) -> PrivateFrame:
+        """Register a private table under ``name`` and return its PrivateFrame.
+
+        ``data`` is a PrivateFrame (its budget, bounds and keys come along) or a DataFrame
+        with ``budget=`` and optional metadata. ``privacy_unit`` with ``max_rows=k`` keeps at
+        most k rows per person, so queries see a table of stability k.
+        """
+        _check_name(name)
+        if name in self._public:
+            raise PinqError(f"{name!r} is already a public table")
+        if isinstance(data, PrivateFrame):
+            if budget is not None or bounds or keys or privacy_unit is not None:
+                raise PinqError(
+                    "register a PrivateFrame on its own: its budget, bounds and keys come with it"
+                )
+            frame = data
+        elif isinstance(data, pd.DataFrame):
+            if budget is None:
+                raise PinqError(f"register({name!r}, DataFrame) needs budget=pq.Budget(...)")
+            frame = PrivateFrame(
+                data,
+                budget,
+                privacy_unit=privacy_unit,
+                bounds=bounds,
+                keys=keys,
+                allow_callables=allow_callables,
+                name=name,
+            )
+        else:
+            raise PinqError("register takes a PrivateFrame or a pandas DataFrame")
+        if max_rows is not None:
+            frame = frame.bound_contributions(max_rows=max_rows)
+        self._private[name] = frame
+        return frame
+
+    def register_public(self, name: str, data: pd.DataFrame) -> None:
+        """Register a public table (usable in joins and as a source of GROUP BY keys)."""
+        _check_name(name)
+        if not isinstance(data, pd.DataFrame):
+            raise PinqError("register_public takes a pandas DataFrame")
+        if name in self._private:
+            raise PinqError(f"{name!r} is already a private table")
+        self._public[name] = data
+
+    def table(self, name: str) -> PrivateFrame:
+        """The PrivateFrame registered as ``name``."""
+        if name not in self._private:
+            raise PinqError(f"no private table named {name!r}")
+        return self._private[name]
+
+    @property
+    def tables(self) -> list[str]:
+        return [*self._private, *self._public]
+
+    # -- SQL ----------------------------------------------------------------------------
+    def sql(
+        self, query: str, epsilon: float | None = None, delta: float | None = None
+    ) -> NoisyFrame | Explanation | pd.DataFrame:
+        """Answer one SQL statement.
+
+        A SELECT returns a pandas DataFrame of noisy results, one row per group, each noisy
+        column's accuracy available through ``result.ci(column)``. ``epsilon`` (or ``OPTIONS
+        (epsilon = ...)``) is the total the query charges; EXPLAIN charges nothing and returns
+        printable text; SHOW TABLES, DESCRIBE t and SHOW BUDGET return DataFrames.
+        """
+        statement, compiled = self._compile(query, epsilon, delta)
+        if isinstance(statement, q.Explain):
+            assert isinstance(compiled, CompiledRelease)
+            return explain(compiled, self._budget_names())
+        if isinstance(statement, q.ShowTables):
+            return self._show_tables()
+        if isinstance(statement, q.ShowBudget):
+            return self._show_budget()
+        if isinstance(statement, q.Describe):
+            return self.describe(statement.name)
+        assert isinstance(compiled, CompiledRelease)
+        return run_release(compiled, label=" ".join(query.split())[:120])
+
+    def explain(
+        self, query: str, epsilon: float | None = None, delta: float | None = None
+    ) -> Explanation:
+        """EXPLAIN a SELECT without writing the keyword; charges nothing."""
+        _statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
+        if not isinstance(compiled, CompiledRelease):
+            raise PinqSyntaxError("explain() takes a SELECT query", text=query)
+        return explain(compiled, self._budget_names())
+
+    def _compile(
+        self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
+    ) -> tuple[q.Statement, CompiledRelease | None]:
+        if not isinstance(query, str):
+            raise PinqSyntaxError(f"a query must be text, not {type(query).__name__}")
+        try:
+            statement = parse_statement(query, positions=False)
+            return statement, self._compile_statement(
+                statement, query, epsilon, delta, force_explain
+            )
+        except BudgetExceededError:
+            raise
+        except PinqError as first:
+            # Errors are rare: only now parse again with positions, so the error can point
+            # at the fault. Compiling reads no data and charges nothing, so this is safe.
+            try:
+                statement = parse_statement(query, positions=True)
+                self._compile_statement(statement, query, epsilon, delta, force_explain)
+            except (PinqSyntaxError, PrivacyError):
+                raise
+            except PinqError as err:
+                raise PinqSyntaxError(str(err), text=query) from None
+            except Exception as err:  # an internal fault must not surface as a raw error
+                raise PinqSyntaxError(
+                    f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+                    text=query,
+                ) from None
+            if isinstance(first, PinqSyntaxError | PrivacyError):
+                raise
+            raise PinqSyntaxError(str(first), text=query) from None
+        except Exception as err:
+            raise PinqSyntaxError(
+                f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+                text=query,
+            ) from None
+
+    def _compile_statement(
+        self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
+    ) -> CompiledRelease | None:
+        if isinstance(statement, q.ShowTables | q.ShowBudget):
+            return None
+        if isinstance(statement, q.Describe):
+            if statement.name not in self._private and statement.name not in self._public:
+                raise PinqSyntaxError(
+                    f"unknown table {statement.name!r}",
+                    text=text,
+                    line=statement.pos.line if statement.pos else None,
+                    column=statement.pos.column if statement.pos else None,
+                )
+            return None
+        query = statement.query if isinstance(statement, q.Explain) else statement
+        catalog = Catalog(self._private, self._public)
+        return compile_release(catalog, query, text, epsilon, delta)
+
+    # -- catalogue statements -------------------------------------------------------------
+    def _budget_names(self) -> dict[object, str]:
+        names: dict[object, list[str]] = {}
+        for tname, frame in self._private.items():
+            for b in frame.stabilities:
+                names.setdefault(b, []).append(tname)
+        return {b: "budget of " + ", ".join(ts) for b, ts in names.items()}
+
+    def _show_tables(self) -> pd.DataFrame:
+        rows = []
+        for name, frame in self._private.items():
+            stab = ", ".join(str(v) for v in frame.stabilities.values())
+            rows.append(
+                {
+                    "table": name,
+                    "kind": "private",
+                    "columns": len(frame.columns),
+                    "privacy_unit": frame.privacy_unit,
+                    "stability": stab,
+                }
+            )
+        for name, df in self._public.items():
+            rows.append(
+                {
+                    "table": name,
+                    "kind": "public",
+                    "columns": df.shape[1],
+                    "privacy_unit": None,
+                    "stability": "",
+                }
+            )
+        return pd.DataFrame(rows, columns=["table", "kind", "columns", "privacy_unit", "stability"])
+
+    def _show_budget(self) -> pd.DataFrame:
+        rows = []
+        for budget, label in self._budget_names().items():
+            assert isinstance(budget, Budget)
+            rows.append(
+                {
+                    "budget": label,
+                    "epsilon": float(budget.total.epsilon),
+                    "delta": float(budget.total.delta),
+                    "spent_epsilon": float(budget.spent.epsilon),
+                    "spent_delta": float(budget.spent.delta),
+                    "remaining_epsilon": float(budget.remaining.epsilon),
+                    "remaining_delta": float(budget.remaining.delta),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def describe(self, name: str) -> pd.DataFrame:
+        """The public schema of a table: types, declared bounds and keys."""
+        if name in self._public:
+            df = self._public[name]
+            return pd.DataFrame(
+                {"column": [str(c) for c in df.columns], "type": [str(t) for t in df.dtypes]}
+            )
+        frame = self.table(name)
+        rows = []
+        for col, ctype in frame.schema.items():
+            b = frame.bounds.get(col)
+            k = frame.keys.get(col)
+            rows.append(
+                {
+                    "column": col,
+                    "type": ctype,
+                    "bounds": "" if b is None else f"[{b[0]:g}, {b[1]:g}]",
+                    "keys": "" if k is None else f"{len(k)} public keys",
+                    "privacy_unit": col == frame.privacy_unit,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise PinqError("a table name must be a non-empty string")
