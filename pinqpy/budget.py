@@ -136,6 +136,8 @@ class Budget:
         self._spent = Cost()
         self._lock = threading.RLock()
         self._history: list[tuple[Cost, str]] = []
+        # Released answers by question (see pinqpy._answers): asking again is free.
+        self._answers: dict[str, tuple[object, object]] = {}
         self.name = name
 
     @property

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
+from . import _answers
 from . import _mechanisms as mech
 from ._agents import PartitionAgent, charge_all, flatten
 from ._executor import Grouping
@@ -83,7 +84,7 @@ class Prepared:
     """An aggregation ready to run: its mechanism (built from public parameters only) and how
     to read its exact aggregate. Nothing has been charged or read yet."""
 
-    __slots__ = ("candidates", "exact", "frame", "label", "mechanism")
+    __slots__ = ("candidates", "exact", "frame", "label", "mechanism", "what")
 
     def __init__(
         self,
@@ -91,11 +92,14 @@ class Prepared:
         mechanism: Any,
         exact: Callable[[Grouping | None], Any],
         label: str,
+        what: str | None = None,
     ):
         self.frame = frame
         self.mechanism = mechanism
         self.exact = exact
         self.label = label
+        # What is aggregated, for the answer cache; None when it has no canonical form.
+        self.what = what
         self.candidates: tuple[Hashable, ...] = ()
 
 
@@ -492,8 +496,7 @@ class PrivateFrame:
         pub_schema = schema_from_pandas(public)
         for c in on:
             _check_join_types(c, self._meta.schema[c], pub_schema[c])
-        # Public data may be read freely: its key multiplicity is the stability.
-        mult = int(public.groupby(list(on), dropna=False).size().max()) if len(public) else 0
+        mult = _key_multiplicity(public, on)
         table = PublicTable("public", public, tuple(public.columns))
         pub_meta = FrameMeta(schema=pub_schema)
         meta = _join_meta(self._meta, pub_meta, on, "_public", right_is_public=True)
@@ -722,19 +725,23 @@ class PrivateFrame:
     def _prep_count(self, epsilon: object, delta: object) -> Prepared:
         m = mech.CountMechanism(_eps(epsilon), _delta(delta))
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.count(plan, g), "count")
+        return Prepared(self, m, lambda g: _EXECUTOR.count(plan, g), "count", "count()")
 
     def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
         m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi)[0], "sum")
+        return Prepared(
+            self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi)[0], "sum", _what("sum", e)
+        )
 
     def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
         m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi), "mean")
+        return Prepared(
+            self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi), "mean", _what("mean", e)
+        )
 
     def _prep_variance(
         self, column: ExprLike, epsilon: object, bounds: Any, delta: object, *, stddev: bool
@@ -743,7 +750,9 @@ class PrivateFrame:
         e, (lo, hi) = self._numeric_arg(column, bounds, what)
         m = mech.VarianceMechanism(_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.clamped_moments(plan, g, e, lo, hi), what)
+        return Prepared(
+            self, m, lambda g: _EXECUTOR.clamped_moments(plan, g, e, lo, hi), what, _what(what, e)
+        )
 
     def _prep_quantile(
         self, column: ExprLike, q: object, epsilon: object, bounds: Any, candidates: Any
@@ -753,14 +762,26 @@ class PrivateFrame:
         cand = None if candidates is None else _candidates(candidates, lo, hi)
         m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.buckets(plan, g, e, m.candidates), "quantile")
+        return Prepared(
+            self,
+            m,
+            lambda g: _EXECUTOR.buckets(plan, g, e, m.candidates),
+            "quantile",
+            _what("quantile", e, m.candidates.tobytes().hex()[:64], len(m.candidates)),
+        )
 
     def _prep_argmax(self, column: ExprLike, candidates: Any, epsilon: object) -> Prepared:
         e = self._column_expr(column, "argmax's column")
         cands = _argmax_candidates(candidates)
         m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
         plan = self._plan
-        prep = Prepared(self, m, lambda g: _EXECUTOR.candidate_counts(plan, g, e, cands), "argmax")
+        prep = Prepared(
+            self,
+            m,
+            lambda g: _EXECUTOR.candidate_counts(plan, g, e, cands),
+            "argmax",
+            _what("argmax", e, repr(cands)),
+        )
         prep.candidates = cands
         return prep
 
@@ -783,22 +804,40 @@ class PrivateFrame:
 
     @staticmethod
     def _run(
-        prepared: list[Prepared], target: _Target, label: str | None = None
+        prepared: list[Prepared],
+        target: _Target,
+        label: str | None = None,
+        *,
+        charged: bool = False,
     ) -> list[tuple[np.ndarray, Any]]:
         """Check and charge every prepared aggregate in one transaction, then read and release.
 
         Nothing touches data until the whole charge is accepted; if any budget refuses, none
-        is charged.
+        is charged. An aggregation asked before (same plan, same source, same mechanism and
+        parameters) returns its earlier answer and charges nothing. ``charged=True`` means
+        the caller already charged these aggregations (as part of a larger transaction).
         """
-        requests = []
-        for p in prepared:
-            grouping, lin = (None, lineage_of(p.frame._plan)) if target is None else target
-            p.frame._require_bounded(lin, p.label)
-            requests.append((lin, p.mechanism.charge))
-        charge_all(requests, label=label or ", ".join(p.label for p in prepared))
         grouping = None if target is None else target[0]
+        keys: list[str | None] = []
+        hits: dict[int, tuple[np.ndarray, Any]] = {}
+        requests = []
+        for i, p in enumerate(prepared):
+            lin = lineage_of(p.frame._plan) if target is None else target[1]
+            p.frame._require_bounded(lin, p.label)
+            key = _answers.key(p, grouping)
+            keys.append(key)
+            hit = _answers.get(key, lin)
+            if hit is not None:
+                hits[i] = hit
+            else:
+                requests.append((lin, p.mechanism.charge))
+        if requests and not charged:
+            charge_all(requests, label=label or ", ".join(p.label for p in prepared))
         out = []
-        for p in prepared:
+        for i, p in enumerate(prepared):
+            if i in hits:
+                out.append(hits[i])
+                continue
             try:
                 data = p.exact(grouping)
             except PinqError:
@@ -813,6 +852,8 @@ class PrivateFrame:
             released = (
                 p.mechanism.release(*data) if isinstance(data, tuple) else p.mechanism.release(data)
             )
+            lin = lineage_of(p.frame._plan) if target is None else target[1]
+            _answers.put(keys[i], lin, released, p.frame._plan)
             out.append(released)
         return out
 
@@ -977,6 +1018,31 @@ def _argmax_candidates(candidates: Iterable[Hashable]) -> tuple[Hashable, ...]:
     if len(set(cands)) != len(cands):
         raise PinqError("argmax candidates must not repeat")
     return cands
+
+
+def _what(kind: str, value: Expr | PyFunc, *extra: object) -> str | None:
+    """A canonical description of an aggregation's input, or None for a callable."""
+    if isinstance(value, PyFunc):
+        return None
+    return f"{kind}({value.to_sql()}{''.join(f';{x}' for x in extra)})"
+
+
+def _key_multiplicity(public: pd.DataFrame, on: tuple[str, ...]) -> int:
+    """The largest number of rows any key has in a public table (public data: read freely).
+
+    Small tables (the usual lookup table) are counted in plain Python, which avoids pandas'
+    fixed cost per groupby; large ones with a groupby.
+    """
+    if len(public) == 0:
+        return 0
+    if len(public) <= 5_000:
+        from collections import Counter
+
+        keys = zip(*(public[c].tolist() for c in on), strict=True)
+        # NaN != NaN, so normalise missing keys to one value before counting.
+        counts = Counter(tuple(None if v != v else v for v in k) for k in keys)
+        return max(counts.values())
+    return int(public.groupby(list(on), dropna=False).size().max())
 
 
 def _unique(meta: FrameMeta, key: frozenset[str]) -> bool:

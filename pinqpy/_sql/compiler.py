@@ -70,8 +70,8 @@ class _Rel:
     public: pd.DataFrame | None = None
     # alias (None for unaliased subqueries) -> {visible column: frame column}
     scopes: dict[str | None, dict[str, str]] = field(default_factory=dict)
-    # frame column -> the public values it came from (public keys for GROUP BY)
-    public_values: dict[str, pd.Series] = field(default_factory=dict)
+    # frame column -> (public table, its column): public keys for GROUP BY, found on demand
+    public_values: dict[str, tuple[pd.DataFrame, str]] = field(default_factory=dict)
     describe: str = ""
 
 
@@ -202,7 +202,7 @@ class _Compiler:
             for col in alias_scope.values():
                 target = renames.get(col, col)
                 out = target if target in on else self._suffixed(target, left, "_public")
-                rel.public_values[out] = pub[target].drop_duplicates()
+                rel.public_values[out] = (pub, target)
         return rel
 
     @staticmethod
@@ -710,7 +710,8 @@ class _Compiler:
                 values.append(v)
             return values
         if isinstance(e, Column) and e.name in rel.public_values:
-            return [v for v in rel.public_values[e.name].tolist()]
+            table, column = rel.public_values[e.name]
+            return table[column].drop_duplicates().tolist()
         found = derive_keys(e, frame.keys, frame.bounds, frame.schema)
         if found is not None:
             return list(found)

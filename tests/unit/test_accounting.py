@@ -20,8 +20,8 @@ def frame(budget: pq.Budget, n: int = 20) -> pq.PrivateFrame:
 def test_ten_charges_of_a_tenth_fill_a_budget_of_one_exactly():
     b = pq.Budget(epsilon=1.0)
     f = frame(b)
-    for _ in range(10):
-        f.count(epsilon=0.1)
+    for i in range(10):  # ten different questions (the same one again would be free)
+        f.where(f"x >= {i}").count(epsilon=0.1)
     assert b.spent.epsilon == Fraction(1)
     assert b.remaining.epsilon == 0
     with pytest.raises(pq.BudgetExceededError):
@@ -213,3 +213,32 @@ def test_cost_arithmetic_is_exact():
         total = total + pq.Cost(0.1)
     assert total.epsilon == Fraction(3, 10)
     assert total.epsilon == 0.3
+
+
+def test_asking_the_same_question_again_is_free_and_gives_the_same_answer():
+    b = pq.Budget(epsilon=1)
+    f = frame(b)
+    first = f.where("x > 3").count(epsilon=0.1)
+    again = f.where("x  >  3").count(epsilon=0.1)  # same question, spelt differently
+    assert float(again) == float(first)
+    assert b.spent.epsilon == 0.1
+    f.where("x > 3").count(epsilon=0.2)  # a different epsilon is a different question
+    assert b.spent.epsilon == Fraction(3, 10)
+    assert len(b.charges) == 2
+
+
+def test_cache_never_answers_new_data_from_old_data():
+    b = pq.Budget(epsilon=1)
+    df = pd.DataFrame({"x": range(10)})
+    pq.PrivateFrame(df, b).count(epsilon=0.1)
+    pq.PrivateFrame(df.copy(), b).count(epsilon=0.1)  # another table: charged again
+    assert b.spent.epsilon == Fraction(2, 10)
+
+
+def test_callables_are_never_cached():
+    b = pq.Budget(epsilon=1)
+    f = frame(b)
+    pred = lambda df: df.x > 3  # noqa: E731
+    f.where(pred).count(epsilon=0.1)
+    f.where(pred).count(epsilon=0.1)
+    assert b.spent.epsilon == Fraction(2, 10)
