@@ -64,6 +64,13 @@ class Executor(ABC):
         ``gap[k, j] = #{c_j < x < c_j+1}``; shapes (K, m) and (K, m - 1)."""
 
     @abstractmethod
+    def key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...]
+    ) -> tuple[list[Hashable], np.ndarray]:
+        """The distinct keys of ``columns`` that occur in the plan's rows, and their row
+        counts. Private: only for key selection, which releases a noisy subset."""
+
+    @abstractmethod
     def candidate_counts(
         self,
         plan: PlanNode,

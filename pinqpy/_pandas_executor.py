@@ -362,6 +362,16 @@ class PandasExecutor(Executor):
         flat = np.bincount(codes * width + bucket, minlength=k * width).reshape(k, width)
         return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
 
+    def key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...]
+    ) -> tuple[list[Hashable], np.ndarray]:
+        df = self.relation(plan).materialize()
+        sizes = df.groupby(list(columns), dropna=False, sort=True).size()
+        keys = list(sizes.index) if len(columns) > 1 else [k for k in sizes.index]
+        if len(columns) > 1:
+            keys = [tuple(k) for k in keys]
+        return keys, sizes.to_numpy(dtype=np.int64)
+
     def candidate_counts(
         self,
         plan: PlanNode,

@@ -37,6 +37,7 @@ from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression, parse_and_check
 from ._expr.parser import parse_expression
 from ._expr.types import ColumnType, schema_from_pandas
+from ._keyselect import KeySelectionMechanism
 from ._meta import FrameMeta, check_bounds, check_keys
 from ._pandas_executor import PandasExecutor
 from ._plan import (
@@ -60,7 +61,7 @@ from ._stability import INF, lineage_of
 from .budget import Budget, check_delta, check_epsilon
 from .errors import PinqError, PinqSyntaxError, PrivacyError
 from .expressions import Expression
-from .results import NoisyLabel, NoisyValue
+from .results import AccuracyPreview, NoisyLabel, NoisyValue
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -596,6 +597,115 @@ class PrivateFrame:
         self._require_bounded(lineage, "partition")
         ref = PartitionRef(self._plan, cols, key_tuple, PartitionAgent(lineage))
         return Partition(self, ref)
+
+    def select_keys(
+        self,
+        columns: str | Iterable[str],
+        epsilon: float,
+        delta: float,
+        *,
+        max_groups: int | None = None,
+    ) -> list[Hashable]:
+        """Choose which keys of ``columns`` to release when none are public (noisy thresholding).
+
+        Each key's row count gets Laplace noise of scale ``1/epsilon`` and the keys whose noisy
+        count exceeds ``1 + ln(1/(2·delta))/epsilon`` are returned (sorted), so a key that one
+        row alone holds is released with probability at most ``delta``; see
+        :mod:`pinqpy._keyselect`. Charges (epsilon, delta) times the stability. On a
+        user-level frame, ``max_groups=G`` first limits every person to G distinct keys (the
+        count is then of people, and the stability G). Use the keys with :meth:`partition`.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"city": ["Oslo"] * 500 + ["Bergen"] * 300 + ["Hamar"]})
+        >>> people = pq.PrivateFrame(df, pq.Budget(epsilon=1, delta=1e-6))
+        >>> with pq.testing.seed(3):
+        ...     people.select_keys("city", epsilon=0.5, delta=1e-7)
+        ['Bergen', 'Oslo']
+        """
+        cols = (columns,) if isinstance(columns, str) else tuple(columns)
+        cols = self._check_columns(cols)
+        m = KeySelectionMechanism(_eps(epsilon), check_delta(delta, "delta"))
+        unit = self._meta.privacy_unit
+        base = self
+        if max_groups is not None:
+            if unit is None:
+                raise PrivacyError(
+                    "max_groups limits each person's keys on a user-level frame; this frame "
+                    "has no privacy unit (each row is one person already)"
+                )
+            base = self.distinct(*dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
+        lin = lineage_of(base._plan)
+        if any(k == INF for k in flatten(lin).values()):
+            raise PrivacyError(
+                f"select_keys on a user-level frame needs max_groups=G: each person (by "
+                f"{unit!r}) then counts toward at most G keys"
+                if unit
+                else "select_keys on a frame with unbounded contributions: bound them first"
+            )
+        charge_all([(lin, m.charge)], label="select_keys")
+        keys, counts = _EXECUTOR.key_counts(base._plan, cols)
+        selected, _ = m.release(keys, counts)
+        return selected
+
+    def accuracy(
+        self,
+        aggregation: str,
+        column: ExprLike | None = None,
+        *,
+        epsilon: float,
+        level: float = 0.95,
+        bounds: tuple[float, float] | None = None,
+        delta: float | None = None,
+        q: float = 0.5,
+        n: float | None = None,
+    ) -> AccuracyPreview:
+        """How accurate an aggregation would be at ``epsilon``, without reading data or spending.
+
+        ``aggregation`` is one of ``count``, ``sum``, ``mean``, ``median``, ``quantile``,
+        ``variance``, ``stddev``. ``n`` (a guess at the number of rows, public) sharpens the
+        bound of a mean. EXPLAIN shows the same figures for SQL.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> f = pq.PrivateFrame(pd.DataFrame({"age": [30]}), pq.Budget(epsilon=1))
+        >>> f.accuracy("count", epsilon=0.1).error  # doctest: +ELLIPSIS
+        29.957...
+        """
+        kind = aggregation.lower()
+        if kind == "count":
+            prep = self._prep_count(epsilon, delta)
+        elif kind in ("sum", "mean"):
+            if column is None:
+                raise PinqError(f"accuracy({kind!r}) needs a column")
+            method = self._prep_sum if kind == "sum" else self._prep_mean
+            prep = method(column, epsilon, bounds, delta)
+        elif kind in ("median", "quantile"):
+            if column is None:
+                raise PinqError(f"accuracy({kind!r}) needs a column")
+            prep = self._prep_quantile(
+                column, 0.5 if kind == "median" else q, epsilon, bounds, None
+            )
+        elif kind in ("variance", "stddev"):
+            if column is None:
+                raise PinqError(f"accuracy({kind!r}) needs a column")
+            prep = self._prep_variance(column, epsilon, bounds, delta, stddev=kind == "stddev")
+        else:
+            raise PinqError(
+                "accuracy() knows count, sum, mean, median, quantile, variance and stddev"
+            )
+        m = prep.mechanism
+        unit = ""
+        if kind == "mean":
+            err = m.accuracy(level, n=n)
+        elif kind in ("median", "quantile"):
+            err, unit = m.accuracy(level), "ranks"
+        else:
+            err = m.accuracy(level)
+        lin = lineage_of(self._plan)
+        self._require_bounded(lin, kind)
+        charge = {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
+        return AccuracyPreview(
+            kind, m.describe(), m.epsilon, float(level), float(err), unit, m.noise_scale, charge
+        )
 
     # -- noisy aggregations ---------------------------------------------------------------
     def count(self, epsilon: float, *, delta: float | None = None) -> NoisyValue:

@@ -41,6 +41,7 @@ from .errors import PinqError
 
 __all__ = [
     "Accuracy",
+    "AccuracyPreview",
     "AdditiveAccuracy",
     "ArgmaxAccuracy",
     "GaussianNoise",
@@ -558,3 +559,31 @@ class NoisyFrame(pd.DataFrame):
         low, high = acc.interval(check_level(level))
         frame = pd.DataFrame({"low": low, "high": high}, index=index)
         return frame.reindex(self.index)
+
+
+@dataclass(frozen=True)
+class AccuracyPreview:
+    """What an aggregation *would* give at some epsilon, computed without data or charge.
+
+    ``error`` bounds ``|released - exact|`` with probability at least ``level``; its unit is
+    the value's own, except for quantiles (``unit="rank"``: rows of rank) and means without a
+    group size (a bound that holds for any number of rows). ``charge`` is what it would cost
+    each budget (named by ``repr``).
+    """
+
+    aggregation: str
+    mechanism: str
+    epsilon: Exact
+    level: float
+    error: float
+    unit: str
+    noise_scale: float | None
+    charge: dict[str, object]
+
+    def __str__(self) -> str:
+        cost = "; ".join(f"{c!r} to {b}" for b, c in self.charge.items())
+        unit = f" {self.unit}" if self.unit else ""
+        return (
+            f"{self.aggregation} at epsilon {self.epsilon}: {self.mechanism}; with probability "
+            f"{self.level:g} the error is at most {self.error:.6g}{unit}; it would charge {cost}"
+        )

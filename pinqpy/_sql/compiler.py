@@ -38,6 +38,7 @@ from .._expr.ast import (
 )
 from .._expr.bounds import derive_bounds, derive_keys
 from .._expr.check import _NOT_CONSTANT, check_expression, constant_value
+from .._keyselect import KeySelectionMechanism, frame_delta_for
 from .._meta import check_keys
 from .._stability import INF, lineage_of
 from ..budget import check_delta, check_epsilon
@@ -102,6 +103,10 @@ class CompiledRelease:
     stability: Fraction
     per_measurement_epsilon: Fraction
     group_desc: str
+    # Private key selection (no public keys, delta > 0): (frame, key columns, mechanism) and
+    # the lineage the per-group aggregates are charged through; keys are chosen at run time.
+    key_selection: tuple[PrivateFrame, tuple[str, ...], KeySelectionMechanism] | None = None
+    target_lineage: dict[object, Any] | None = None
 
 
 class _Compiler:
@@ -543,7 +548,7 @@ class _Compiler:
         # GROUP BY: public keys, possibly on computed expressions.
         key_exprs: list[Expr] = []
         key_cols: list[str] = []
-        key_lists: list[list[Hashable]] = []
+        key_lists: list[list[Hashable] | None] = []
         assigns: dict[str, Expression] = {}
         for gk in s.group_by or ():
             e = self.resolve(gk.expr, rel)
@@ -658,25 +663,38 @@ class _Compiler:
                 "Gaussian noise in SQL needs a FROM clause of stability 1; use Laplace "
                 "(the default) or bound the query's stability"
             )
+        private_keys = any(k is None for k in key_lists)
         m = len(calls)
-        eps_each = epsilon / (m * s_frac)
-        delta_each = (delta / m) if gaussian else None
+        # Key selection, when needed, is one more measurement of the split.
+        eps_each = epsilon / ((m + (1 if private_keys else 0)) * s_frac)
+        delta_for_noise = delta / 2 if (gaussian and private_keys) else delta
+        delta_each = (delta_for_noise / m) if gaussian else None
 
         grouping = None
         target = None
         group_desc = ""
+        key_selection = None
+        target_lineage = None
         if key_cols:
-            combos = list(itertools.product(*key_lists)) if len(key_lists) > 1 else key_lists[0]
-            if len(combos) > MAX_GROUPS:
-                raise PrivacyError(
-                    f"GROUP BY has {len(combos):,} key combinations; at most {MAX_GROUPS:,}"
-                )
-            keys_t = check_keys(combos, tuple(key_cols), frame.schema)
-            grouping = Grouping(tuple(key_cols), keys_t)
-            target = (grouping, {AllParts(PartitionAgent(lineage_of(frame._plan))): Fraction(1)})
-            group_desc = (
-                f"GROUP BY {', '.join(e.to_sql() for e in key_exprs)} ({len(keys_t)} public keys)"
-            )
+            target_lineage = {AllParts(PartitionAgent(lineage_of(frame._plan))): Fraction(1)}
+            keys_text = ", ".join(e.to_sql() for e in key_exprs)
+            if private_keys:
+                # With Gaussian noise, half of delta goes to the noise and half to selection.
+                sel_total = delta / 2 if gaussian else delta
+                sel_delta = frame_delta_for(sel_total, s_frac, eps_each)
+                mech = KeySelectionMechanism(eps_each, sel_delta)
+                key_selection = (frame, tuple(key_cols), mech)
+                group_desc = f"GROUP BY {keys_text} (keys selected privately: {mech.describe()})"
+            else:
+                combos = list(itertools.product(*key_lists)) if len(key_lists) > 1 else key_lists[0]
+                if len(combos) > MAX_GROUPS:
+                    raise PrivacyError(
+                        f"GROUP BY has {len(combos):,} key combinations; at most {MAX_GROUPS:,}"
+                    )
+                keys_t = check_keys(combos, tuple(key_cols), frame.schema)
+                grouping = Grouping(tuple(key_cols), keys_t)
+                target = (grouping, target_lineage)
+                group_desc = f"GROUP BY {keys_text} ({len(keys_t)} public keys)"
         measurements = [
             Measurement(c, self.prepare(c, frame, key_cols, eps_each, delta_each), c.to_sql())
             for c in calls
@@ -696,11 +714,13 @@ class _Compiler:
             stability=s_frac,
             per_measurement_epsilon=eps_each,
             group_desc=group_desc,
+            key_selection=key_selection,
+            target_lineage=target_lineage,
         )
 
     def public_keys(
         self, gk: q.GroupKey, e: Expr, frame: PrivateFrame, rel: _Rel, ctype: str, delta: Fraction
-    ) -> list[Hashable]:
+    ) -> list[Hashable] | None:
         if gk.keys is not None:
             values = []
             for k in gk.keys:
@@ -715,15 +735,14 @@ class _Compiler:
         found = derive_keys(e, frame.keys, frame.bounds, frame.schema)
         if found is not None:
             return list(found)
-        return self.select_keys_privately(gk, e, delta)
-
-    def select_keys_privately(self, gk: q.GroupKey, e: Expr, delta: Fraction) -> list[Hashable]:
-        """The hook for private key selection (noisy thresholding, which spends delta)."""
+        if delta > 0:
+            return None  # selected privately at run time (noisy thresholding spends delta)
         raise PrivacyError(
             f"GROUP BY {e.to_sql()}: its keys are not public, and reading them off the data "
             "would reveal who is in it. Give the keys inline (GROUP BY "
-            f"{e.to_sql()} IN ('a', 'b')), declare keys on the table, or join a public table "
-            "of keys"
+            f"{e.to_sql()} IN ('a', 'b')), declare keys on the table, join a public table "
+            "of keys, or give the query a delta (delta= or OPTIONS (delta = 1e-6)) so that "
+            "keys are selected privately"
         )
 
     def prepare(

@@ -126,7 +126,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     )
     lines.append(head)
     _tree(rel.frame._plan, 1, lines, _Describe())
-    m = len(rel.measurements)
+    m = len(rel.measurements) + (1 if rel.key_selection is not None else 0)
     lines += [
         "",
         f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
@@ -140,12 +140,21 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
             f"  {meas.label:<28} epsilon {Exact.of(Fraction(mech.epsilon))!s:<10} "
             f"{mech.describe():<44} expected error {err:.4g}{unit}"
         )
+    if rel.key_selection is not None:
+        sel = rel.key_selection[2]
+        lines.append(
+            f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
+            f"{sel.describe()}, delta {float(sel.delta):.3g}"
+        )
     total = CompositeCharge([meas.prepared.mechanism.charge for meas in rel.measurements])
+    grouped = rel.target_lineage is not None
     lines.append("")
     charges: dict[str, object] = {}
     for budget, k in flatten(lineage_of(rel.frame._plan)).items():
         base = total.at(Fraction(1))
-        cost = base.at(Fraction(k)) if rel.grouping is not None else total.at(Fraction(k))
+        cost = base.at(Fraction(k)) if grouped else total.at(Fraction(k))
+        if rel.key_selection is not None:
+            cost = cost + rel.key_selection[2].charge.at(Fraction(k))
         name = (budget_names or {}).get(budget) or budget.name or "budget"
         charges[name] = cost
         lines.append(f"Total charge to {name} (stability {Exact.of(Fraction(k))}): {cost!r}")

@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._agents import charge_all
+from .._executor import Grouping
 from .._expr.pandas_eval import evaluate, predicate_mask
-from ..frame import PrivateFrame
+from .._stability import lineage_of
+from ..frame import _EXECUTOR, PrivateFrame
 from ..results import Accuracy, NoisyFrame
 from .compiler import CompiledRelease
 
@@ -16,11 +19,15 @@ __all__ = ["run_release"]
 
 def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
     prepared = [m.prepared for m in rel.measurements]
-    released = PrivateFrame._run(prepared, rel.target, label=label)
-    n = 1 if rel.grouping is None else len(rel.grouping.keys)
+    grouping = rel.grouping
+    if rel.key_selection is not None:
+        released, grouping = _with_selected_keys(rel, prepared, label)
+    else:
+        released = PrivateFrame._run(prepared, rel.target, label=label)
+    n = 1 if grouping is None else len(grouping.keys)
     work: dict[str, object] = {"__pos": np.arange(n)}
-    if rel.grouping is not None:
-        keys = rel.grouping.keys
+    if grouping is not None:
+        keys = grouping.keys
         for i in range(len(rel.key_names)):
             col = [k[i] for k in keys] if len(rel.key_names) > 1 else list(keys)
             work[f"__k{i}"] = pd.Series(col, dtype=object).infer_objects()
@@ -51,3 +58,27 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
         if col is not None and col.startswith("__m") and type(expr).__name__ == "Column":
             accuracy[name] = accs[int(col[3:])].take(positions)
     return NoisyFrame.from_release(pd.DataFrame(out), accuracy)
+
+
+def _with_selected_keys(rel: CompiledRelease, prepared: list, label: str) -> tuple[list, Grouping]:
+    """Charge selection and every aggregate in one transaction, then select, then aggregate."""
+    assert rel.key_selection is not None and rel.target_lineage is not None
+    frame, columns, mechanism = rel.key_selection
+    lineage = lineage_of(frame._plan)
+    frame._require_bounded(lineage, "GROUP BY")
+    requests = [(lineage, mechanism.charge)]
+    requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
+    charge_all(requests, label=label)
+    keys, counts = _EXECUTOR.key_counts(frame._plan, columns)
+    selected, _ = mechanism.release(keys, counts)
+    grouping = Grouping(columns, tuple(selected))
+    if not selected:
+        return [(np.zeros(0), _empty(p)) for p in prepared], grouping
+    target = (grouping, rel.target_lineage)
+    return PrivateFrame._run(prepared, target, label=label, charged=True), grouping
+
+
+def _empty(prepared: object) -> Accuracy:
+    from ..results import AdditiveAccuracy, LaplaceNoise
+
+    return AdditiveAccuracy(np.zeros(0), LaplaceNoise(1.0), epsilon=1)
