@@ -2,8 +2,9 @@
 
 A frame's *lineage* maps each agent it draws on directly (a root :class:`Budget`, or one part
 of a partition) to a stability ``k``: how many of the frame's rows one privacy unit of that
-agent can change. An aggregation with charge ``c`` asks every agent in its lineage for
-``c.at(k)`` (``k·epsilon`` for pure DP; group privacy for delta).
+agent can change. An aggregation with charge ``c`` asks every agent in its lineage for its
+:class:`~pinqpy._accounting.Usage` at ``k`` (``k·epsilon`` for pure DP, ``k²·rho`` in zCDP,
+group privacy for delta), and each budget's accounting model decides whether it fits.
 
 Charging is a transaction. Every agent records what it would do in a :class:`Transaction`;
 only when every root budget accepts its total does anything change. So a query over two
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from .budget import Budget, Cost, _raise_exceeded
+from ._accounting import Usage, usage_of
+from .budget import Budget, _raise_exceeded
 
 __all__ = [
     "AllParts",
@@ -43,31 +45,32 @@ _LOCK = threading.RLock()
 
 
 class Charge(Protocol):
-    """What an aggregation asks for; ``at(k)`` is its cost at stability ``k``."""
+    """What an aggregation asks for (a mechanism's charge; see ``usage_of``)."""
 
-    def at(self, k: Fraction) -> Cost: ...
+    def at(self, k: Fraction) -> object: ...
 
 
 class Agent(Protocol):
-    def _prepare(self, cost: Cost, txn: Transaction) -> None: ...
+    def _prepare(self, usage: Usage, txn: Transaction) -> None: ...
 
 
 @dataclass
 class _PartitionState:
-    base: Cost
-    extra: dict[Hashable, Cost]
-    maximum: Cost
+    base: Usage
+    extra: dict[Hashable, Usage]
+    maximum: Usage
 
 
 @dataclass
 class Transaction:
     """Pending effects of one charge; applied all together or not at all."""
 
-    roots: dict[Budget, Cost] = field(default_factory=dict)
+    roots: dict[Budget, Usage] = field(default_factory=dict)
     partitions: dict[PartitionAgent, _PartitionState] = field(default_factory=dict)
 
-    def demand(self, budget: Budget, cost: Cost) -> None:
-        self.roots[budget] = self.roots.get(budget, Cost()) + cost
+    def demand(self, budget: Budget, usage: Usage) -> None:
+        prev = self.roots.get(budget)
+        self.roots[budget] = usage if prev is None else prev + usage
 
     def state_of(self, partition: PartitionAgent) -> _PartitionState:
         st = self.partitions.get(partition)
@@ -87,14 +90,14 @@ class PartitionAgent:
 
     def __init__(self, parent_lineage: Mapping[object, Fraction]):
         self.parent_lineage = dict(parent_lineage)
-        self._base = Cost()
-        self._extra: dict[Hashable, Cost] = {}
-        self._max = Cost()
+        self._base = Usage()
+        self._extra: dict[Hashable, Usage] = {}
+        self._max = Usage()
 
-    def part_total(self, key: Hashable) -> Cost:
-        return self._base + self._extra.get(key, Cost())
+    def part_total(self, key: Hashable) -> Usage:
+        return self._base + self._extra.get(key, Usage())
 
-    def _raise_max(self, st: _PartitionState, candidate: Cost, txn: Transaction) -> None:
+    def _raise_max(self, st: _PartitionState, candidate: Usage, txn: Transaction) -> None:
         new_max = st.maximum.max(candidate)
         if new_max == st.maximum:
             return
@@ -104,13 +107,13 @@ class PartitionAgent:
             if not increment.is_zero:
                 agent._prepare(increment, txn)
 
-    def _prepare_part(self, key: Hashable, cost: Cost, txn: Transaction) -> None:
+    def _prepare_part(self, key: Hashable, cost: Usage, txn: Transaction) -> None:
         st = txn.state_of(self)
-        total = st.extra.get(key, self._extra.get(key, Cost())) + cost
+        total = st.extra.get(key, self._extra.get(key, Usage())) + cost
         st.extra[key] = total
         self._raise_max(st, st.base + total, txn)
 
-    def _prepare_all(self, cost: Cost, txn: Transaction) -> None:
+    def _prepare_all(self, cost: Usage, txn: Transaction) -> None:
         st = txn.state_of(self)
         st.base = st.base + cost
         # Every part grows by the same cost, so the largest grows by exactly that cost.
@@ -129,8 +132,8 @@ class PartAgent:
     partition: PartitionAgent
     key: Hashable
 
-    def _prepare(self, cost: Cost, txn: Transaction) -> None:
-        self.partition._prepare_part(self.key, cost, txn)
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        self.partition._prepare_part(self.key, usage, txn)
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,11 +142,11 @@ class AllParts:
 
     partition: PartitionAgent
 
-    def _prepare(self, cost: Cost, txn: Transaction) -> None:
-        self.partition._prepare_all(cost, txn)
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        self.partition._prepare_all(usage, txn)
 
 
-def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "query") -> Cost:
+def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "query") -> Usage:
     """Charge ``request`` to every agent of ``lineage`` atomically; return the root total.
 
     Raises :class:`~pinqpy.BudgetExceededError` with every budget untouched when any root
@@ -154,22 +157,22 @@ def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "
 
 def charge_all(
     requests: list[tuple[Mapping[Agent, Fraction], Charge]], *, label: str = "query"
-) -> Cost:
+) -> Usage:
     """Charge several requests (one per aggregate of a query) as one transaction."""
     with _LOCK:
         txn = Transaction()
         for lineage, request in requests:
             for agent, k in lineage.items():
-                agent._prepare(request.at(k), txn)
-        for budget, cost in txn.roots.items():
-            if not budget._fits(cost):
-                _raise_exceeded(budget, cost)
-        total = Cost()
+                agent._prepare(usage_of(request, k), txn)
+        for budget, usage in txn.roots.items():
+            if not budget._fits(usage):
+                _raise_exceeded(budget, usage.cost)
+        total = Usage()
         for partition, st in txn.partitions.items():
             partition._apply(st)
-        for budget, cost in txn.roots.items():
-            budget._commit(cost, label)
-            total = total + cost
+        for budget, usage in txn.roots.items():
+            budget._commit(usage, label)
+            total = total + usage
         return total
 
 

@@ -117,9 +117,15 @@ class Budget:
         Total epsilon, a positive finite number. Floats are read by their decimal spelling.
     delta:
         Total delta, in ``[0, 1)``. Zero (the default) allows only pure-DP mechanisms.
+    accounting:
+        How charges compose: ``"approx"`` (the default; epsilons add, deltas add),
+        ``"pure"`` (epsilon-DP only) or ``"zcdp"`` (Gaussian and pure charges compose as
+        rho, converted to (epsilon, delta) at the budget's delta when checked; see
+        :mod:`pinqpy._accounting`). Partition pays the largest part in every model.
 
-    ``spent`` and ``remaining`` are :class:`Cost` values. A charge that does not fit raises
-    :class:`~pinqpy.BudgetExceededError` and leaves the budget unchanged.
+    ``spent`` and ``remaining`` are :class:`Cost` values, in (epsilon, delta) whatever the
+    model. A charge that does not fit raises :class:`~pinqpy.BudgetExceededError` and
+    leaves the budget unchanged.
 
     >>> import pinqpy as pq
     >>> b = pq.Budget(epsilon=1.0, delta=1e-6)
@@ -127,18 +133,34 @@ class Budget:
     Cost(epsilon=1, delta=0.000001)
     """
 
-    def __init__(self, epsilon: object, delta: object = 0, *, name: str | None = None):
+    def __init__(
+        self,
+        epsilon: object,
+        delta: object = 0,
+        *,
+        accounting: str = "approx",
+        name: str | None = None,
+    ):
+        from ._accounting import Usage, accountant_for
+
         eps = _check_epsilon(epsilon, "Budget epsilon")
         dlt = to_fraction(delta, "Budget delta")
         if not 0 <= dlt < 1:
             raise PinqError("Budget delta must be at least 0 and below 1")
         self._total = Cost(eps, dlt)
-        self._spent = Cost()
+        self._accountant = accountant_for(accounting)
+        self._accountant.validate_total(self._total)
+        self._spent = Usage()
         self._lock = threading.RLock()
         self._history: list[tuple[Cost, str]] = []
         # Released answers by question (see pinqpy._answers): asking again is free.
         self._answers: dict[str, tuple[object, object]] = {}
         self.name = name
+
+    @property
+    def accounting(self) -> str:
+        """The accounting model: ``"pure"``, ``"approx"`` or ``"zcdp"``."""
+        return self._accountant.name
 
     @property
     def total(self) -> Cost:
@@ -155,13 +177,13 @@ class Budget:
 
     @property
     def spent(self) -> Cost:
-        """What has been charged so far."""
-        return self._spent
+        """What has been charged so far, as (epsilon, delta) in every accounting model."""
+        return self._accountant.as_cost(self._spent, self._total)
 
     @property
     def remaining(self) -> Cost:
-        """What is left: ``total - spent``."""
-        return self._total - self._spent
+        """What is left, as (epsilon, delta)."""
+        return self._accountant.remaining(self._spent, self._total)
 
     @property
     def charges(self) -> list[tuple[Cost, str]]:
@@ -169,16 +191,16 @@ class Budget:
         return list(self._history)
 
     # -- agent protocol (see pinqpy._agents) -------------------------------------------------
-    def _prepare(self, cost: Cost, txn: object) -> None:
-        txn.demand(self, cost)  # type: ignore[attr-defined]
+    def _prepare(self, usage: object, txn: object) -> None:
+        txn.demand(self, usage)  # type: ignore[attr-defined]
 
-    def _fits(self, cost: Cost) -> bool:
-        return (self._spent + cost).fits_in(self._total)
+    def _fits(self, usage: object) -> bool:
+        return self._accountant.check(self._spent, usage, self._total)  # type: ignore[arg-type]
 
-    def _commit(self, cost: Cost, label: str) -> None:
-        self._spent = self._spent + cost
-        if not cost.is_zero:
-            self._history.append((cost, label))
+    def _commit(self, usage: object, label: str) -> None:
+        self._spent = self._spent + usage  # type: ignore[operator]
+        if not usage.is_zero:  # type: ignore[attr-defined]
+            self._history.append((usage.cost, label))  # type: ignore[attr-defined]
 
     def _charge_exact(self, cost: Cost, label: str = "charge") -> None:
         """Charge ``cost`` directly (used by tests and by the agents)."""
@@ -189,14 +211,15 @@ class Budget:
     def __repr__(self) -> str:
         name = f"{self.name!r}, " if self.name else ""
         total = self._total
+        model = "" if self.accounting == "approx" else f", accounting={self.accounting!r}"
         if total.delta == 0:
             return (
-                f"Budget({name}epsilon={total.epsilon!r}, spent={self._spent.epsilon!r}, "
+                f"Budget({name}epsilon={total.epsilon!r}{model}, spent={self.spent.epsilon!r}, "
                 f"remaining={self.remaining.epsilon!r})"
             )
         return (
-            f"Budget({name}epsilon={total.epsilon!r}, delta={_short(total.delta)}, "
-            f"spent={self._spent!r}, remaining={self.remaining!r})"
+            f"Budget({name}epsilon={total.epsilon!r}, delta={_short(total.delta)}{model}, "
+            f"spent={self.spent!r}, remaining={self.remaining!r})"
         )
 
 
