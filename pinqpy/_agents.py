@@ -152,13 +152,32 @@ def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "
     Raises :class:`~pinqpy.BudgetExceededError` with every budget untouched when any root
     budget would be overspent.
     """
-    return charge_all([(lineage, request)], label=label)
+    return charge_all([(lineage, request)], label=label).usage
+
+
+@dataclass
+class Receipt:
+    """What a charge did: its total usage, and its query id in each ledger it was kept in."""
+
+    usage: Usage
+    queries: dict[object, int] = field(default_factory=dict)
 
 
 def charge_all(
-    requests: list[tuple[Mapping[Agent, Fraction], Charge]], *, label: str = "query"
-) -> Usage:
-    """Charge several requests (one per aggregate of a query) as one transaction."""
+    requests: list[tuple[Mapping[Agent, Fraction], Charge]],
+    *,
+    label: str = "query",
+    plan: str = "",
+    cache_key: str | None = None,
+) -> Receipt:
+    """Charge several requests (one per aggregate of a query) as one transaction.
+
+    Budgets kept in a ledger are charged in the ledger's own transaction (which re-checks
+    what every process has spent under the file's write lock) before anything changes in
+    memory and before any data is read. Budgets in different ledger files are each charged
+    atomically; if a later file refuses, the earlier ones keep their charge (an over-count,
+    never an overspend).
+    """
     with _LOCK:
         txn = Transaction()
         for lineage, request in requests:
@@ -167,13 +186,29 @@ def charge_all(
         for budget, usage in txn.roots.items():
             if not budget._fits(usage):
                 _raise_exceeded(budget, usage.cost)
-        total = Usage()
+        receipt = Receipt(Usage())
+        by_ledger: dict[object, list[tuple[Budget, Usage]]] = {}
+        for budget, usage in txn.roots.items():
+            if budget._ledger is not None:
+                by_ledger.setdefault(budget._ledger, []).append((budget, usage))
+        if by_ledger:
+            from ._ledger import ChargeRecord
+
+            record = ChargeRecord(label, plan, cache_key)
+            for ledger, items in by_ledger.items():
+                entries = [(b._ledger_name, b._ledger_cost(u)) for b, u in items]
+                limits = {b._ledger_name: b._ledger_limit() for b, _ in items}
+                query_id = ledger.charge(entries, record, limits)  # type: ignore[attr-defined]
+                if query_id is None:  # another process spent it first
+                    budget, usage = items[0]
+                    _raise_exceeded(budget, usage.cost)
+                receipt.queries[ledger] = query_id
         for partition, st in txn.partitions.items():
             partition._apply(st)
         for budget, usage in txn.roots.items():
             budget._commit(usage, label)
-            total = total + usage
-        return total
+            receipt.usage = receipt.usage + usage
+        return receipt
 
 
 def flatten(lineage: Mapping[object, Fraction]) -> dict[Budget, Fraction]:

@@ -15,7 +15,9 @@ be answered from old data. A budget with a ledger also stores answers there (see
 from __future__ import annotations
 
 import base64
+import hashlib
 import pickle
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +26,9 @@ from ._canonical import NotCanonical, canonical_plan, digest
 from ._executor import Grouping
 from ._plan import TableRef
 
-__all__ = ["get", "key", "put"]
+__all__ = ["fingerprint", "get", "key", "persistent_key", "put"]
+
+_FINGERPRINTS: weakref.WeakKeyDictionary[TableRef, str] = weakref.WeakKeyDictionary()
 
 
 def _tables(plan: Any) -> list[TableRef]:
@@ -65,6 +69,42 @@ def key(prepared: Any, grouping: Grouping | None) -> str | None:
     if text is None:
         return None
     return digest(text)
+
+
+def fingerprint(table: TableRef) -> str:
+    """A hash of a table's name, schema and contents, computed once per table.
+
+    Only budgets with a ledger need it (to recognise the same data after a restart); it is
+    one pass over the data, never released and never leaving the process except as this
+    hash inside the curator's own ledger file.
+    """
+    found = _FINGERPRINTS.get(table)
+    if found is None:
+        import pandas as pd
+
+        data = table.data
+        h = hashlib.sha256()
+        h.update(
+            repr((table.name, tuple(map(str, data.columns)), tuple(map(str, data.dtypes)))).encode()
+        )
+        h.update(pd.util.hash_pandas_object(data, index=False).to_numpy().tobytes())
+        found = h.hexdigest()[:32]
+        _FINGERPRINTS[table] = found
+    return found
+
+
+def persistent_key(
+    prepared: list[Any], grouping: Grouping | None, budgets: list[Any]
+) -> str | None:
+    """The ledger's cache key for one call's aggregations together (None if any can't be)."""
+    parts = []
+    for p in prepared:
+        text = question(p, grouping, fingerprint)
+        if text is None:
+            return None
+        parts.append(text)
+    names = ",".join(sorted(b._ledger_name for b in budgets))
+    return "ledger:" + digest(names + "|" + "||".join(parts))
 
 
 def _budgets(lineage: Mapping[object, Any]) -> list[Any]:

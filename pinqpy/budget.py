@@ -139,6 +139,7 @@ class Budget:
         delta: object = 0,
         *,
         accounting: str = "approx",
+        ledger: object = None,
         name: str | None = None,
     ):
         from ._accounting import Usage, accountant_for
@@ -156,6 +157,13 @@ class Budget:
         # Released answers by question (see pinqpy._answers): asking again is free.
         self._answers: dict[str, tuple[object, object]] = {}
         self.name = name
+        self._ledger = None
+        self._ledger_name = name or "default"
+        if ledger is not None:
+            from ._ledger import Ledger
+
+            self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)  # type: ignore[arg-type]
+            self._ledger.open_budget(self._ledger_name, self._total, self.accounting)
 
     @property
     def accounting(self) -> str:
@@ -177,13 +185,60 @@ class Budget:
 
     @property
     def spent(self) -> Cost:
-        """What has been charged so far, as (epsilon, delta) in every accounting model."""
-        return self._accountant.as_cost(self._spent, self._total)
+        """What has been charged so far, as (epsilon, delta) in every accounting model.
+
+        With a ledger this is read from the file, so it includes other processes' charges.
+        """
+        return self._accountant.as_cost(self._current(), self._total)
 
     @property
     def remaining(self) -> Cost:
         """What is left, as (epsilon, delta)."""
-        return self._accountant.remaining(self._spent, self._total)
+        return self._accountant.remaining(self._current(), self._total)
+
+    @property
+    def ledger(self) -> object:
+        """The :class:`~pinqpy._ledger.Ledger` this budget is kept in, or None."""
+        return self._ledger
+
+    def audit(self) -> object:
+        """The ledger's audit trail of this budget as a DataFrame (what was asked, by which
+        plan, when, epsilon, delta), or this process's charges when there is no ledger."""
+        if self._ledger is not None:
+            return self._ledger.charges(self._ledger_name)
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {"epsilon": float(c.epsilon), "delta": float(c.delta), "description": label}
+                for c, label in self._history
+            ],
+            columns=["epsilon", "delta", "description"],
+        )
+
+    # -- the ledger's view of usage: rho for zCDP budgets, (epsilon, delta) otherwise ------
+    def _current(self) -> object:
+        from ._accounting import Usage
+
+        if self._ledger is None:
+            return self._spent
+        stored = self._ledger.spent(self._ledger_name)
+        if self.accounting == "zcdp":
+            return Usage(rho=Fraction(stored.epsilon))
+        return Usage(Fraction(stored.epsilon), Fraction(stored.delta), None)
+
+    def _ledger_cost(self, usage: object) -> Cost:
+        if self.accounting == "zcdp":
+            return Cost(usage.rho, 0)  # type: ignore[attr-defined]
+        return usage.cost  # type: ignore[attr-defined]
+
+    def _ledger_limit(self) -> Cost:
+        if self.accounting == "zcdp":
+            return Cost(self._accountant.rho_budget(self._total), 0)  # type: ignore[attr-defined]
+        return self._total
+
+    def _ledger_answer(self, cache_key: str) -> str | None:
+        return None if self._ledger is None else self._ledger.cached(cache_key)
 
     @property
     def charges(self) -> list[tuple[Cost, str]]:
@@ -195,7 +250,7 @@ class Budget:
         txn.demand(self, usage)  # type: ignore[attr-defined]
 
     def _fits(self, usage: object) -> bool:
-        return self._accountant.check(self._spent, usage, self._total)  # type: ignore[arg-type]
+        return self._accountant.check(self._current(), usage, self._total)  # type: ignore[arg-type]
 
     def _commit(self, usage: object, label: str) -> None:
         self._spent = self._spent + usage  # type: ignore[operator]

@@ -134,6 +134,8 @@ class Session:
             return self._show_tables()
         if isinstance(statement, q.ShowBudget):
             return self._show_budget()
+        if isinstance(statement, q.ShowLedger):
+            return self._show_ledger()
         if isinstance(statement, q.Describe):
             return self.describe(statement.name)
         assert isinstance(compiled, CompiledRelease)
@@ -187,7 +189,7 @@ class Session:
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
     ) -> CompiledRelease | None:
-        if isinstance(statement, q.ShowTables | q.ShowBudget):
+        if isinstance(statement, q.ShowTables | q.ShowBudget | q.ShowLedger):
             return None
         if isinstance(statement, q.Describe):
             if statement.name not in self._private and statement.name not in self._public:
@@ -251,6 +253,20 @@ class Session:
                 }
             )
         return pd.DataFrame(rows)
+
+    def _show_ledger(self) -> pd.DataFrame:
+        """The audit trail of every registered budget that is kept in a ledger file."""
+        frames = []
+        for budget in self._budget_names():
+            assert isinstance(budget, Budget)
+            if budget.ledger is not None:
+                frames.append(budget.audit())
+        if not frames:
+            raise PinqError(
+                "no budget of this session keeps a ledger: create it with "
+                "pq.Budget(..., ledger='budget.db') to keep an audit trail"
+            )
+        return pd.concat(frames, ignore_index=True)
 
     def describe(self, name: str) -> pd.DataFrame:
         """The public schema of a table: types, declared bounds and keys."""

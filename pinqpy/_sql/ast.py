@@ -25,6 +25,7 @@ __all__ = [
     "SelectItem",
     "SetQuery",
     "ShowBudget",
+    "ShowLedger",
     "ShowTables",
     "Star",
     "Statement",
@@ -161,9 +162,16 @@ class ShowBudget:
 
 
 @dataclass(frozen=True)
+class ShowLedger:
+    """``SHOW LEDGER``: the audit trail of every budget kept in a ledger file."""
+
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Describe:
     name: str
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
-Statement = Select | SetQuery | Explain | ShowTables | ShowBudget | Describe
+Statement = Select | SetQuery | Explain | ShowTables | ShowBudget | ShowLedger | Describe

@@ -45,6 +45,7 @@ from .ast import (
     SelectItem,
     SetQuery,
     ShowBudget,
+    ShowLedger,
     ShowTables,
     Star,
     Statement,
@@ -153,8 +154,12 @@ class _Converter:
                 return ShowTables(pos=_pos(t.meta))
             if what == "BUDGET":
                 return ShowBudget(pos=_pos(t.meta))
+            if what == "LEDGER":
+                return ShowLedger(pos=_pos(t.meta))
             raise self.error(
-                f"SHOW {word} is not a statement: write SHOW TABLES or SHOW BUDGET", word
+                f"SHOW {word} is not a statement: write SHOW TABLES or SHOW BUDGET "
+                "(or SHOW LEDGER)",
+                word,
             )
         if kind == "describe_statement":
             return Describe(self.ident(t.children[0]), pos=_pos(t.meta))
