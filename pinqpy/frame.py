@@ -441,6 +441,7 @@ class PrivateFrame:
         max_rows_per_key: tuple[int, int] | None = None,
         *,
         how: Literal["inner", "left"] = "inner",
+        name: str = "public",
     ) -> PrivateFrame:
         """Join with another private frame or a public pandas DataFrame.
 
@@ -452,13 +453,14 @@ class PrivateFrame:
           public table (1 when its key is unique). ``how="left"`` keeps unmatched rows.
 
         Colliding column names from the right side get a ``_right`` (``_public``) suffix.
+        ``name`` labels a public table in EXPLAIN.
         """
         on_cols = (on,) if isinstance(on, str) else tuple(on)
         if not on_cols:
             raise PinqError("join needs at least one key column in on=")
         self._check_columns(on_cols)
         if isinstance(other, pd.DataFrame):
-            return self._public_join(other, on_cols, how)
+            return self._public_join(other, on_cols, how, name)
         if not isinstance(other, PrivateFrame):
             raise PinqError("join needs a PrivateFrame or a public pandas DataFrame")
         if how != "inner":
@@ -487,7 +489,11 @@ class PrivateFrame:
         return self._derive(Join(self._plan, other._plan, on_cols, bounds), meta)
 
     def _public_join(
-        self, public: pd.DataFrame, on: tuple[str, ...], how: Literal["inner", "left"]
+        self,
+        public: pd.DataFrame,
+        on: tuple[str, ...],
+        how: Literal["inner", "left"],
+        name: str = "public",
     ) -> PrivateFrame:
         if how not in ("inner", "left"):
             raise PinqError("how must be 'inner' or 'left'")
@@ -498,7 +504,7 @@ class PrivateFrame:
         for c in on:
             _check_join_types(c, self._meta.schema[c], pub_schema[c])
         mult = _key_multiplicity(public, on)
-        table = PublicTable("public", public, tuple(public.columns))
+        table = PublicTable(name, public, tuple(public.columns))
         pub_meta = FrameMeta(schema=pub_schema)
         meta = _join_meta(self._meta, pub_meta, on, "_public", right_is_public=True)
         return self._derive(PublicJoin(self._plan, table, on, how, mult), meta)

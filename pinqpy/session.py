@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable, Mapping
 import pandas as pd
 
 from ._sql import ast as q
-from ._sql.compiler import Catalog, CompiledRelease, compile_release
+from ._sql.compiler import Catalog, CompiledRelease, compile_release, locate
 from ._sql.explain import Explanation, explain
 from ._sql.parser import parse_statement
 from ._sql.run import run_release
@@ -193,11 +193,12 @@ class Session:
             return None
         if isinstance(statement, q.Describe):
             if statement.name not in self._private and statement.name not in self._public:
+                at = locate(text, r"\bDESC(?:RIBE)?\s+(\S+)", statement.pos, 1)
                 raise PinqSyntaxError(
                     f"unknown table {statement.name!r}",
                     text=text,
-                    line=statement.pos.line if statement.pos else None,
-                    column=statement.pos.column if statement.pos else None,
+                    line=at.line if at else None,
+                    column=at.column if at else None,
                 )
             return None
         query = statement.query if isinstance(statement, q.Explain) else statement

@@ -554,6 +554,27 @@ class IsNull(Expr):
         out.emit(" IS NOT NULL" if self.negated else " IS NULL")
 
 
+MAX_DEPTH = 256
+
+
+def depth(e: Expr) -> int:
+    """How deeply ``e`` nests (1 for a leaf), computed without recursion.
+
+    Deeper expressions are refused (MAX_DEPTH) before anything recursive touches them.
+
+    >>> from pinqpy._expr.parser import parse_expression
+    >>> depth(parse_expression("a + b * c"))
+    3
+    """
+    deepest = 0
+    stack = [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in node.children())
+    return deepest
+
+
 def contains_aggregate(e: Expr) -> bool:
     """Whether ``e`` calls an aggregate anywhere.
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from ..errors import PinqError, PinqSyntaxError
 from .ast import (
     AGGREGATE_FUNCTIONS,
+    MAX_DEPTH,
     SCALAR_FUNCTIONS,
     Between,
     Binary,
@@ -35,6 +36,7 @@ from .ast import (
     Like,
     Literal,
     Unary,
+    depth,
 )
 from .types import CAST_TYPES, NUMERIC_TYPES, ColumnType, type_of_value
 
@@ -509,6 +511,14 @@ def check_expression(
     ...     print(err.message)
     LOWER needs a string, but age is of type int
     """
+    if depth(expr) > MAX_DEPTH:
+        pos = expr.pos
+        raise PinqSyntaxError(
+            f"the expression is nested too deeply (more than {MAX_DEPTH} levels); simplify it",
+            text=text if pos else None,
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
     checker = _Checker(expr, schema, text, allow_aggregates)
     try:
         return checker.check(expr)

@@ -27,6 +27,7 @@ from .._exact import to_fraction
 from .._executor import Grouping
 from .._expr.ast import (
     AGGREGATE_FUNCTIONS,
+    MAX_DEPTH,
     Binary,
     Call,
     Column,
@@ -35,6 +36,7 @@ from .._expr.ast import (
     Literal,
     Pos,
     contains_aggregate,
+    depth,
 )
 from .._expr.bounds import derive_bounds, derive_keys
 from .._expr.check import _NOT_CONSTANT, check_expression, constant_value
@@ -109,6 +111,30 @@ class CompiledRelease:
     target_lineage: dict[object, Any] | None = None
 
 
+def _offset(text: str, pos: Pos | None) -> int:
+    if pos is None:
+        return 0
+    lines = text.split("\n")
+    return sum(len(line) + 1 for line in lines[: pos.line - 1]) + pos.column - 1
+
+
+def locate(text: str, pattern: str, after: Pos | None = None, group: int = 0) -> Pos | None:
+    """The position of the first match of ``pattern`` (case-insensitive) at or after ``after``.
+
+    For carets under things the AST does not keep a node for (an option's value, a bound of
+    WITH BOUNDS, a repeated alias).
+    """
+    import re
+
+    m = re.compile(pattern, re.IGNORECASE).search(text, _offset(text, after))
+    if m is None:
+        return None
+    start = m.start(group)
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    return Pos(line, column)
+
+
 class _Compiler:
     def __init__(self, catalog: Catalog, text: str):
         self.catalog = catalog
@@ -180,6 +206,14 @@ class _Compiler:
                 *keep, **{lk: Expression(Column(rk)) for rk, lk in renames.items()}
             )
         on = [lk for lk, _ in pairs]
+        if j.bounds is not None:
+            for i, b in enumerate(j.bounds):
+                if b < 1:
+                    at = locate(
+                        self.text, r"\bWITH\s+BOUNDS\s*\(\s*(\S+?)\s*,\s*(\S+?)\s*\)", j.pos, i + 1
+                    )
+                    side = "b_left" if i == 0 else "b_right"
+                    raise self.syntax(f"WITH BOUNDS: {side} must be a positive whole number", at)
         try:
             frame = left.frame.join(rframe, on=on, max_rows_per_key=j.bounds)
         except PrivacyError:
@@ -198,8 +232,11 @@ class _Compiler:
             pub = pub.rename(columns=renames)
         on = [lk for lk, _ in pairs]
         if j.bounds is not None:
-            raise self.syntax("WITH BOUNDS applies to a join of two private tables", j.pos)
-        frame = left.frame.join(pub, on=on, how=j.kind)
+            raise self.syntax(
+                "WITH BOUNDS applies to a join of two private tables",
+                locate(self.text, r"\bWITH\s+BOUNDS\b", j.pos) or j.pos,
+            )
+        frame = left.frame.join(pub, on=on, how=j.kind, name=self.public_name(right))
         rel = self.merge_scopes(j, left, right, frame, set(on), "_public", renames)
         # Every column that comes from the public table, the join key included, has public
         # values: grouping by it needs no private key selection.
@@ -209,6 +246,12 @@ class _Compiler:
                 out = target if target in on else self._suffixed(target, left, "_public")
                 rel.public_values[out] = (pub, target)
         return rel
+
+    def public_name(self, rel: _Rel) -> str:
+        for name, df in self.catalog.public.items():
+            if df is rel.public:
+                return name
+        return "public"
 
     @staticmethod
     def _suffixed(col: str, left: _Rel, suffix: str) -> str:
@@ -229,7 +272,14 @@ class _Compiler:
         scopes = dict(left.scopes)
         for alias, scope in right.scopes.items():
             if alias in scopes and alias is not None:
-                raise self.syntax(f"table alias {alias!r} is used twice; rename one", j.pos)
+                right_pos = getattr(j.right, "pos", None)
+                import re
+
+                at = locate(self.text, rf"\b{re.escape(alias)}\b", right_pos)
+                if right_pos is not None and at == right_pos and isinstance(j.right, q.TableFrom):
+                    # the right table is itself named like the alias: point at its alias
+                    at = locate(self.text, rf"\s(?:AS\s+)?({re.escape(alias)})\b", right_pos, 1)
+                raise self.syntax(f"table alias {alias!r} is used twice; rename one", at or j.pos)
             mapped = {}
             for visible, col in scope.items():
                 target = renames.get(col, col)
@@ -327,12 +377,27 @@ class _Compiler:
         return f"unknown column {name!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
 
     def resolve(self, e: Expr, rel: _Rel) -> Expr:
+        if depth(e) > MAX_DEPTH:
+            raise self.syntax(
+                f"the expression is nested too deeply (more than {MAX_DEPTH} levels); simplify it",
+                e.pos,
+            )
+
         def fix(node: Expr) -> Expr:
             if isinstance(node, Column):
                 return Column(self.lookup(node, rel), pos=node.pos)
             return node
 
         return e.transform(fix)
+
+    def condition(self, e: Expr, frame: PrivateFrame, clause: str) -> None:
+        ctype = self.check(e, frame)
+        if ctype not in ("bool", "any"):
+            raise self.syntax(
+                f"{clause} needs a condition (true or false), but this expression is of type "
+                f"{ctype}; compare it with something, e.g. x > 0",
+                e.pos,
+            )
 
     def check(self, e: Expr, frame: PrivateFrame, *, aggregates: bool = False) -> str:
         try:
@@ -380,7 +445,10 @@ class _Compiler:
                 "could depend on one person; apply them to the outermost query"
             )
         if s.options:
-            raise self.syntax("OPTIONS belong to the outermost query", s.pos)
+            raise self.syntax(
+                "OPTIONS belong to the outermost query",
+                locate(self.text, r"\bOPTIONS\b", s.pos) or s.pos,
+            )
         rel = self.from_item(s.from_)
         if rel.frame is None:
             raise PrivacyError("a subquery over only public tables has nothing private to query")
@@ -389,7 +457,7 @@ class _Compiler:
             w = self.resolve(s.where, rel)
             if contains_aggregate(w):
                 raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
-            self.check(w, frame)
+            self.condition(w, frame, "WHERE")
             frame = frame.where(Expression(w))
         if s.group_by is not None or any(
             not isinstance(i.expr, q.Star) and contains_aggregate(i.expr) for i in s.items
@@ -538,11 +606,23 @@ class _Compiler:
                 "this query reads only public tables; there is nothing private to release"
             )
         frame = rel.frame
+        unit = options.get("privacy_unit_column")
+        if unit is not None and str(unit) != frame.privacy_unit:
+            have = (
+                f"its privacy unit is {frame.privacy_unit!r}"
+                if frame.privacy_unit
+                else "each row is one person"
+            )
+            raise PrivacyError(
+                f"OPTIONS privacy_unit_column = {unit}: the FROM clause's {have}. A table's "
+                "privacy unit is declared when it is registered (privacy_unit=..., with "
+                "max_rows=...), not by the query"
+            )
         if s.where is not None:
             w = self.resolve(s.where, rel)
             if contains_aggregate(w):
                 raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
-            self.check(w, frame)
+            self.condition(w, frame, "WHERE")
             frame = frame.where(Expression(w))
 
         # GROUP BY: public keys, possibly on computed expressions.
@@ -589,8 +669,10 @@ class _Compiler:
             name = item.alias or (
                 item.expr.name if isinstance(item.expr, Column) else item.expr.to_sql()
             )
+            # Names, functions and argument counts first: an unknown function is a syntax
+            # error wherever it appears, before any privacy question.
+            self.check(e, frame, aggregates=True)
             if contains_aggregate(e):
-                self.check(e, frame, aggregates=True)
                 out = measure(e)
             else:
                 idx = next((i for i, ke in enumerate(key_exprs) if ke == e), None)
@@ -691,7 +773,11 @@ class _Compiler:
                     raise PrivacyError(
                         f"GROUP BY has {len(combos):,} key combinations; at most {MAX_GROUPS:,}"
                     )
-                keys_t = check_keys(combos, tuple(key_cols), frame.schema)
+                try:
+                    keys_t = check_keys(combos, tuple(key_cols), frame.schema)
+                except PinqError as err:
+                    at = next((gk.keys[0].pos for gk in (s.group_by or ()) if gk.keys), None)
+                    raise self.syntax(str(err), at) from None
                 grouping = Grouping(tuple(key_cols), keys_t)
                 target = (grouping, target_lineage)
                 group_desc = f"GROUP BY {keys_text} ({len(keys_t)} public keys)"
@@ -830,6 +916,23 @@ class _Compiler:
         return found
 
 
+def option_pos(text: str, name: str, value: bool = False) -> Pos | None:
+    """Where an option's name (or value) is written inside OPTIONS (...)."""
+    import re
+
+    name_re = re.escape(name)
+    if value:
+        return locate(text, rf"\bOPTIONS\s*\([^)]*?\b{name_re}\s*=\s*([^,)\s]+)", None, 1)
+    return locate(text, rf"\bOPTIONS\s*\([^)]*?\b({name_re})\s*=", None, 1)
+
+
+def _positioned(err: PinqError, text: str, name: str) -> PinqSyntaxError:
+    pos = option_pos(text, name, value=True)
+    if pos is None:
+        return PinqSyntaxError(str(err), text=text)
+    return PinqSyntaxError(str(err), text=text, line=pos.line, column=pos.column)
+
+
 def resolve_budget(
     epsilon: object, delta: object, options: Mapping[str, object]
 ) -> tuple[Fraction, Fraction]:
@@ -859,8 +962,28 @@ def compile_release(
     options = dict(statement.options)
     for name in options:
         if name not in KNOWN_OPTIONS:
+            pos = option_pos(text, name)
             raise PinqSyntaxError(
-                f"unknown option {name!r}; known: {', '.join(sorted(KNOWN_OPTIONS))}", text=text
+                f"unknown option {name!r}; known: {', '.join(sorted(KNOWN_OPTIONS))}",
+                text=text,
+                line=pos.line if pos else None,
+                column=pos.column if pos else None,
             )
-    eps, dlt = resolve_budget(epsilon, delta, options)
+    noise = options.get("noise")
+    if noise is not None and str(noise).lower() not in ("laplace", "gaussian"):
+        raise _positioned(PinqError("OPTIONS noise must be 'laplace' or 'gaussian'"), text, "noise")
+    if "max_groups_contributed" in options:
+        raise PrivacyError(
+            "OPTIONS max_groups_contributed: bound each person's rows when registering the "
+            "table (max_rows=...); pinqpy does not take contribution bounds from the query"
+        )
+    try:
+        eps, dlt = resolve_budget(epsilon, delta, options)
+    except PrivacyError:
+        raise
+    except PinqError as err:
+        which = "delta" if "delta" in str(err) else "epsilon"
+        if which in options:
+            raise _positioned(err, text, which) from None
+        raise
     return _Compiler(catalog, text).release(statement, eps, dlt, options)

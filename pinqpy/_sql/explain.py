@@ -40,7 +40,7 @@ class Explanation(str):
 def _fmt_stability(node: PlanNode) -> str:
     values = flatten(lineage_of(node)).values()
     parts = sorted({"inf" if v == INF else str(Exact.of(Fraction(v))) for v in values})
-    return "/".join(parts)
+    return ", ".join(parts)
 
 
 def _e(x: Expr | PyFunc) -> str:

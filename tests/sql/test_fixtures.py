@@ -196,11 +196,6 @@ def check_result(case: Case, env: SqlEnv) -> None:
             assert max(charged.values()) == epsilon, f"{case.where}: charged {charged}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: EXPLAIN prints an operator's stabilities over two budgets as '1/2', "
-    "which reads as the fraction one half",
-)
 def test_explain_stability_over_two_budgets_is_not_a_fraction(env: SqlEnv) -> None:
     plan = env.session.explain(
         "SELECT COUNT(*) FROM (SELECT pid, COUNT(*) AS n FROM persons GROUP BY pid) AS a "

@@ -498,23 +498,14 @@ DEEP = [
     pytest.param(
         "SELECT COUNT(*) FROM pums WHERE " + "NOT " * _DEPTH + "age > 1",
         id="not_chain",
-        marks=pytest.mark.xfail(
-            strict=True, reason="BUG: 400 x NOT gives 'internal error: RecursionError'"
-        ),
     ),
     pytest.param(
         "SELECT SUM(" + " + ".join(["age"] * _DEPTH) + ", 0, 1) FROM pums",
         id="plus_chain",
-        marks=pytest.mark.xfail(
-            strict=True, reason="BUG: a sum of 400 terms gives 'internal error: RecursionError'"
-        ),
     ),
     pytest.param(
         "SELECT COUNT(*) FROM pums WHERE " + " OR ".join(["age > 1"] * _DEPTH),
         id="or_chain",
-        marks=pytest.mark.xfail(
-            strict=True, reason="BUG: 400 ORs give 'internal error: RecursionError'"
-        ),
     ),
 ]
 
