@@ -17,6 +17,8 @@ from .budget import Budget, Cost
 from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from .expressions import Expression, col, func, lit
 from .frame import GroupedFrame, PrivateFrame
+from .magic import load_ipython_extension as load_ipython_extension
+from .magic import unload_ipython_extension as unload_ipython_extension
 from .partition import Partition
 from .results import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
 from .session import Session

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ._exact import Exact, ceil_fraction, to_fraction
+from ._html import budget_html
 from .errors import BudgetExceededError, PinqError
 
 __all__ = ["Budget", "Cost"]
@@ -262,6 +263,9 @@ class Budget:
         from ._agents import charge
 
         charge({self: Fraction(1)}, cost, label=label)
+
+    def _repr_html_(self) -> str:
+        return budget_html(self)
 
     def __repr__(self) -> str:
         name = f"{self.name!r}, " if self.name else ""

@@ -37,6 +37,7 @@ from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression, parse_and_check
 from ._expr.parser import parse_expression
 from ._expr.types import ColumnType, schema_from_pandas
+from ._html import frame_html
 from ._keyselect import KeySelectionMechanism
 from ._meta import FrameMeta, check_bounds, check_keys
 from ._pandas_executor import PandasExecutor
@@ -234,6 +235,9 @@ class PrivateFrame:
         return list(self.stabilities)
 
     # -- no leaks -------------------------------------------------------------------------
+    def _repr_html_(self) -> str:
+        return frame_html(self)
+
     def __repr__(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self._meta.schema.items())
         try:

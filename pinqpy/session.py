@@ -24,6 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 
 import pandas as pd
 
+from ._html import session_html
 from ._sql import ast as q
 from ._sql.compiler import Catalog, CompiledRelease, compile_release, locate
 from ._sql.explain import Explanation, explain
@@ -32,6 +33,7 @@ from ._sql.run import run_release
 from .budget import Budget
 from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from .frame import PrivateFrame
+from .magic import _note_session
 from .results import NoisyFrame
 
 __all__ = ["Session"]
@@ -48,6 +50,10 @@ class Session:
     def __init__(self) -> None:
         self._private: dict[str, PrivateFrame] = {}
         self._public: dict[str, pd.DataFrame] = {}
+        _note_session(self)  # the notebook magic answers against the newest session
+
+    def _repr_html_(self) -> str:
+        return session_html(self)
 
     # -- tables -------------------------------------------------------------------------
     def register(

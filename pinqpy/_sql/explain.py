@@ -36,6 +36,11 @@ class Explanation(str):
 
     charges: dict[str, object]
 
+    def _repr_html_(self) -> str:
+        from .._html import result_html
+
+        return result_html(self)
+
 
 def _fmt_stability(node: PlanNode) -> str:
     values = flatten(lineage_of(node)).values()

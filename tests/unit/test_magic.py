@@ -1,0 +1,352 @@
+"""The ``%pinq``/``%%pinq`` IPython magics, run through IPython's own InteractiveShell."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import pinqpy as pq
+from pinqpy import magic
+from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+
+pytest.importorskip("IPython")
+
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+QUERY = "SELECT sex, COUNT(*) AS n, AVG(income) AS mean_income FROM people GROUP BY sex"
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[Any]:
+    """One InteractiveShell with ``%load_ext pinqpy`` done (wired here if not yet in pinqpy)."""
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    sh = InteractiveShell.instance(config=cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        if not hasattr(pq, "load_ipython_extension"):
+            mp.setattr(pq, "load_ipython_extension", magic.load_ipython_extension, raising=False)
+            mp.setattr(
+                pq, "unload_ipython_extension", magic.unload_ipython_extension, raising=False
+            )
+        sh.run_line_magic("load_ext", "pinqpy")
+        yield sh
+        sh.run_line_magic("unload_ext", "pinqpy")
+
+
+@pytest.fixture
+def pums() -> pd.DataFrame:
+    return load_pums()
+
+
+@pytest.fixture
+def session(shell: Any, pums: pd.DataFrame) -> Iterator[pq.Session]:
+    """A fresh session over PUMS in the user namespace as ``s``, noted as the latest one."""
+    budget = pq.Budget(epsilon=1.0)
+    s = pq.Session()
+    s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    magic._note_session(s)  # what Session.__init__ does once wired
+    shell.user_ns.update(s=s, budget=budget)
+    yield s
+    for name in ("s", "s2", "budget", "budget2", "result", "r"):
+        shell.user_ns.pop(name, None)
+
+
+def run(shell: Any, cell: str) -> tuple[Any, Any]:
+    """Run ``cell`` as a user would; return (ExecutionResult, captured output)."""
+    with capture_output() as captured:
+        result = shell.run_cell(cell, store_history=False)
+    return result, captured
+
+
+def exact_counts(pums: pd.DataFrame) -> list[float]:
+    return [float(v) for v in pums.groupby("sex").size().reindex([0, 1])]
+
+
+# -- registration ----------------------------------------------------------------------------
+def test_load_ext_registers_line_and_cell_magic(shell: Any) -> None:
+    magics = shell.magics_manager.magics
+    assert "pinq" in magics["line"]
+    assert "pinq" in magics["cell"]
+
+
+def test_unload_and_reload(shell: Any) -> None:
+    shell.run_line_magic("unload_ext", "pinqpy")
+    assert "pinq" not in shell.magics_manager.magics["line"]
+    shell.run_line_magic("load_ext", "pinqpy")
+    assert "pinq" in shell.magics_manager.magics["cell"]
+
+
+# -- cell magic ------------------------------------------------------------------------------
+def test_cell_magic_returns_and_displays_the_result(shell: Any, session: Any, pums: Any) -> None:
+    with pq.testing.no_noise():
+        res, out = run(shell, f"%%pinq -e 0.5\n{QUERY}")
+    assert res.success and res.error_in_exec is None
+    frame = res.result
+    assert isinstance(frame, pq.NoisyFrame)
+    assert list(frame.columns) == ["sex", "n", "mean_income"]
+    assert list(frame["n"]) == exact_counts(pums)
+    assert session.table("people").budgets[0].spent.epsilon == 0.5
+    # displayed with its accuracy: the frame, then a table of 95% intervals
+    assert "mean_income" in out.stdout
+    assert "95% intervals" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_run_cell_magic_directly(shell: Any, session: Any, pums: Any) -> None:
+    with pq.testing.no_noise():
+        frame = shell.run_cell_magic("pinq", "--epsilon 0.2", QUERY)
+    assert list(frame.columns) == ["sex", "n", "mean_income"]
+    assert list(frame["n"]) == exact_counts(pums)
+
+
+def test_result_has_html_with_intervals(shell: Any, session: Any) -> None:
+    frame = shell.run_cell_magic("pinq", "-e 0.2", QUERY)
+    data, _meta = shell.display_formatter.format(frame)
+    assert "95% intervals" in data["text/html"]
+    assert "mean_income" in data["text/html"]
+    assert "95% intervals" in data["text/plain"]
+
+
+def test_out_option_stores_the_result(shell: Any, session: Any, pums: Any) -> None:
+    with pq.testing.no_noise():
+        res, _ = run(shell, f"%%pinq -e 0.5 -o result\n{QUERY}")
+    assert res.success
+    stored = shell.user_ns["result"]
+    assert isinstance(stored, pq.NoisyFrame)
+    assert list(stored["n"]) == exact_counts(pums)
+    assert stored.ci("n").shape == (2, 2)
+
+
+def test_quiet_stores_without_displaying(shell: Any, session: Any) -> None:
+    res, out = run(shell, f"%%pinq -q -e 0.1 --out=r\n{QUERY}")
+    assert res.result is None
+    assert "mean_income" not in out.stdout
+    assert isinstance(shell.user_ns["r"], pq.NoisyFrame)
+
+
+def test_session_option_picks_a_named_session(shell: Any, session: Any, pums: Any) -> None:
+    budget2 = pq.Budget(epsilon=2.0)
+    s2 = pq.Session()
+    s2.register("others", pums, budget=budget2, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    shell.user_ns.update(s2=s2, budget2=budget2)
+    magic._note_session(session)  # the default stays the first session
+    with pq.testing.no_noise():
+        res, out = run(shell, "%%pinq --session s2 -e 0.4\nSELECT COUNT(*) AS n FROM others")
+    assert res.success, out.stderr
+    assert float(res.result["n"].iloc[0]) == len(pums)
+    assert budget2.spent.epsilon == 0.4
+    assert shell.user_ns["budget"].spent.epsilon == 0
+    # the default session does not know the table
+    _, out = run(shell, "%%pinq -e 0.4\nSELECT COUNT(*) AS n FROM others")
+    assert "unknown table" in out.stderr
+
+
+def test_session_option_errors_are_usage_errors(shell: Any, session: Any) -> None:
+    _, out = run(shell, "%%pinq --session nope -e 0.1\nSELECT COUNT(*) FROM people")
+    assert "no variable named 'nope'" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    shell.user_ns["r"] = 3
+    _, out = run(shell, "%%pinq -s r -e 0.1\nSELECT COUNT(*) FROM people")
+    assert "not a pinqpy Session" in out.stderr
+    assert shell.user_ns["budget"].spent.epsilon == 0
+
+
+def test_default_session_is_the_last_one_noted(shell: Any, session: Any, pums: Any) -> None:
+    s2 = pq.Session()
+    b2 = pq.Budget(epsilon=1.0)
+    s2.register("people", pums.head(10), budget=b2)
+    magic._note_session(s2)
+    with pq.testing.no_noise():
+        value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
+    assert float(value["n"].iloc[0]) == 10
+    assert b2.spent.epsilon == 0.1
+
+
+def test_default_session_falls_back_to_the_only_one_in_the_namespace(
+    shell: Any, session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(magic, "_last_session", None)
+    with pq.testing.no_noise():
+        value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
+    assert float(value["n"].iloc[0]) == 1000
+    shell.user_ns["s2"] = pq.Session()
+    monkeypatch.setattr(magic, "_last_session", None)
+    _, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM people")
+    assert "--session" in out.stderr
+
+
+def test_new_sessions_note_themselves() -> None:
+    s = pq.Session()
+    if magic._noted_session() is not s:
+        pytest.skip("Session.__init__ does not call pinqpy.magic._note_session yet")
+    assert magic._noted_session() is s
+
+
+def test_noted_session_is_a_weak_reference() -> None:
+    import gc
+
+    s = pq.Session()
+    magic._note_session(s)
+    del s
+    gc.collect()
+    assert magic._noted_session() is None
+
+
+# -- epsilon and delta -----------------------------------------------------------------------
+def test_epsilon_option_sets_the_charge(shell: Any, session: Any) -> None:
+    budget = shell.user_ns["budget"]
+    run(shell, "%%pinq -e 0.3\nSELECT COUNT(*) FROM people")
+    assert budget.spent.epsilon == 0.3
+    run(shell, "%%pinq --epsilon=0.05\nSELECT COUNT(*) FROM people WHERE age > 30")
+    assert budget.spent.epsilon == 0.35
+    # without -e the query's own OPTIONS decide
+    run(shell, "%%pinq\nSELECT COUNT(*) FROM people WHERE age > 40 OPTIONS (epsilon = 0.15)")
+    assert budget.spent.epsilon == 0.5
+
+
+def test_missing_epsilon_is_a_short_message(shell: Any, session: Any) -> None:
+    res, out = run(shell, "%%pinq\nSELECT COUNT(*) FROM people")
+    assert res.success and res.result is None
+    assert "PrivacyError" in out.stderr and "epsilon" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_delta_option_is_passed(shell: Any, pums: Any) -> None:
+    budget = pq.Budget(epsilon=1.0, delta=1e-5)
+    s = pq.Session()
+    s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS)
+    shell.user_ns["s2"] = s
+    try:
+        res, out = run(
+            shell,
+            "%%pinq -s s2 -e 0.5 -d 1e-6\n"
+            "SELECT COUNT(*) AS n FROM people OPTIONS (noise = 'gaussian')",
+        )
+    finally:
+        shell.user_ns.pop("s2", None)
+    assert res.success, out.stderr
+    assert budget.spent.delta == 1e-6
+    assert "Gaussian" in res.result.accuracy["n"].mechanism
+
+
+def test_bad_option_values(shell: Any, session: Any) -> None:
+    for cell, message in [
+        ("%%pinq -e lots\nSELECT COUNT(*) FROM people", "needs a number"),
+        ("%%pinq -x 1\nSELECT COUNT(*) FROM people", "unknown option '-x'"),
+        ("%%pinq -o 1abc -e 0.1\nSELECT COUNT(*) FROM people", "variable name"),
+        ("%%pinq -e\nSELECT COUNT(*) FROM people", "needs a value"),
+        ("%%pinq -e 0.1 SELECT 1\nSELECT COUNT(*) FROM people", "first line"),
+        ("%%pinq -e 0.1\n   \n", "no query"),
+    ]:
+        res, out = run(shell, cell)
+        assert not res.success
+        assert "UsageError" in out.stderr and message in out.stderr, (cell, out.stderr)
+        assert "Traceback" not in out.stderr + out.stdout
+    assert shell.user_ns["budget"].spent.epsilon == 0
+
+
+# -- errors ----------------------------------------------------------------------------------
+def test_unknown_column_shows_the_caret_not_a_traceback(shell: Any, session: Any) -> None:
+    budget = shell.user_ns["budget"]
+    res, out = run(
+        shell, "%%pinq -e 0.5 -o result\nSELECT COUNT(*) AS n\nFROM people WHERE agee > 3"
+    )
+    assert res.success and res.error_in_exec is None
+    assert res.result is None
+    assert "result" not in shell.user_ns
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
+    assert "(line 2, column 19)" in lines[0]
+    assert lines[1].strip() == "FROM people WHERE agee > 3"
+    assert lines[2].index("^") == lines[1].index("agee")
+    assert "Traceback" not in out.stderr + out.stdout
+    assert out.stdout == ""
+    assert budget.spent.epsilon == 0
+    assert budget.charges == []
+
+
+def test_budget_exceeded_is_a_short_message(shell: Any, session: Any) -> None:
+    budget = shell.user_ns["budget"]
+    res, out = run(shell, "%%pinq -e 2\nSELECT COUNT(*) FROM people")
+    assert res.success and res.result is None
+    assert out.stderr.startswith("BudgetExceededError:")
+    assert "Traceback" not in out.stderr
+    assert budget.spent.epsilon == 0
+
+
+# -- line magic ------------------------------------------------------------------------------
+def test_line_magic(shell: Any, session: Any, pums: Any) -> None:
+    with pq.testing.no_noise():
+        frame = shell.run_line_magic("pinq", "-e 0.1 " + QUERY)
+    assert list(frame.columns) == ["sex", "n", "mean_income"]
+    assert list(frame["n"]) == exact_counts(pums)
+    with pq.testing.no_noise():
+        res, _ = run(shell, "r = %pinq -e 0.1 SELECT COUNT(*) AS n FROM people WHERE sex = 1")
+    assert res.success
+    assert float(shell.user_ns["r"]["n"].iloc[0]) == float((pums["sex"] == 1).sum())
+    assert shell.user_ns["budget"].spent.epsilon == 0.2
+
+
+def test_line_magic_keeps_string_literals(shell: Any, session: Any) -> None:
+    res, out = run(
+        shell, "%pinq -e 0.1 -- SELECT COUNT(*) AS n FROM people WHERE CAST(sex AS TEXT) = '1'"
+    )
+    assert res.success and isinstance(res.result, pq.NoisyFrame), out.stderr
+
+
+def test_line_magic_error(shell: Any, session: Any) -> None:
+    res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM peeple")
+    assert res.success and res.result is None
+    assert "unknown table" in out.stderr and "^" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# -- EXPLAIN and SHOW ------------------------------------------------------------------------
+def test_explain_displays_its_text(shell: Any, session: Any) -> None:
+    res, out = run(shell, f"%%pinq -e 0.5\nEXPLAIN {QUERY}")
+    assert res.success
+    assert "EXPLAIN (charges nothing" in out.stdout
+    assert "\\n" not in out.stdout  # shown as text, not as a quoted string
+    assert shell.user_ns["budget"].spent.epsilon == 0
+    html = shell.display_formatter.format(res.result)[0]["text/html"]
+    assert html.startswith("<pre") and "EXPLAIN" in html
+
+
+def test_show_statements_display_dataframes(shell: Any, session: Any) -> None:
+    tables = shell.run_line_magic("pinq", "SHOW TABLES")
+    assert isinstance(tables, pd.DataFrame) and list(tables["table"]) == ["people"]
+    shell.run_line_magic("pinq", "-e 0.25 SELECT COUNT(*) FROM people")
+    budgets = shell.run_line_magic("pinq", "SHOW BUDGET")
+    assert float(budgets["spent_epsilon"].iloc[0]) == 0.25
+    _, out = run(shell, "%pinq DESCRIBE people")
+    assert "income" in out.stdout and "[0, 500000]" in out.stdout
+
+
+# -- options parser --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("", magic.MagicOptions()),
+        ("SELECT 1", magic.MagicOptions(query="SELECT 1")),
+        (
+            "-e 0.5 -d 1e-6 -s sess -o out -q SELECT  'a  b'",
+            magic.MagicOptions("SELECT  'a  b'", 0.5, 1e-6, "sess", "out", True),
+        ),
+        ("--epsilon=0.1 --quiet", magic.MagicOptions(epsilon=0.1, quiet=True)),
+        ("-e 1 -- -x", magic.MagicOptions(query="-x", epsilon=1.0)),
+    ],
+)
+def test_parse_options(line: str, expected: magic.MagicOptions) -> None:
+    assert magic.parse_options(line) == expected
+
+
+@pytest.mark.parametrize("line", ["-q=1", "--out", "-o for", "-s a.b", "--bogus 1"])
+def test_parse_options_refuses(line: str) -> None:
+    with pytest.raises(magic.MagicUsageError):
+        magic.parse_options(line)
