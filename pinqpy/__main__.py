@@ -1,23 +1,25 @@
-"""The ``pinqpy`` command: ``pinqpy demo`` runs a short private query session."""
+"""The ``pinqpy`` command.
+
+- ``pinqpy demo``: a short private query session over the bundled PUMS sample;
+- ``pinqpy shell NAME=PATH ... --epsilon EPS``: an interactive SQL shell over private files;
+- ``pinqpy query NAME=PATH ... --epsilon EPS "SELECT ..."``: answer one query.
+
+See :mod:`pinqpy.cli` for the options and :mod:`pinqpy.repl` for the shell.
+"""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterable
 
-USAGE = "usage: pinqpy demo\n\n  demo    a short private query session over the bundled PUMS sample"
+from .cli import USAGE
+from .cli import main as _cli_main
+
+__all__ = ["USAGE", "main"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if args else 2
-    if args[0] == "demo":
-        from .demo import main as demo
-
-        return demo()
-    print(f"pinqpy: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
-    return 2
+def main(argv: Iterable[str] | None = None) -> int:
+    """Run the ``pinqpy`` command line; returns the exit status."""
+    return _cli_main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
