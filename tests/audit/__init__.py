@@ -1,0 +1,1 @@
+"""Statistical privacy audits: Monte-Carlo lower bounds on each mechanism's privacy loss."""
