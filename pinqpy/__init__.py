@@ -20,7 +20,7 @@ from .frame import GroupedFrame, PrivateFrame
 from .magic import load_ipython_extension as load_ipython_extension
 from .magic import unload_ipython_extension as unload_ipython_extension
 from .partition import Partition
-from .results import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
+from .results import NoisyCount, NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
 from .session import Session
 
 __version__ = "0.1.0"
@@ -31,6 +31,7 @@ __all__ = [
     "Cost",
     "Expression",
     "GroupedFrame",
+    "NoisyCount",
     "NoisyFrame",
     "NoisyLabel",
     "NoisySeries",

@@ -21,29 +21,49 @@ aggregated; every sensitivity below is for that relation. The budget layer multi
 frame's stability through ``charge.at(k)``.
 
 **Exact accounting.** Epsilons and deltas are :class:`fractions.Fraction` throughout. Noise
-parameters are computed from Fractions and rounded *up* to the next float (never below the
-exact value), and the coefficient of an exponential mechanism is rounded *down*; so floating
-point never makes a mechanism less private than it is charged for. (Floating-point *sampling*
-has its own, separate caveat: see :mod:`pinqpy._noise`.)
+parameters are exact rationals computed from them and only ever rounded *up* (more noise), and
+an exponential mechanism's coefficient is rounded *down*; so no rounding ever makes a
+mechanism less private than it is charged for.
 
-**Noise.** Mechanisms obtain randomness only through :func:`pinqpy._noise.laplace_noise`,
-:func:`~pinqpy._noise.gaussian_noise` and :func:`~pinqpy._noise.gumbel_noise`. Inside
-:func:`pinqpy.testing.no_noise` those return zeros, and every mechanism releases its exact
-value (a Gumbel-max selection becomes a plain argmax, lowest index on ties).
+**Floating-point-safe noise.** A textbook sampler computes ``scale·log(u)`` in floating point,
+and the low-order bits of ``answer + noise`` can then reveal the answer (Mironov, CCS 2012).
+Here every additive noise is exact and drawn from the CSPRNG by :mod:`pinqpy._samplers`, with
+integer arithmetic only:
+
+* **integer answers** (counts) get the discrete Laplace or the discrete Gaussian of Canonne,
+  Kamath & Steinke (NeurIPS 2020, "CKS20") and come out as ``int64`` integers;
+* **real answers** (sums, the centred sums of means and variances) are released on a power-of-
+  two grid ``g`` chosen from public parameters only, ``g·(round(v/g) + Z)`` with ``Z`` exact
+  discrete noise (:func:`~pinqpy._samplers.lattice_laplace`,
+  :func:`~pinqpy._samplers.lattice_gaussian`): every output is a multiple of the same ``g``
+  whatever the data;
+* **quantiles** release a public candidate value; their value-space ``ci`` comes from a
+  discrete-Laplace histogram;
+* **selections** (the quantile's candidate, :class:`ArgmaxMechanism`'s label) use
+  permute-and-flip (McKenna & Sheldon, NeurIPS 2020) with exact ``Bernoulli(exp(-γ))`` coins
+  on rational exponents ``γ`` (:func:`_permute_and_flip`) instead of Gumbel noise.
+
+No mechanism here calls a floating-point sampler; the float ``laplace_scale``,
+``gaussian_sigma`` and :class:`GaussianCharge` remain for the continuous mechanisms'
+accounting.
+
+Inside :func:`pinqpy.testing.no_noise` every mechanism releases its exact value (a selection
+becomes a plain argmax, lowest index on ties).
 
 >>> import numpy as np
 >>> from pinqpy import testing
 >>> m = CountMechanism(0.1)
 >>> m.describe(), m.charge.at(2)
-('Laplace(scale=10.0)', Cost(epsilon=0.2))
+('DiscreteLaplace(scale=10)', Cost(epsilon=0.2))
 >>> with testing.no_noise():
 ...     values, acc = m.release(np.array([120, 7]))
->>> values.tolist()
-[120.0, 7.0]
+>>> values.tolist(), values.dtype
+([120, 7], dtype('int64'))
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -52,17 +72,34 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import _noise
+from ._accounting import gaussian_sigma_for_rho, rho_for, rho_of_gaussian, zcdp_delta
 from ._exact import Exact, ceil_fraction, to_fraction
-from ._noise import gaussian_noise, gumbel_noise, laplace_noise
+from ._samplers import (
+    _fit_laplace_scale,
+    _fit_sigma2,
+    _units_sensitivity,
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_laplace,
+    grid_for,
+    grid_for_gaussian,
+    lattice_gaussian,
+    lattice_laplace,
+    round_up_dyadic,
+    uniform_below,
+)
 from .budget import Cost, check_delta, check_epsilon
 from .errors import PinqError
 from .results import (
     Accuracy,
     AdditiveAccuracy,
     ArgmaxAccuracy,
-    GaussianNoise,
-    LaplaceNoise,
+    DiscreteGaussianNoise,
+    DiscreteLaplaceNoise,
+    LatticeNoise,
     NoiseDistribution,
+    ZeroNoise,
     _fmt,
     check_level,
 )
@@ -71,6 +108,7 @@ __all__ = [
     "ArgmaxMechanism",
     "CompositeCharge",
     "CountMechanism",
+    "DiscreteGaussianCharge",
     "GaussianCharge",
     "MeanAccuracy",
     "MeanMechanism",
@@ -82,6 +120,8 @@ __all__ = [
     "VarianceAccuracy",
     "VarianceMechanism",
     "default_candidates",
+    "discrete_gaussian_delta",
+    "discrete_gaussian_sigma2",
     "gaussian_delta",
     "gaussian_sigma",
     "laplace_scale",
@@ -103,12 +143,7 @@ def _round_up(x: Fraction) -> float:
     return f
 
 
-def _round_down(x: Fraction) -> float:
-    """The largest float not above the exact value ``x``."""
-    f = float(x)
-    if Fraction(f) > x:
-        f = math.nextafter(f, -math.inf)
-    return f
+_float_up = _round_up
 
 
 def _nonneg(value: object, what: str) -> Fraction:
@@ -381,6 +416,200 @@ def gaussian_sigma(sensitivity: object, epsilon: object, delta: object) -> float
     return _round_up(Fraction(r) * sens)
 
 
+# -- the discrete Gaussian: exact (epsilon, delta) profile and calibration -----------------
+_UNIT = 2.0**-53  # unit roundoff of a double
+#: Counts calibrate the discrete Gaussian by its exact profile (CKS20 Theorem 7, summed term by
+#: term) while sigma is at most this; above it, by its zCDP guarantee (see
+#: :func:`discrete_gaussian_sigma2`).
+DG_EXACT_MAX_SIGMA = 2**14
+
+
+def _float_down(x: Fraction) -> float:
+    f = float(x)
+    if Fraction(f) > x:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def discrete_gaussian_delta(sigma2: object, epsilon: object, sensitivity: int = 1) -> float:
+    """An upper bound, tight to ~1e-9 relative, on the delta of the discrete Gaussian at epsilon.
+
+    CKS20, Theorem 7: adding ``Y ~ N_Z(0, σ²)`` to an integer query of sensitivity ``Δ`` is
+    ``(ε, δ)``-DP for
+
+        ``δ = P[Y > εσ²/Δ - Δ/2] - e^ε·P[Y > εσ²/Δ + Δ/2]``,
+
+    and this is the exact (optimal) delta when the two answers differ by ``Δ``. Derivation
+    for answers ``k`` and ``k + μ`` (``p`` the pmf of ``Y``, symmetric): the delta is
+    ``δ_μ = Σ_y (p(y) - e^ε·p(y + μ))_+``, and ``p(y) > e^ε·p(y + μ)`` iff
+    ``((y+μ)² - y²)/(2σ²) > ε`` iff ``y > εσ²/μ - μ/2 =: c_μ``. So ``δ_μ = P[Y > c_μ] -
+    e^ε·P[Y > c_μ + μ]``: the expression above at ``μ = Δ``; the other direction gives the same
+    by symmetry.
+
+    *Smaller shifts are covered* (``δ_μ <= δ_{μ+1}`` for integers ``μ >= 1``, so answers
+    that differ by any ``μ <= Δ`` are ``(ε, δ_Δ)``-close): on ``R = {y > c_μ}`` we have
+    ``y > -μ/2``, so ``|y + μ + 1| >= |y + μ|`` and ``p(y + μ + 1) <= p(y + μ)`` (``p``
+    falls with ``|y|``); hence ``δ_{μ+1} >= Σ_{y∈R} (p(y) - e^ε·p(y + μ + 1)) >=
+    Σ_{y∈R} (p(y) - e^ε·p(y + μ)) = δ_μ``.
+
+    Evaluation. With ``w(y) = e^{-y²/(2σ²)}``, ``Z = Σ_y w(y)``, ``T(m) = Σ_{y>=m} w(y)`` and
+    ``m = floor(c) + 1`` (the least integer above ``c``; computed exactly from Fractions),
+    ``P[Y > c] = T(m)/Z`` and ``P[Y > c + Δ] = T(m + Δ)/Z``, so
+
+        ``δ·Z = Σ_{y=m}^{m+Δ-1} w(y) - (e^ε - 1)·T(m + Δ)``.
+
+    The terms are summed in float64 over ``0 <= y <= Y`` with ``Y² >= (m+Δ)² + 160σ²``: the
+    omitted terms (``< e^{-80}`` relative) only make ``T`` and ``Z`` smaller, which makes the
+    bound larger. Each sum of ``n`` terms with exponents at most ``x`` is within
+    ``γ = (n + 3x + 16)·2**-53`` relative of the exact one (``x`` is exact to 3 ulps, ``exp``
+    adds one; a sum of positive terms errs by at most ``n`` ulps), so
+
+        ``δ <= (A·(1+γ) - (e^ε-1)↓·T·(1-γ)) / (Z·(1-γ))``
+
+    with ``(e^ε - 1)↓`` a lower bound, is what is returned (times ``1 + 8·2**-53`` for the
+    last operations). All three sums are of positive terms (``m`` may be ``<= 0``: the terms
+    run over ``-Y <= y <= Y``), so there is no cancellation inside them. A delta below
+    ``e^{-690}`` is returned as ``1e-300`` (still an upper bound). The cost is
+    ``O(εσ² + 26σ)`` terms.
+
+    >>> d = discrete_gaussian_delta(Fraction(16), 1)  # the continuous Gaussian: 2.92e-06
+    >>> 3.055e-06 < d < 3.056e-06
+    True
+    >>> round(discrete_gaussian_delta(1, 0), 6)  # at ε = 0, the TV distance P(Y = 0) = 1/Z
+    0.398942
+    """
+    s2 = to_fraction(sigma2, "sigma2")
+    eps = to_fraction(epsilon, "epsilon")
+    d = int(sensitivity)
+    if s2 <= 0 or eps < 0 or d < 1:
+        raise PinqError("discrete_gaussian_delta needs sigma2 > 0, epsilon >= 0, sensitivity >= 1")
+    c = eps * s2 / d - Fraction(d, 2)
+    m = math.floor(c) + 1  # >= 1 - Δ/2, since c >= -Δ/2
+    # For m >= 1: δ <= Σ_{y=m}^{m+Δ-1} w(y)/Z <= Δ·w(m) (w falls on y >= 0, Z >= 1).
+    if m >= 1 and math.log(d) - _float_down(Fraction(m * m) / (2 * s2)) < -690.0:
+        return 1e-300
+    big_y = math.isqrt(math.ceil((abs(m) + d) ** 2 + 160 * s2)) + 2
+    if big_y >= 1 << 26:  # y² must stay exact in float64
+        raise PinqError("sigma2 is too large to evaluate the discrete Gaussian profile")
+    s2f = float(s2)
+    y = np.arange(-big_y, big_y + 1, dtype=np.float64)  # y[i] = i - big_y
+    w = np.exp(-(y * y) / (2.0 * s2f))
+    gamma = (2 * big_y + 1 + 3.0 * big_y * big_y / (2.0 * s2f) + 16.0) * _UNIT
+    i = m + big_y  # the index of y = m
+    a = float(w[i : i + d].sum()) * (1.0 + gamma)
+    t = float(w[i + d :].sum()) * (1.0 - gamma)
+    z = float(w.sum()) * (1.0 - gamma)
+    e = _float_down(eps)
+    if e <= 700.0:
+        b = math.expm1(e) * (1.0 - 4.0 * _UNIT) * t
+    elif t == 0.0:
+        b = 0.0
+    else:  # e^ε - 1 overflows: work with its logarithm (ε + log1p(-e^-ε), within 4 ulps)
+        log_b = e + math.log1p(-math.exp(-e)) + math.log(t)
+        if log_b > 709.0:
+            return 0.0  # (e^ε - 1)·T exceeds A: no output pair violates e^ε
+        b = math.exp(log_b - 8.0 * _UNIT * (abs(log_b) + e + 1.0))
+    num = a - b
+    if num <= 0.0:
+        return 0.0
+    return min(1.0, num / z * (1.0 + 8.0 * _UNIT))
+
+
+@functools.lru_cache(maxsize=512)
+def _rho_within(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest rho (to the precision of :func:`~pinqpy._accounting.rho_for`) whose CKS20
+    conversion ``zcdp_delta(rho, epsilon)`` is at most ``delta``, checked directly."""
+    rho = rho_for(epsilon, delta)
+    while rho > 0 and zcdp_delta(rho, epsilon) > delta:
+        rho = rho * Fraction(2**30 - 1, 2**30)
+    if rho <= 0:  # pragma: no cover - rho_for never returns 0 for delta > 0
+        raise PinqError("no Gaussian noise meets this epsilon and delta")
+    return rho
+
+
+@functools.lru_cache(maxsize=512)
+def _count_sigma2(epsilon: Fraction, delta: Fraction) -> tuple[Fraction, str]:
+    """``(σ², method)`` for a discrete Gaussian count; see :func:`discrete_gaussian_sigma2`."""
+
+    def ok(s2: Fraction) -> bool:
+        return Fraction(discrete_gaussian_delta(s2, epsilon)) <= delta
+
+    sc = gaussian_sigma(1, epsilon, delta)  # the continuous calibration: a starting point only
+    if sc <= DG_EXACT_MAX_SIGMA / 2 and delta > Fraction(1, 10**290):
+        hi = round_up_dyadic(Fraction(sc) ** 2 * Fraction(5, 4), 32)
+        while not ok(hi):
+            hi *= 2
+        lo = round_up_dyadic(Fraction(sc) ** 2 * Fraction(4, 5), 32)
+        while lo > Fraction(1, 2**32) and ok(lo):
+            lo /= 2
+        # Invariant: ok(hi) and not ok(lo) (or lo negligible); bisect to 2**-30 relative.
+        while hi - lo > hi / 2**30:
+            mid = round_up_dyadic((lo + hi) / 2, 32)
+            if mid >= hi:
+                break
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+        s2 = _fit_sigma2(hi)  # rounded up to what the sampler takes
+        while not ok(s2):  # the profile falls with sigma, so this never loops in practice
+            s2 = _fit_sigma2(s2 * (1 + Fraction(1, 2**20)))
+        if s2 <= DG_EXACT_MAX_SIGMA**2:
+            return s2, "exact"
+    rho = _rho_within(epsilon, delta)
+    try:
+        return _fit_sigma2(round_up_dyadic(1 / (2 * rho), 32)), "zCDP"
+    except PinqError:
+        raise PinqError(
+            "epsilon is too small for an exact discrete Gaussian count at this delta; use the "
+            "Laplace mechanism (no delta) or a larger epsilon"
+        ) from None
+
+
+def discrete_gaussian_sigma2(epsilon: object, delta: object) -> Fraction:
+    """The variance ``σ²`` of the discrete Gaussian noise of an (epsilon, delta) count.
+
+    The analytic calibration of :func:`gaussian_sigma` is for the *continuous* Gaussian and is
+    not assumed to carry over. Instead, for sensitivity 1 (a count; neighbouring counts differ
+    by exactly 1 or 0):
+
+    * **exact profile** (continuous sigma up to ``DG_EXACT_MAX_SIGMA / 2 = 8192``): the least
+      ``σ²`` (a dyadic rational, found by bisection to ``2**-30`` relative from a bracket around
+      the continuous value, then rounded up to what the exact sampler accepts) whose CKS20
+      Theorem 7 delta, evaluated with a rigorous error bound by
+      :func:`discrete_gaussian_delta`, is at most ``delta``. The returned ``σ²`` is verified to
+      satisfy it.
+    * **zCDP** (larger sigma, i.e. tiny epsilons, where summing ``O(σ)`` terms per evaluation
+      is slow): the discrete Gaussian with sensitivity ``Δ`` is ``ρ = Δ²/(2σ²)``-zCDP (CKS20,
+      Proposition 5; the same ``ρ`` as the continuous one), and ``ρ``-zCDP implies
+      ``(ε, zcdp_delta(ρ, ε))``-DP (CKS20's conversion,
+      :func:`pinqpy._accounting.zcdp_delta`). So ``σ² = 1/(2ρ)`` with ``ρ`` the largest
+      whose conversion meets ``delta`` (rounded up). This costs a few percent more noise.
+
+    At ``ε = 1``, ``δ = 1e-6`` the exact profile gives ``σ² = 76877723237/2**32 ≈ 17.8995``,
+    ``σ ≈ 4.2308``: slightly *more* than the continuous analytic Gaussian's 4.2247 (at
+    ``σ = 4`` the discrete delta is 3.06e-6 against the continuous 2.92e-6), and less than
+    the zCDP route's 4.53.
+
+    >>> s2 = discrete_gaussian_sigma2(1, Fraction(1, 10**6))
+    >>> s2, discrete_gaussian_delta(s2, 1) <= 1e-6
+    (Fraction(76877723237, 4294967296), True)
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    return _count_sigma2(Fraction(eps), Fraction(dlt))[0]
+
+
+def _sqrt_down(x: Fraction) -> float:
+    """The largest float ``s`` with ``s² <= x`` (exactly)."""
+    s = math.sqrt(float(x))
+    while s > 0 and Fraction(s) ** 2 > x:
+        s = math.nextafter(s, 0.0)
+    while Fraction(math.nextafter(s, math.inf)) ** 2 <= x:
+        s = math.nextafter(s, math.inf)
+    return s
+
+
 # -- charges -------------------------------------------------------------------------------
 class PureCharge:
     """The charge of an epsilon-DP mechanism: ``at(k) = Cost(k·epsilon)``.
@@ -447,6 +676,83 @@ class GaussianCharge:
         )
 
 
+class DiscreteGaussianCharge(GaussianCharge):
+    """The charge of a discrete Gaussian release (a count, or a lattice sum).
+
+    ``at(1)`` is ``Cost(epsilon, delta)`` as calibrated (:func:`discrete_gaussian_sigma2` for a
+    count, :func:`_lattice_noise` for a lattice release). At stability ``k``: the released
+    integer (a count, or a sum in grid units) moves by at most ``k`` times its one-row
+    sensitivity ``Δ_u``, and the discrete Gaussian ``N_Z(0, σ_u²)`` under such shifts is
+    ``k²·Δ_u²/(2σ_u²)``-zCDP (CKS20, Proposition 5: the Rényi divergence of order ``a``
+    between ``N_Z(μ, σ²)`` and ``N_Z(ν, σ²)`` is at most ``a(μ-ν)²/(2σ²)``). The charge is
+    that rho converted by CKS20: ``(k·eps, zcdp_delta(k²·rho, k·eps))``.
+
+    For a count (``sigma2``, the exact variance of the integer noise, given; sensitivity 1)
+    a group of ``k > 1`` rows moves the count by at most ``ceil(k)``, and the exact CKS20
+    profile :func:`discrete_gaussian_delta` at sensitivity ``ceil(k)`` -- which covers every
+    smaller shift, see there -- is used when it is below the zCDP conversion (it always is
+    in practice: at ``ε = 1``, ``δ = 1e-6``, ``k = 2`` it charges ``3.06e-6`` against the
+    conversion's ``1.4e-5``).
+
+    ``sensitivity`` and ``sigma`` are stored so that ``rho_of_gaussian(sensitivity, sigma)``
+    is at least the true ``rho`` of the noise drawn -- which is what
+    :func:`pinqpy._accounting.usage_of` reads from any ``GaussianCharge``; it needs nothing
+    else (``at(k)`` and these two attributes).
+
+    >>> s2 = discrete_gaussian_sigma2(1, Fraction(1, 10**6))
+    >>> c = DiscreteGaussianCharge(1, Fraction(1, 10**6), 1, _sqrt_down(s2), sigma2=s2)
+    >>> c.at(1)
+    Cost(epsilon=1, delta=0.000001)
+    >>> c.at(2).epsilon == 2, 3.05e-6 < float(c.at(2).delta) < 3.06e-6
+    (True, True)
+    >>> lattice = DiscreteGaussianCharge(1, Fraction(1, 10**6), 1, _sqrt_down(s2))
+    >>> 1.3e-5 < float(lattice.at(2).delta) < 1.4e-5  # zCDP conversion only
+    True
+    """
+
+    def __init__(
+        self,
+        epsilon: object,
+        delta: object,
+        sensitivity: object,
+        sigma: float,
+        *,
+        sigma2: Fraction | None = None,
+    ):
+        super().__init__(epsilon, delta, sensitivity, sigma)
+        self.sigma2 = sigma2
+
+    def at(self, k: object) -> Cost:
+        kk = _stability(k)
+        if kk == 0:
+            return Cost()
+        if kk == 1:
+            return Cost(self.epsilon, self.delta)
+        rho = kk * kk * rho_of_gaussian(self.sensitivity, self.sigma)
+        e = kk * self.epsilon
+        d = zcdp_delta(rho, e)
+        if self.sigma2 is not None and 1 < kk <= 1 << 20:
+            d = min(d, _group_delta(self.sigma2, e, math.ceil(kk)))
+        return Cost(e, d)
+
+    def __repr__(self) -> str:
+        return (
+            f"DiscreteGaussianCharge(epsilon={self.epsilon!r}, delta={float(self.delta):g}, "
+            f"sigma={_fmt(self.sigma)})"
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_delta(sigma2: Fraction, epsilon: Fraction, shift: int) -> Fraction:
+    """:func:`discrete_gaussian_delta` at sensitivity ``shift``, rounded up into a Fraction
+    (1, the trivial bound, where it cannot be evaluated)."""
+    try:
+        d = discrete_gaussian_delta(sigma2, epsilon, shift)
+    except PinqError:
+        return Fraction(1)
+    return min(Fraction(1), ceil_fraction(d))
+
+
 class CompositeCharge:
     """Sequential composition: ``at(k)`` is the sum of the parts' ``at(k)``.
 
@@ -469,23 +775,119 @@ class CompositeCharge:
 
 
 # -- shared machinery ----------------------------------------------------------------------
-def _additive(
-    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None
-) -> tuple[NoiseDistribution, PureCharge | GaussianCharge]:
-    """Laplace noise for pure DP, analytic Gaussian noise when a delta is given."""
+class _Noise:
+    """One noisy measurement: its noise distribution, its charge, and how it is drawn.
+
+    Built from public parameters only (``kind`` is ``"count"``, ``"lattice"`` or ``"zero"``).
+    ``add(x)`` returns ``x`` plus the noise: ``int64`` for a count, float64 multiples of the
+    grid for a lattice release, ``x`` itself for zero sensitivity. Inside
+    :func:`pinqpy.testing.no_noise` it returns ``x`` unchanged (as the lattice samplers do).
+    """
+
+    __slots__ = ("charge", "epsilon", "kind", "noise", "sensitivity", "sigma")
+
+    def __init__(
+        self,
+        kind: str,
+        noise: NoiseDistribution,
+        charge: Any,
+        sensitivity: Fraction,
+        epsilon: Fraction,
+        sigma: Fraction | None = None,
+    ):
+        self.kind, self.noise, self.charge = kind, noise, charge
+        self.sensitivity, self.epsilon, self.sigma = sensitivity, epsilon, sigma
+
+    def add(self, x: np.ndarray) -> np.ndarray:
+        if self.kind == "count":
+            return x + _count_noise_sample(self.noise, x.size)
+        if self.kind == "zero" or x.size == 0:
+            return x.astype(np.float64)
+        noise = self.noise
+        assert isinstance(noise, LatticeNoise)
+        if isinstance(noise.unit, DiscreteLaplaceNoise):
+            out, g, unit = lattice_laplace(x, self.sensitivity, self.epsilon)
+            assert g == noise.grid and unit == noise.unit.b
+        else:
+            assert self.sigma is not None
+            out, g, unit = lattice_gaussian(x, self.sensitivity, self.sigma)
+            assert g == noise.grid and unit == noise.unit.sigma2
+        return out
+
+
+def _count_noise_sample(noise: NoiseDistribution, n: int) -> np.ndarray:
+    """``n`` exact integer noises (zeros inside ``no_noise``), ``int64``."""
+    if _noise.noise_disabled() or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    if isinstance(noise, DiscreteLaplaceNoise):
+        z = discrete_laplace(noise.b, n)
+    else:
+        assert isinstance(noise, DiscreteGaussianNoise)
+        z = discrete_gaussian(noise.sigma2, n)
+    if int(np.abs(z).max()) >= 1 << 62:
+        # A data-independent event of negligible probability; refusing reveals nothing.
+        raise PinqError("a noise sample is too large to release")
+    return z
+
+
+def _count_noise(epsilon: Fraction, delta: Fraction | None) -> _Noise:
+    """Exact integer noise for an integer answer of sensitivity 1 (a count).
+
+    * Pure: the discrete Laplace with scale ``b = Δ/ε`` (here ``1/ε``, rounded up to a rational
+      the sampler takes, which only adds noise). For integer answers ``k``, ``k'`` with
+      ``|k - k'| <= Δ`` and any integer output ``y``, the probabilities differ by the factor
+      ``q^{|y-k|}/q^{|y-k'|} = exp((|y-k'| - |y-k|)/b) <= exp(Δ/b) = e^ε`` (triangle
+      inequality; ``q = e^{-1/b}``, the normalizer is the same): ``ε``-DP, attained for
+      ``y <= min(k, k')``.
+    * With a delta: the discrete Gaussian with ``σ² =`` :func:`discrete_gaussian_sigma2`,
+      charged by :class:`DiscreteGaussianCharge`; its ``sigma`` attribute is the largest float
+      not above ``σ``, so ``rho_of_gaussian(1, sigma) >= 1/(2σ²)``.
+    """
+    one = Fraction(1)
     if delta is None:
-        return LaplaceNoise(laplace_scale(sensitivity, epsilon)), PureCharge(epsilon)
-    sigma = gaussian_sigma(sensitivity, epsilon, delta)
-    return GaussianNoise(sigma), GaussianCharge(epsilon, delta, sensitivity, sigma)
+        b = _fit_laplace_scale(1 / epsilon)
+        return _Noise("count", DiscreteLaplaceNoise(b), PureCharge(epsilon), one, epsilon)
+    s2 = discrete_gaussian_sigma2(epsilon, delta)
+    charge = DiscreteGaussianCharge(epsilon, delta, 1, _sqrt_down(s2), sigma2=s2)
+    return _Noise("count", DiscreteGaussianNoise(s2), charge, one, epsilon)
 
 
-def _sample(noise: NoiseDistribution, shape: int | tuple[int, ...]) -> np.ndarray:
-    """Draw from ``noise`` through the sampler module (never numpy directly)."""
-    if isinstance(noise, LaplaceNoise):
-        return laplace_noise(shape, noise.b)
-    if isinstance(noise, GaussianNoise):
-        return gaussian_noise(shape, noise.sigma)
-    raise TypeError(f"no sampler for {type(noise).__name__}")  # pragma: no cover
+def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None) -> _Noise:
+    """Lattice noise for a real answer of sensitivity ``Δ`` (public parameters only).
+
+    * Pure: ``g = grid_for(Δ, ε)``, ``S = ceil(Δ/g) + 1`` the sensitivity of ``round(v/g)`` in
+      grid units, discrete Laplace of scale ``S/ε`` units (rounded up): neighbouring snapped
+      answers differ by at most ``S`` units, so the ratio is at most ``e^{S/(S/ε)} = e^ε``
+      (as for a count). In the value's units the noise scale is ``g·S/ε <= (Δ + 2g)/ε``,
+      at most ``2**-9`` relatively above ``Δ/ε``.
+    * With a delta: by zCDP. ``ρ`` is the largest (to ``rho_for``'s precision) with
+      ``zcdp_delta(ρ, ε) <= δ``, ``σ = Δ/sqrt(2ρ)`` (``gaussian_sigma_for_rho``, rounded up)
+      and :func:`~pinqpy._samplers.lattice_gaussian` draws discrete Gaussian noise of variance
+      ``σ_u² >= (σ·S/Δ)²`` grid units: shifts of at most ``S`` units give
+      ``ρ_u = S²/(2σ_u²) <= Δ²/(2σ²) <= ρ`` (CKS20, Proposition 5), hence ``(ε, δ)``-DP. The
+      continuous analytic calibration is not used: it is exact for the continuous Gaussian
+      only.
+    * ``Δ = 0`` (bounds of width 0): the answer is constant, released exactly.
+    """
+    if sensitivity == 0:
+        charge: Any = (
+            PureCharge(epsilon) if delta is None else DiscreteGaussianCharge(epsilon, delta, 0, 0.0)
+        )
+        return _Noise("zero", ZeroNoise(), charge, sensitivity, epsilon)
+    if delta is None:
+        g = grid_for(sensitivity, epsilon)
+        b = _fit_laplace_scale(Fraction(_units_sensitivity(sensitivity, g)) / epsilon)
+        noise = LatticeNoise(DiscreteLaplaceNoise(b), g)
+        return _Noise("lattice", noise, PureCharge(epsilon), sensitivity, epsilon)
+    rho = _rho_within(epsilon, delta)
+    sigma_f = gaussian_sigma_for_rho(sensitivity, rho)
+    sigma = Fraction(sigma_f)
+    g = grid_for_gaussian(sensitivity, sigma)
+    su = _units_sensitivity(sensitivity, g)
+    s2 = _fit_sigma2(sigma * sigma * su * su / (sensitivity * sensitivity))
+    charge = DiscreteGaussianCharge(epsilon, delta, sensitivity, sigma_f)
+    noise = LatticeNoise(DiscreteGaussianNoise(s2), g)
+    return _Noise("lattice", noise, charge, sensitivity, epsilon, sigma)
 
 
 def _keys_vector(x: object, what: str) -> np.ndarray:
@@ -497,6 +899,19 @@ def _keys_vector(x: object, what: str) -> np.ndarray:
         # An executor bug, not a data condition users can trigger: values are clamped first.
         raise ValueError(f"{what} must be finite")
     return arr
+
+
+def _count_vector(x: object, what: str) -> np.ndarray:
+    """Exact per-key counts as an ``int64`` vector (integral floats are accepted)."""
+    arr = np.atleast_1d(np.asarray(x))
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must have one entry per key (a 1-d array)")
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    f = _keys_vector(arr, what)
+    if not (f == np.rint(f)).all() or (np.abs(f) >= 2.0**62).any():
+        raise ValueError(f"{what} must be integers")
+    return f.astype(np.int64)
 
 
 def _finite_or(values: np.ndarray, fallback: float) -> np.ndarray:
@@ -518,7 +933,7 @@ class Mechanism(ABC):
 
     @abstractmethod
     def describe(self) -> str:
-        """One line saying which noise is added, e.g. ``Laplace(scale=10.0)``."""
+        """One line saying which noise is added, e.g. ``DiscreteLaplace(scale=10)``."""
 
     @abstractmethod
     def expected_error(self) -> float:
@@ -533,87 +948,114 @@ class Mechanism(ABC):
 
 
 class _AdditiveMechanism(Mechanism):
-    """``value + noise`` with noise calibrated to a fixed sensitivity."""
+    """``value + noise`` with exact noise calibrated to a fixed sensitivity."""
 
     sensitivity: Fraction
     noise: NoiseDistribution
+    _spec: _Noise
 
-    def _setup(self, sensitivity: Fraction, epsilon: object, delta: object) -> None:
-        self.epsilon = Exact(check_epsilon(epsilon))
-        dlt = _optional_delta(delta)
-        self.delta = Exact(dlt or 0)
-        self.sensitivity = sensitivity
-        self.noise, self.charge = _additive(sensitivity, self.epsilon, dlt)
+    def _setup(self, spec: _Noise, delta: Fraction | None) -> None:
+        self._spec = spec
+        self.delta = Exact(delta or 0)
+        self.sensitivity = spec.sensitivity
+        self.noise, self.charge = spec.noise, spec.charge
         self.noise_scale = self.noise.scale
 
     def describe(self) -> str:
         return self.noise.describe()
 
     def expected_error(self) -> float:
-        """``E|noise|``: ``b`` for Laplace(b), ``sigma·sqrt(2/pi)`` for Gaussian."""
+        """``E|noise|`` (for a lattice release, plus at most half a grid step of rounding)."""
         return self.noise.expected_abs()
 
     def accuracy(self, level: float = 0.95) -> float:
-        """The half-width ``t`` with ``P(|noise| <= t) = level``."""
+        """The least half-width ``t`` with ``P(|error| <= t) >= level``."""
         return self.noise.half_width(level)
 
-    def _release(self, exact: object, what: str) -> tuple[np.ndarray, Accuracy]:
-        x = _keys_vector(exact, what)
-        noisy = _finite_or(x + _sample(self.noise, x.shape), 0.0)
-        acc = AdditiveAccuracy(
+    def _accuracy(self, noisy: np.ndarray) -> AdditiveAccuracy:
+        return AdditiveAccuracy(
             noisy, self.noise, epsilon=self.epsilon, delta=self.delta, mechanism=self.describe()
         )
-        return noisy, acc
 
 
 class CountMechanism(_AdditiveMechanism):
     """A noisy count: sensitivity 1 (adding or removing a row changes a count by one).
 
-    Laplace(1/epsilon) noise is epsilon-DP (see :func:`laplace_scale`); with ``delta`` the
-    analytic Gaussian sigma for sensitivity 1 (see :func:`gaussian_sigma`).
+    Exact integer noise (:func:`_count_noise`): the discrete Laplace of scale ``1/epsilon``
+    (epsilon-DP), or with ``delta`` the discrete Gaussian calibrated by its exact CKS20 profile
+    (:func:`discrete_gaussian_sigma2`). Released counts are ``int64`` integers.
 
-    >>> CountMechanism(0.5).noise_scale
-    2.0
-    >>> round(CountMechanism(1, delta=1e-6).noise_scale, 3)
-    4.225
+    >>> CountMechanism(0.5).noise_scale, CountMechanism(0.5).describe()
+    (2.0, 'DiscreteLaplace(scale=2)')
+    >>> round(CountMechanism(1, delta=1e-6).noise_scale, 4)
+    4.2308
     """
 
     def __init__(self, epsilon: object, delta: object = None):
-        self._setup(Fraction(1), epsilon, delta)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
+        self._setup(_count_noise(Fraction(self.epsilon), dlt), dlt)
 
     def release(self, counts: object) -> tuple[np.ndarray, Accuracy]:
-        """Noisy counts, one per key (float64; Laplace/Gaussian counts are not rounded)."""
-        return self._release(counts, "counts")
+        """Noisy counts, one per key, as ``int64`` integers."""
+        c = _count_vector(counts, "counts")
+        noisy = self._spec.add(c)
+        return noisy, self._accuracy(noisy)
 
 
 class SumMechanism(_AdditiveMechanism):
     """A noisy sum of values clamped into ``[lo, hi]`` (clamping is the executor's job).
 
     Adding or removing one row changes the sum by that row's value, whose magnitude is at
-    most ``max(|lo|, |hi|)``: that is the sensitivity. (Floating-point summation can err by
-    more than one ulp per term for huge inputs; the executor should sum accurately, e.g.
-    with :func:`math.fsum`-grade algorithms.)
+    most ``max(|lo|, |hi|)``: that is the sensitivity ``Δ``. The sum is released on the lattice
+    ``g·Z`` with ``g = 2**k`` chosen from ``(Δ, epsilon, delta)`` only, with exact discrete
+    noise in grid units (:func:`_lattice_noise`): every released sum is a multiple of ``g``,
+    whatever the data. (Floating-point summation can err by more than one ulp per term for
+    huge inputs; the executor should sum accurately, e.g. with :func:`math.fsum`-grade
+    algorithms.)
 
-    >>> SumMechanism(0.1, -5, 3).noise_scale
-    50.0
+    >>> m = SumMechanism(0.1, -5, 3)
+    >>> m.describe()
+    'Lattice Laplace(scale=50.0391, grid=2^-8)'
     """
 
     def __init__(self, epsilon: object, lo: object, hi: object, delta: object = None):
         self.lo, self.hi = _bounds(lo, hi)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
         sens = max(_nonneg(abs(self.lo), "bound"), _nonneg(abs(self.hi), "bound"))
-        self._setup(sens, epsilon, delta)
+        self._setup(_lattice_noise(sens, Fraction(self.epsilon), dlt), dlt)
+
+    @property
+    def grid(self) -> Fraction | None:
+        """The public lattice spacing of the released sums (None for zero sensitivity)."""
+        return self.noise.grid if isinstance(self.noise, LatticeNoise) else None
 
     def release(self, sums: object) -> tuple[np.ndarray, Accuracy]:
-        """Noisy sums, one per key."""
-        return self._release(sums, "sums")
+        """Noisy sums, one per key (float64 multiples of :attr:`grid`)."""
+        x = _keys_vector(sums, "sums")
+        noisy = self._spec.add(x)
+        return noisy, self._accuracy(noisy)
 
 
-def _split_noise(
-    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None, parts: int
-) -> tuple[NoiseDistribution, PureCharge | GaussianCharge]:
-    return _additive(
-        sensitivity, epsilon / parts, None if delta is None else Fraction(delta) / parts
-    )
+def _split(
+    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None, parts: int, *, count: bool
+) -> _Noise:
+    eps = Fraction(epsilon) / parts
+    dlt = None if delta is None else Fraction(delta) / parts
+    return _count_noise(eps, dlt) if count else _lattice_noise(sensitivity, eps, dlt)
+
+
+def _half_width(lo: float, hi: float) -> Fraction:
+    """``max |x - mid|`` over ``[lo, hi]`` for the float ``mid = 0.5·(lo + hi)``, exactly.
+
+    This is ``(hi - lo)/2`` when ``mid`` is exact, and covers its rounding otherwise.
+
+    >>> _half_width(0.0, 100.0), _half_width(-3.0, 5.0)
+    (Fraction(50, 1), Fraction(4, 1))
+    """
+    mid = Fraction(0.5 * (lo + hi))
+    return max(Fraction(hi) - mid, mid - Fraction(lo))
 
 
 def _mean_box(
@@ -696,8 +1138,12 @@ class MeanMechanism(Mechanism):
 
     * the centred sum ``S' = Σ (x - mid) + noise``: one row changes it by ``x - mid``, and
       ``|x - mid| <= h``, so the sensitivity is ``h`` -- half the ``max(|lo|, |hi|)`` of a
-      plain sum for bounds like ``(0, hi)``, and far less for bounds away from 0;
-    * the count ``N' = N + noise``, sensitivity 1.
+      plain sum for bounds like ``(0, hi)``, and far less for bounds away from 0. (``mid`` is
+      the float actually subtracted; ``h`` is computed exactly as ``max(hi - mid, mid - lo)``,
+      so a rounded midpoint cannot understate it.) It is released on a public lattice
+      ``g·Z`` with exact discrete noise (:func:`_lattice_noise`);
+    * the count ``N' = N + noise``, sensitivity 1, with exact integer noise
+      (:func:`_count_noise`): ``N'`` is an integer.
 
     Sequential composition makes the pair exactly ``(epsilon, delta)``-DP; everything after is
     post-processing: ``mean = mid + S'/max(N', 1)``, clamped into ``[lo, hi]``. Never NaN;
@@ -708,7 +1154,7 @@ class MeanMechanism(Mechanism):
     >>> from pinqpy import testing
     >>> m = MeanMechanism(0.2, 0, 100)
     >>> m.describe()
-    'Mean(sum: Laplace(scale=500.0), count: Laplace(scale=10.0))'
+    'Mean(sum: Lattice Laplace(scale=500.312, grid=2^-5), count: DiscreteLaplace(scale=10))'
     >>> with testing.no_noise():
     ...     v, _ = m.release(np.array([300.0, 0.0]), np.array([10, 0]))
     >>> v.tolist()
@@ -720,10 +1166,11 @@ class MeanMechanism(Mechanism):
         self.epsilon = Exact(check_epsilon(epsilon))
         dlt = _optional_delta(delta)
         self.delta = Exact(dlt or 0)
-        half = (Fraction(self.hi) - Fraction(self.lo)) / 2
-        self.sum_noise, sum_charge = _split_noise(half, self.epsilon, dlt, 2)
-        self.count_noise, count_charge = _split_noise(Fraction(1), self.epsilon, dlt, 2)
-        self.charge = CompositeCharge([sum_charge, count_charge])
+        half = _half_width(self.lo, self.hi)
+        self._sum = _split(half, self.epsilon, dlt, 2, count=False)
+        self._count = _split(Fraction(1), self.epsilon, dlt, 2, count=True)
+        self.sum_noise, self.count_noise = self._sum.noise, self._count.noise
+        self.charge = CompositeCharge([self._sum.charge, self._count.charge])
         # Two noises; no single scale describes the mean's error (see describe()).
         self.noise_scale = None
 
@@ -769,13 +1216,11 @@ class MeanMechanism(Mechanism):
     def _measure(self, sums: object, counts: object) -> tuple[np.ndarray, np.ndarray]:
         """The two private measurements ``(S', N')`` (everything else is post-processing)."""
         s = _keys_vector(sums, "sums")
-        c = _keys_vector(counts, "counts")
+        c = _count_vector(counts, "counts")
         if s.shape != c.shape:
             raise ValueError("sums and counts must have one entry per key each")
         centred = s - self.mid * c
-        noisy_sum = centred + _sample(self.sum_noise, s.shape)
-        noisy_count = c + _sample(self.count_noise, c.shape)
-        return noisy_sum, noisy_count
+        return self._sum.add(centred), self._count.add(c)
 
     def _post(self, noisy_sum: np.ndarray, noisy_count: np.ndarray) -> np.ndarray:
         mean = self.mid + noisy_sum / np.maximum(noisy_count, 1.0)
@@ -903,12 +1348,19 @@ class VarianceMechanism(Mechanism):
             raise PinqError("ddof must be 0 or 1")
         self.ddof = int(ddof)
         self.stddev = bool(stddev)
-        half = (Fraction(self.hi) - Fraction(self.lo)) / 2
-        self.half = float(half)
-        self.count_noise, c1 = _split_noise(Fraction(1), self.epsilon, dlt, 3)
-        self.sum_noise, c2 = _split_noise(half, self.epsilon, dlt, 3)
-        self.sq_noise, c3 = _split_noise(half * half / 2, self.epsilon, dlt, 3)
-        self.charge = CompositeCharge([c1, c2, c3])
+        half = _half_width(self.lo, self.hi)
+        self.half = _float_up(half)
+        # A row adds (x - mid)² - c with c = h²/2 as the float used in release(): the term
+        # lies in [-c, H² - c] for H the exact max |x - mid|, so its sensitivity is
+        # max(c, H² - c) (= H²/2 when c is exact).
+        c = Fraction(0.5 * self.half**2)
+        sq_sens = max(c, half * half - c)
+        self._count = _split(Fraction(1), self.epsilon, dlt, 3, count=True)
+        self._sum = _split(half, self.epsilon, dlt, 3, count=False)
+        self._sq = _split(sq_sens, self.epsilon, dlt, 3, count=False)
+        self.count_noise, self.sum_noise = self._count.noise, self._sum.noise
+        self.sq_noise = self._sq.noise
+        self.charge = CompositeCharge([self._count.charge, self._sum.charge, self._sq.charge])
         self.noise_scale = None
 
     @property
@@ -957,15 +1409,15 @@ class VarianceMechanism(Mechanism):
         """Noisy variances (or stddevs) from plain clamped sums, sums of squares and counts."""
         s = _keys_vector(sums, "sums")
         q = _keys_vector(sumsq, "sums of squares")
-        c = _keys_vector(counts, "counts")
+        c = _count_vector(counts, "counts")
         if not s.shape == q.shape == c.shape:
             raise ValueError("sums, sums of squares and counts must have one entry per key")
         mid, h2 = self.mid, self.half**2
         centred = s - mid * c
         centred_sq = q - 2.0 * mid * s + mid * mid * c - 0.5 * h2 * c
-        noisy_count = c + _sample(self.count_noise, c.shape)
-        noisy_sum = centred + _sample(self.sum_noise, s.shape)
-        noisy_sq = centred_sq + _sample(self.sq_noise, q.shape)
+        noisy_count = self._count.add(c)
+        noisy_sum = self._sum.add(centred)
+        noisy_sq = self._sq.add(centred_sq)
         n = np.maximum(noisy_count, 1.0 + self.ddof)
         pop = (noisy_sq + 0.5 * h2 * n) / n - (noisy_sum / n) ** 2
         var = np.clip(_finite_or(pop, 0.0), 0.0, h2) * n / (n - self.ddof)
@@ -974,7 +1426,90 @@ class VarianceMechanism(Mechanism):
         return values, acc
 
 
-# -- quantiles: the exponential mechanism over a public grid -------------------------------
+# -- exact selection: permute-and-flip ------------------------------------------------------
+#: Selection exponents are clipped at this many nats (argmax: at least ``epsilon`` more): a
+#: candidate that far below the best is flipped with probability ``e^-64`` instead of less.
+#: The clip keeps every exponent a bounded rational and, as shown in
+#: :func:`_permute_and_flip`, costs no privacy; it could only matter to the utility bounds
+#: beyond ``ln(m/(1-level)) > 64``, which no float ``level < 1`` and candidate count reach.
+PF_CLIP = 64
+# Denominators of the exact coin exponents stay at most 2**56, so that a clipped numerator
+# (at most (PF_CLIP + 1)·den) is below 2**63 as bernoulli_exp needs.
+_PF_MAX_DEN_BITS = 56
+
+
+def _dyadic_down(x: Fraction, bits: int) -> Fraction:
+    """``x`` if its denominator is at most ``2**bits``, else ``floor(x·2**bits)/2**bits``."""
+    if x.denominator <= 1 << bits:
+        return x
+    return Fraction((x.numerator << bits) // x.denominator, 1 << bits)
+
+
+def _permute_and_flip(gaps: np.ndarray, mult: int, den: int, clip: int) -> np.ndarray:
+    """Exact permute-and-flip over each row of ``gaps`` (non-negative integer score gaps).
+
+    **The mechanism** (McKenna & Sheldon, "Permute-and-Flip: A new mechanism for
+    differentially private selection", NeurIPS 2020): visit the candidates in a uniformly
+    random order and flip, for candidate ``i``, a coin of heads-probability
+    ``p_i = exp(-γ_i)``; output the first candidate that comes up heads. Here
+    ``γ_i = min(clip, mult·gap_i/den)`` is an exact rational and the best candidate has
+    ``gap = 0``, ``p = 1``, so some coin always comes up heads. The coins are drawn by
+    :func:`pinqpy._samplers.bernoulli_exp` (CKS20's exact ``Bernoulli(exp(-γ))``) and the
+    order by :func:`~pinqpy._samplers.uniform_below`: no floating point on the sampling path.
+
+    **Vectorized form, and why it is the same law.** Draw *every* coin ``C_i`` at once (all
+    candidates of all keys), count the heads ``H = {i : C_i = 1}`` per key, and output a
+    uniformly random element of ``H``. Proof: the coins are independent of the order ``π``,
+    and the sequential mechanism outputs the first element of ``H`` in the order ``π`` -- the
+    coins it does not reach do not change its output, so drawing them too changes nothing.
+    Given ``H`` (non-empty), the relative order of ``H``'s elements under a uniformly random
+    ``π`` is a uniformly random ordering of ``H``, so its first element is uniform on ``H``.
+    Hence ``P(output = r) = p_r·E[1/(1 + K_r)]`` with ``K_r`` the number of heads among the
+    other candidates, ``= p_r·∫_0^1 Π_{i≠r} (1 - p_i·u) du`` (since
+    ``E[t^K] = Π(1 - p_i + p_i·t)`` and ``∫_0^1 t^K dt = 1/(1+K)``; ``u = 1 - t``).
+
+    **Clipping costs no privacy.** ``γ_i = min(clip, c·(q* - q_i))`` is the unclipped exponent
+    of the quality ``q'_i = max(q_i, q* - clip/c)``, whose maximum is ``q*`` again; a maximum
+    of two functions that each move by at most ``Δ`` between neighbours moves by at most
+    ``Δ``, so ``q'`` has the sensitivity of ``q`` (and the monotone argument of
+    :class:`ArgmaxMechanism` allows for it explicitly).
+
+    Inside :func:`pinqpy.testing.no_noise` the output is the lowest index with gap 0.
+    """
+    if gaps.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    if _noise.noise_disabled():
+        return np.argmax(gaps == 0, axis=1).astype(np.int64)
+    cap = clip * den  # <= 2**62
+    # mult·gap, clipped at cap, without overflow: gaps above cap // mult are clipped anyway.
+    g = np.minimum(gaps, cap // mult + 1).astype(np.int64)
+    num = np.minimum(g * mult, cap)  # g·mult <= (cap/mult + 1)·mult <= cap + mult < 2**63
+    coins = bernoulli_exp(num, den)
+    heads = coins.sum(axis=1)
+    pick = uniform_below(heads.astype(np.int64))
+    return np.argmax(np.cumsum(coins, axis=1) > pick[:, None], axis=1).astype(np.int64)
+
+
+def _pf_law(gamma: np.ndarray) -> np.ndarray:
+    """The exact permute-and-flip law for exponents ``gamma`` (shape ``(n_keys, m)``): for tests.
+
+    ``P(r) = p_r·∫_0^1 Π_{i≠r} (1 - p_i u) du`` (see :func:`_permute_and_flip`), the
+    integrand a polynomial of degree ``m - 1`` integrated exactly (to rounding) by
+    Gauss-Legendre with ``m//2 + 1`` nodes; products in log space. ``O(m²)`` work per key.
+    """
+    k, m = gamma.shape
+    x, w = np.polynomial.legendre.leggauss(m // 2 + 1)
+    u, w = (x + 1.0) / 2.0, w / 2.0
+    out = np.empty((k, m))
+    for row in range(k):
+        p = np.exp(-gamma[row])
+        logs = np.log1p(-p[:, None] * u[None, :])  # (m, nodes); u < 1 keeps 1 - p·u > 0
+        others = np.exp(logs.sum(axis=0)[None, :] - logs)
+        out[row] = p * (others @ w)
+    return out
+
+
+# -- quantiles: permute-and-flip over a public grid ----------------------------------------
 QUANTILE_GRID_POINTS = 1001
 QUANTILE_MAX_INTEGER_GRID = 10_000
 QUANTILE_CI_CUTS = 33
@@ -1004,7 +1539,16 @@ def default_candidates(lo: float, hi: float) -> np.ndarray:
 
 
 def _chernoff_threshold(n_terms: Sequence[tuple[int, float]], b: float, log_inv_p: float) -> float:
-    """A ``t`` with ``P(Σ_j w_j·Y_j >= t) <= p`` for i.i.d. ``Y_j ~ Laplace(b)``.
+    """A ``t`` with ``P(Σ_j w_j·Y_j >= t) <= p`` for i.i.d. ``Y_j``, Laplace or discrete Laplace
+    of scale ``b``.
+
+    **The discrete Laplace is covered.** With ``a = 1/b`` and ``q = e^{-a}``, the discrete
+    Laplace has ``E[e^{λX}] = (1-q)²/((1-qe^λ)(1-qe^{-λ})) = (cosh a - 1)/(cosh a - cosh λ)``
+    for ``|λ| < a`` (multiply top and bottom by ``1/q``). This is at most the continuous
+    ``a²/(a² - λ²) = 1/(1 - λ²b²)``: cross-multiplying, the claim is
+    ``a²(cosh λ - 1) <= λ²(cosh a - 1)``, i.e. ``(cosh λ - 1)/λ² <= (cosh a - 1)/a²``, true
+    because ``(cosh x - 1)/x² = Σ_k x^{2k-2}/(2k)!`` increases with ``|x|``. So every Chernoff
+    bound below, derived from the continuous MGF, holds for the discrete Laplace too.
 
     ``n_terms`` lists ``(count, weight)`` groups. The moment generating function of
     ``Laplace(b)`` is ``1/(1 - λ²b²)`` for ``|λ| < 1/b``, so for ``S = Σ w_j Y_j`` and
@@ -1047,12 +1591,13 @@ class QuantileAccuracy(Accuracy):
     1. **Noisy coarse histogram.** Cut candidates ``c_{k_0} = lo < c_{k_1} < ... <
        c_{k_C} = hi`` (up to 33, evenly spaced along the grid) split the rows into ``2C + 1``
        disjoint bins: ``{x = c_{k_i}}`` and ``c_{k_i} < x < c_{k_{i+1}}``. Adding or removing a
-       row changes exactly one bin by one, so Laplace(1/ci_epsilon) noise on every bin is
-       ``ci_epsilon``-DP (L1 sensitivity 1).
+       row changes exactly one bin by one, so discrete Laplace noise of scale ``1/ci_epsilon``
+       on every (integer) bin is ``ci_epsilon``-DP (L1 sensitivity 1; the ratio argument of
+       :func:`_count_noise`, applied to the one bin that changes).
     2. **Noisy scores at the cuts.** The quantile's score function is
        ``g_j = (1-q)·#{x < c_j} - q·#{x > c_j}``, non-decreasing in ``j``; from the noisy
        bins, ``ĝ_i = (1-q)·(bins below c_{k_i}) - q·(bins above c_{k_i})`` estimates ``g`` at
-       cut ``i`` with noise ``(1-q)·Σ(2i Laplaces) - q·Σ(2(C-i) Laplaces)``.
+       cut ``i`` with noise ``(1-q)·Σ(2i noises) - q·Σ(2(C-i) noises)``.
     3. **Simultaneous bounds.** :func:`_chernoff_threshold` gives ``t_i`` with
        ``P(|ĝ_i - g_{k_i}| >= t_i) <= alpha/(C+1)`` (each side ``alpha/(2(C+1))``); by the union
        bound all ``C + 1`` cuts are within their ``t_i`` with probability ``>= 1 - alpha``.
@@ -1121,13 +1666,29 @@ class QuantileMechanism(Mechanism):
     raises ``L_j`` by one (if ``x < c_j``), or ``G_j`` (if ``x > c_j``), or neither, so
     ``(1-q)L_j - qG_j`` moves by ``1-q``, ``-q`` or 0 and ``|Δu_j| <= Δu = max(q, 1-q)``.
 
-    **Selection.** ``P(j) ∝ exp(eps_sel·u_j / (2Δu))``. For neighbours ``D, D'`` every score
-    moves by at most ``Δu``, so the numerator changes by at most ``e^{eps_sel/2}`` and so does
-    the normalizing sum: the ratio of probabilities is at most ``e^{eps_sel}`` (McSherry &
-    Talwar, FOCS 2007) -- exactly ``eps_sel``-DP for every ``q``. (PINQ's order statistic could
-    lose up to ``2·max(q, 1-q)·eps``.) Sampling is
-    Gumbel-max in log space -- ``argmax_j (eps_sel·u_j/(2Δu) + G_j)`` with standard Gumbel
-    ``G_j`` has exactly this law -- vectorized over keys, with no exponentials to overflow.
+    **Selection: permute-and-flip.** Each candidate gets the coin
+    ``p_j = exp(-eps_sel·(u* - u_j)/(2Δu))`` (``u*`` the best score) and
+    :func:`_permute_and_flip` releases a candidate with ``P(j) = p_j·∫_0^1 Π_{i≠j}(1 - p_i·t)
+    dt`` (McKenna & Sheldon, NeurIPS 2020) -- never worse in expected score than the
+    exponential mechanism ``P(j) ∝ p_j``, and sampled exactly, with no floating point.
+
+    *Privacy* (exactly ``eps_sel``-DP for every ``q``). With ``c = eps_sel/(2Δu)``,
+    ``s_i = e^{c·u_i}`` and ``S = max s_i = e^{c·u*}``, substituting ``t = S·v`` gives
+    ``P(j) = s_j·∫_0^{1/S} Π_{i≠j}(1 - s_i·v) dv``, every factor in ``[0, 1]`` there. For a
+    neighbour every score moves by at most ``Δu``, so ``s'_i <= e^{eps/2}·s_i`` and
+    ``S' >= e^{-eps/2}·S``. Then ``P'(j) <= e^{eps/2}·s_j·∫_0^{e^{eps/2}/S} Π(1 -
+    e^{-eps/2}·s_i·v) dv`` (smaller factors; a longer range, on which the factors stay
+    ``>= 0`` because ``e^{-eps/2}·s_i·v <= s_i/S <= 1``), which is ``e^{eps}·P(j)`` after
+    ``w = e^{-eps/2}·v``. The other direction is the same with the roles swapped. (PINQ's
+    order statistic could lose up to ``2·max(q, 1-q)·eps``.)
+
+    *Exact rationals.* With ``q = a/b`` the scores times ``b`` are integers
+    ``U_j = -|(b-a)·L_j - a·G_j|`` of sensitivity ``M = max(a, b-a)``, so the exponent is
+    ``eps_sel·(U* - U_j)/(2M)``, a rational, clipped at ``PF_CLIP`` (free, see
+    :func:`_permute_and_flip`). ``q`` is used exactly when ``b <= 2**24`` (any decimal ``q``
+    up to 7 digits), else rounded to the nearest multiple of ``2**-24``; ``eps_sel`` is
+    rounded *down* to a denominator of at most ``2**(55 - bit_length(M))`` if needed (less
+    privacy loss than charged).
 
     **Budget.** ``epsilon`` is split: ``eps_sel = (1 - ci_share)·epsilon`` for the selection
     and ``ci_epsilon = ci_share·epsilon`` (default 1/4) for a noisy coarse histogram that
@@ -1138,6 +1699,11 @@ class QuantileMechanism(Mechanism):
     **Inputs.** ``release(eq_counts, gap_counts)`` with ``eq_counts[k, j] = #{x == c_j}``
     (shape ``(n_keys, m)``) and ``gap_counts[k, j] = #{c_j < x < c_{j+1}}``
     (shape ``(n_keys, m-1)``); :meth:`bin_counts` computes them from values.
+
+    **Released values.** A quantile is one of the public candidates ``c_j``, fixed before any
+    data is read, and so are the endpoints of its ``ci`` (candidates at the cuts, or the
+    bounds): every released number is a public value chosen by a private index, so its
+    floating-point bits carry nothing beyond that index and no lattice is needed.
 
     **Utility.** With probability ``>= level`` the chosen candidate's score is within
     ``2Δu·(ln m + ln(1/(1-level)))/eps_sel`` of the best (in rows of rank).
@@ -1178,14 +1744,27 @@ class QuantileMechanism(Mechanism):
         self.select_epsilon = Exact(self.epsilon * (1 - share))
         self.ci_epsilon = Exact(self.epsilon * share)
         self.sensitivity = max(qq, 1 - qq)
-        # Coefficient of the utility in the log-probability, rounded down (never more
-        # private loss than charged).
-        self._coef = _round_down(self.select_epsilon / (2 * self.sensitivity))
+        # Exact selection exponents eps_sel·(U* - U)/(2M): see "Exact rationals" above.
+        q_pf = qq if qq.denominator <= 1 << 24 else Fraction(round(qq * 2**24), 2**24)
+        self._q_pf = q_pf
+        big_m = max(q_pf.numerator, q_pf.denominator - q_pf.numerator)
+        e_sel = _dyadic_down(
+            Fraction(self.select_epsilon), _PF_MAX_DEN_BITS - 1 - big_m.bit_length()
+        )
+        if e_sel <= 0:
+            raise PinqError("epsilon is too small for the quantile's exact selection")
+        self._pf_eps = e_sel
+        self._pf_mult = e_sel.numerator
+        self._pf_den = 2 * big_m * e_sel.denominator
         self.candidates = self._grid(candidates)
         m = len(self.candidates)
         n_cuts = min(m, QUANTILE_CI_CUTS)
         self.cuts = np.unique(np.round(np.linspace(0, m - 1, n_cuts)).astype(np.int64))
-        self.ci_noise = LaplaceNoise(laplace_scale(1, self.ci_epsilon)) if share > 0 else None
+        self.ci_noise = (
+            DiscreteLaplaceNoise(_fit_laplace_scale(1 / Fraction(self.ci_epsilon)))
+            if share > 0
+            else None
+        )
         self.charge = PureCharge(self.epsilon)
         self.noise_scale = None
         self._thresholds: dict[float, np.ndarray] = {}
@@ -1206,7 +1785,7 @@ class QuantileMechanism(Mechanism):
     # -- description and data-free accuracy ----------------------------------------------
     def describe(self) -> str:
         text = (
-            f"Exponential(epsilon={self.select_epsilon!r}, q={_fmt(self.q)}, "
+            f"PermuteAndFlip(epsilon={self.select_epsilon!r}, q={_fmt(self.q)}, "
             f"candidates={len(self.candidates)})"
         )
         if self.ci_noise is not None:
@@ -1216,20 +1795,22 @@ class QuantileMechanism(Mechanism):
     def accuracy(self, level: float = 0.95) -> float:
         """Rank error (rows): with prob. >= level the choice scores within this of the best.
 
-        The exponential mechanism's utility bound: the candidates scoring ``s`` or more below
-        the best have total probability at most ``m·exp(-eps_sel·s/(2Δu))``; setting that to
-        ``1 - level`` gives ``s = 2Δu·(ln m + ln(1/(1-level)))/eps_sel``.
+        Permute-and-flip releases a candidate with probability at most its own coin ``p_j``
+        (it must come up heads), so the candidates scoring ``s`` or more below the best have
+        total probability at most ``m·exp(-eps_sel·s/(2Δu))`` (the clip at ``PF_CLIP`` nats
+        is beyond any ``s`` used here); setting that to ``1 - level`` gives
+        ``s = 2Δu·(ln m + ln(1/(1-level)))/eps_sel`` -- the exponential mechanism's bound.
         """
         lv = check_level(level)
         m = len(self.candidates)
         return (2 * float(self.sensitivity) * (math.log(m) + math.log(1 / (1 - lv)))) / float(
-            self.select_epsilon
+            self._pf_eps
         )
 
     def expected_error(self) -> float:
-        """Expected rank error (rows): ``∫ min(1, m·e^{-eps_sel·s/(2Δu)}) ds``."""
+        """Expected rank error (rows): at most ``∫ min(1, m·e^{-eps_sel·s/(2Δu)}) ds``."""
         m = len(self.candidates)
-        return 2 * float(self.sensitivity) * (math.log(m) + 1) / float(self.select_epsilon)
+        return 2 * float(self.sensitivity) * (math.log(m) + 1) / float(self._pf_eps)
 
     def ci_thresholds(self, level: float) -> np.ndarray:
         """The simultaneous noise bounds ``t_i`` on the cut scores (public; no data)."""
@@ -1245,7 +1826,7 @@ class QuantileMechanism(Mechanism):
             [
                 _chernoff_threshold(
                     [(2 * i, below_w), (2 * (n_cuts - 1 - i), above_w)],
-                    self.ci_noise.b,
+                    _float_up(self.ci_noise.b),
                     log_inv_p,
                 )
                 for i in range(n_cuts)
@@ -1303,20 +1884,35 @@ class QuantileMechanism(Mechanism):
         np.cumsum(eq[:, :-1] + gap, axis=1, out=below[:, 1:])
         return below
 
-    def scores(self, eq_counts: object, gap_counts: object) -> np.ndarray:
-        """Utilities ``u[k, j] = -|(1-q)·L_j - q·G_j|`` (reads data; for release and tests)."""
-        eq, gap = self._check_counts(eq_counts, gap_counts)
+    def _int_scores(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        """``U[k, j] = -|(b-a)·L_j - a·G_j|`` for ``q = a/b``: ``b`` times the utilities,
+        exact integers (``int64``, or Python ints when they could overflow)."""
         below = self._below(eq, gap)
         total = eq.sum(axis=1, keepdims=True) + gap.sum(axis=1, keepdims=True)
         above = total - below - eq
-        return -np.abs((1.0 - self.q) * below - self.q * above)
+        a, b = self._q_pf.numerator, self._q_pf.denominator
+        if total.size and int(total.max()) * b >= 1 << 61:
+            below, above = below.astype(object), above.astype(object)
+        return -abs((b - a) * below - a * above)
+
+    def _gaps(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        u = self._int_scores(eq, gap)
+        return u.max(axis=1, keepdims=True) - u
+
+    def scores(self, eq_counts: object, gap_counts: object) -> np.ndarray:
+        """Utilities ``u[k, j] = -|(1-q)·L_j - q·G_j|`` as floats (reads data; for tests)."""
+        eq, gap = self._check_counts(eq_counts, gap_counts)
+        return (self._int_scores(eq, gap) / self._q_pf.denominator).astype(np.float64)
+
+    def _selection_exponents(self, eq_counts: object, gap_counts: object) -> np.ndarray:
+        """The coin exponents ``min(PF_CLIP, eps_sel·(U* - U_j)/(2M))`` as floats (tests)."""
+        eq, gap = self._check_counts(eq_counts, gap_counts)
+        g = self._gaps(eq, gap).astype(np.float64)
+        return np.minimum(self._pf_mult * g / self._pf_den, float(PF_CLIP))
 
     def _selection_probabilities(self, eq_counts: object, gap_counts: object) -> np.ndarray:
-        """The exact selection law ``P(j) ∝ exp(coef·u_j)`` (for tests; reads data)."""
-        logits = self._coef * self.scores(eq_counts, gap_counts)
-        logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        return p / p.sum(axis=1, keepdims=True)
+        """The exact permute-and-flip law of the selection (for tests; reads data)."""
+        return _pf_law(self._selection_exponents(eq_counts, gap_counts))
 
     def _coarse_bins(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
         """Exact coarse histogram, shape ``(n_keys, 2C - 1)`` for ``C`` cuts (reads data).
@@ -1343,17 +1939,16 @@ class QuantileMechanism(Mechanism):
         return (1.0 - self.q) * before - self.q * after
 
     def _cut_scores(self, eq: np.ndarray, gap: np.ndarray) -> np.ndarray:
-        """Noisy scores at the cut candidates, from a Laplace-noised coarse histogram."""
+        """Noisy scores at the cut candidates, from a discrete-Laplace-noised coarse histogram."""
         assert self.ci_noise is not None
-        bins = self._coarse_bins(eq, gap).astype(np.float64)
-        noisy = bins + _sample(self.ci_noise, bins.shape)
-        return self._scores_from_bins(noisy)
+        bins = self._coarse_bins(eq, gap)
+        noisy = bins + _count_noise_sample(self.ci_noise, bins.size).reshape(bins.shape)
+        return self._scores_from_bins(noisy.astype(np.float64))
 
     def release(self, eq_counts: object, gap_counts: object) -> tuple[np.ndarray, Accuracy]:
         """Noisy quantiles (values from the candidate grid), one per key."""
         eq, gap = self._check_counts(eq_counts, gap_counts)
-        u = self.scores(eq, gap)
-        idx = np.argmax(self._coef * u + gumbel_noise(u.shape), axis=1)
+        idx = _permute_and_flip(self._gaps(eq, gap), self._pf_mult, self._pf_den, PF_CLIP)
         values = self.candidates[idx]
         scores = self._cut_scores(eq, gap) if self.ci_noise is not None else None
         return values, QuantileAccuracy(values, idx, scores, mech=self)
@@ -1361,25 +1956,47 @@ class QuantileMechanism(Mechanism):
 
 # -- argmax: report noisy max ------------------------------------------------------------
 class ArgmaxMechanism(Mechanism):
-    """The most frequent of ``n_candidates`` public candidates, by report-noisy-max.
+    """The most frequent of ``n_candidates`` public candidates, by permute-and-flip.
 
-    ``release(counts)`` takes ``counts[k, i]`` = rows of key ``k`` equal to candidate ``i`` and
-    returns ``argmax_i (epsilon·counts_i + G_i)`` with standard Gumbel ``G_i`` -- i.e. Gumbel
-    noise of scale ``1/epsilon`` on the counts -- which samples ``P(i) ∝ exp(epsilon·c_i)``.
+    ``release(counts)`` takes ``counts[k, i]`` = rows of key ``k`` equal to candidate ``i``
+    (integers) and runs :func:`_permute_and_flip` with coins ``p_i = exp(-eps·(c* - c_i))``
+    (``c*`` the largest count; exponents clipped at ``PF_CLIP + ceil(eps)`` nats): an exact
+    sampler, never worse in expected count than report-noisy-max with Gumbel noise
+    (``P(i) ∝ p_i``), which it replaces.
 
-    **Privacy.** Counts are *monotone* under add/remove: adding a row raises one count
-    ``c_t`` by one and leaves the others. Then for the chosen ``t`` the ratio is
-    ``e^eps · Z/Z'`` and for any other ``i`` it is ``Z/Z'``, where
-    ``Z' = Z + (e^eps - 1)·e^{eps·c_t} ∈ [Z, e^eps·Z]``. Every ratio therefore lies in
-    ``[e^{-eps}, e^{eps}]``: exactly epsilon-DP, without the factor 2 of the general
-    exponential mechanism (McSherry & Talwar 2007; the monotone case is Dwork & Roth,
-    "The Algorithmic Foundations of Differential Privacy", Section 3.4). Removal is the same
-    pair read backwards.
+    **Privacy: exactly epsilon-DP, without the factor 2 of the general case**, because counts
+    are *monotone*: adding a row raises one count ``c_t`` by one and leaves the others. Write
+    ``P(r) = p_r·E[1/(1 + K_r)]`` (``K_r``: heads among the other coins; see
+    :func:`_permute_and_flip`) and ``λ = e^{-eps}``. Two cases.
 
-    **Accuracy.** A candidate whose count is ``s`` below the maximum has probability at most
-    ``e^{-eps·s}`` relative to the maximum's, so all such candidates together have probability
-    at most ``n·e^{-eps·s}``. Setting that to ``1 - level``: with probability ``>= level`` the
-    chosen count is within ``ln(n/(1-level))/epsilon`` of the maximum.
+    (a) ``c_t + 1 <= c*`` (``c*`` unchanged): only ``p_t`` changes, to ``θ·p_t`` with
+        ``1 <= θ <= e^eps``. So ``P'(t) = θ·P(t)``. For ``r ≠ t``, ``P'(r) <= P(r)`` (more
+        heads among the others), and splitting on coin ``t``, ``E[1/(1+K_r)] = (1-p_t)·A +
+        p_t·B`` with ``A = E[1/(1+J)] <= 2B``, ``B = E[1/(2+J)]`` (``J``: heads other than ``r``
+        and ``t``; ``1/(2+j) >= 1/(2(1+j))``). ``P'(r) >= λ·P(r)`` reduces to
+        ``A(1 - λ - p_t(θ - λ)) + B·p_t(θ - λ) >= 0``, which holds with ``B >= A/2`` because
+        ``p_t <= λ`` (the clip is at least ``eps``) and ``θ <= 1/λ``:
+        ``1 - λ - λ(1/λ - λ)/2 = (1 - λ)²/2 >= 0``.
+    (b) ``c_t = c*`` (``t`` becomes the unique maximum): ``p_t = 1`` in both; every other
+        ``p_i`` becomes ``p'_i ∈ [λ·p_i, p_i]``. With ``f(x) = ∫_0^1 Π(1 - x_i·u) du`` and
+        ``g(x) = ∫_0^1 (1-u)·Π(1 - x_i·u) du`` over the others, ``P(t) = f(p)`` and
+        ``P(r) = p_r·g(p)`` for ``r ≠ t`` (coin ``t`` is surely heads). Both are decreasing
+        in every ``x_i``, and the substitution ``v = λu`` gives ``λ·f(λp) =
+        ∫_0^λ Π(1 - p_i v) dv <= f(p)`` and ``λ·g(λp) = ∫_0^λ (1 - v/λ)·Π(1 - p_i v) dv
+        <= g(p)``. Hence ``1 <= P'(t)/P(t) <= f(λp)/f(p) <= e^eps`` and
+        ``λ <= P'(r)/P(r) <= g(λp)/g(p) <= e^eps``.
+
+    Removing a row is the same pair read backwards. The clip keeps case (a)'s ``p_t <= λ``
+    (exponents are at least ``min(clip, eps) = eps`` below the best) and case (b)'s
+    ``p'_i ∈ [λ·p_i, p_i]``.
+
+    **Exact rationals.** ``eps = e/d`` (rounded *down* to a denominator of at most ``2**56``
+    if needed): the coin of candidate ``i`` is ``Bernoulli(exp(-e·(c* - c_i)/d))``.
+
+    **Accuracy.** A candidate whose count is ``s`` below the maximum is released with
+    probability at most its coin, ``e^{-eps·s}``, so all such candidates together have
+    probability at most ``n·e^{-eps·s}``. Setting that to ``1 - level``: with probability
+    ``>= level`` the chosen count is within ``ln(n/(1-level))/epsilon`` of the maximum.
 
     >>> from pinqpy import testing
     >>> m = ArgmaxMechanism(0.5, 3, labels=["CA", "NY", "TX"])
@@ -1387,8 +2004,8 @@ class ArgmaxMechanism(Mechanism):
     ...     idx, acc = m.release(np.array([[5, 9, 9]]))
     >>> idx.tolist(), acc.values.tolist()
     ([1], ['NY'])
-    >>> round(m.accuracy(0.95), 3)
-    8.189
+    >>> round(m.accuracy(0.95), 3), m.describe()
+    (8.189, 'PermuteAndFlip(epsilon=0.5, candidates=3)')
     """
 
     def __init__(self, epsilon: object, n_candidates: int, *, labels: Sequence[Any] | None = None):
@@ -1406,46 +2023,55 @@ class ArgmaxMechanism(Mechanism):
             self.labels = np.empty(n, dtype=object)
             for i, label in enumerate(labels):
                 self.labels[i] = label
-        self._coef = _round_down(Fraction(self.epsilon))
+        eps = _dyadic_down(Fraction(self.epsilon), _PF_MAX_DEN_BITS)
+        if eps <= 0:
+            raise PinqError("epsilon is too small for the argmax's exact selection")
+        self._pf_eps = eps
+        self._clip = PF_CLIP + math.ceil(eps)
         self.noise_scale = _round_up(1 / Fraction(self.epsilon))
         self.charge = PureCharge(self.epsilon)
 
     def describe(self) -> str:
-        return (
-            f"ReportNoisyMax(Gumbel(scale={_fmt(self.noise_scale)}), "
-            f"candidates={self.n_candidates})"
-        )
+        return f"PermuteAndFlip(epsilon={self.epsilon!r}, candidates={self.n_candidates})"
 
     def accuracy(self, level: float = 0.95) -> float:
         """Count shortfall ``ln(n/(1-level))/epsilon`` of the choice below the maximum."""
         lv = check_level(level)
-        return math.log(self.n_candidates / (1.0 - lv)) / float(self.epsilon)
+        return math.log(self.n_candidates / (1.0 - lv)) / float(self._pf_eps)
 
     def expected_error(self) -> float:
         """Expected shortfall ``<= ∫ min(1, n·e^{-eps·s}) ds = (ln n + 1)/epsilon``."""
-        return (math.log(self.n_candidates) + 1.0) / float(self.epsilon)
+        return (math.log(self.n_candidates) + 1.0) / float(self._pf_eps)
 
-    def _logits(self, counts: object) -> np.ndarray:
-        c = np.asarray(counts, dtype=np.float64)
+    def _gaps(self, counts: object) -> np.ndarray:
+        c = np.asarray(counts)
         if c.ndim == 1:
             c = c[None, :]
         if c.ndim != 2 or c.shape[1] != self.n_candidates:
             raise ValueError("counts must be (n_keys, n_candidates)")
-        if not np.isfinite(c).all():
-            raise ValueError("counts must be finite")
-        return self._coef * c
+        if c.dtype.kind not in "iu":
+            f = c.astype(np.float64)
+            if not np.isfinite(f).all():
+                raise ValueError("counts must be finite")
+            if not (f == np.rint(f)).all() or (np.abs(f) >= 2.0**62).any():
+                raise ValueError("counts must be integers")
+            c = f
+        c = c.astype(np.int64)
+        return c.max(axis=1, keepdims=True) - c if c.size else c
+
+    def _selection_exponents(self, counts: object) -> np.ndarray:
+        """The coin exponents ``min(clip, eps·(c* - c_i))`` as floats (for tests)."""
+        g = self._gaps(counts).astype(np.float64)
+        return np.minimum(float(self._pf_eps) * g, float(self._clip))
 
     def _selection_probabilities(self, counts: object) -> np.ndarray:
-        """The exact law ``P(i) ∝ exp(epsilon·c_i)`` (for tests; reads data)."""
-        logits = self._logits(counts)
-        logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        return p / p.sum(axis=1, keepdims=True)
+        """The exact permute-and-flip law (for tests; reads data)."""
+        return _pf_law(self._selection_exponents(counts))
 
     def release(self, counts: object) -> tuple[np.ndarray, Accuracy]:
         """Chosen candidate indices, one per key (and an accuracy holding their labels)."""
-        logits = self._logits(counts)
-        idx = np.argmax(logits + gumbel_noise(logits.shape), axis=1)
+        gaps = self._gaps(counts)
+        idx = _permute_and_flip(gaps, self._pf_eps.numerator, self._pf_eps.denominator, self._clip)
         values = idx if self.labels is None else self.labels[idx]
         acc = ArgmaxAccuracy(
             values,

@@ -33,7 +33,7 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
             work[f"__k{i}"] = pd.Series(col, dtype=object).infer_objects()
     accs: list[Accuracy] = []
     for i, (values, acc) in enumerate(released):
-        work[f"__m{i}"] = np.asarray(values, dtype="float64")
+        work[f"__m{i}"] = np.asarray(values)  # counts stay integers
         accs.append(acc)
     frame = pd.DataFrame(work)
     if rel.having is not None:

@@ -86,10 +86,14 @@ def test_pums_group_by_declared_keys(pums_session: Setup) -> None:
         tol = mean_tolerance(n, 0, 500_000, share)
         assert abs(r.mean_income[i] - truth.mean_income[key]) < tol
         assert 0 <= r.mean_income[i] <= 500_000
-    # The accuracy travels with the answer: a Laplace(1/2) count's 95% half-width.
+    # The accuracy travels with the answer: the 95% half-width of a discrete Laplace count
+    # of scale b = 1/2 is the least integer t with P(|X| > t) = 2q^(t+1)/(1+q) <= 0.05,
+    # q = e^(-1/b): t = 1.
+    q = math.exp(-share)
+    t = next(t for t in range(100) if 2 * q ** (t + 1) / (1 + q) <= 0.05)
     ci = r.ci("n", 0.95)
     half_widths = (ci["high"] - ci["low"]) / 2
-    assert np.allclose(half_widths, math.log(20) / share)
+    assert t == 1 and np.allclose(half_widths, t)
     assert ((ci["low"] < r.n) & (r.n < ci["high"])).all()
 
 

@@ -17,6 +17,7 @@ from pinqpy._mechanisms import (
     ArgmaxMechanism,
     CompositeCharge,
     CountMechanism,
+    DiscreteGaussianCharge,
     GaussianCharge,
     MeanMechanism,
     PureCharge,
@@ -162,15 +163,27 @@ def test_every_mechanism_describes_itself_before_data(mech):
 
 
 def test_describe_strings():
-    assert CountMechanism(0.1).describe() == "Laplace(scale=10.0)"
-    assert CountMechanism(1, delta=1e-6).describe().startswith("Gaussian(sigma=4.22")
-    assert SumMechanism(0.5, -4, 2).describe() == "Laplace(scale=8.0)"
+    assert CountMechanism(0.1).describe() == "DiscreteLaplace(scale=10)"
+    assert CountMechanism(0.3).describe() == "DiscreteLaplace(scale=3.33333)"
+    assert CountMechanism(1, delta=1e-6).describe() == "DiscreteGaussian(sigma=4.23078)"
+    # Sensitivity 4, epsilon 1/2: g = 2^-8 (the largest power of two <= min(4, 8)/1024),
+    # S = 4·256 + 1 = 1025 grid units, scale S/eps = 2050 units = 2050/256 = 8.0078125.
+    assert SumMechanism(0.5, -4, 2).describe() == "Lattice Laplace(scale=8.00781, grid=2^-8)"
+    assert SumMechanism(0.5, -4, 2).noise_scale == 8.0078125
+    assert SumMechanism(1, 0, 10, delta=1e-6).describe().startswith("Lattice Gaussian(sigma=")
+    assert SumMechanism(1, 0, 0).describe() == "NoNoise(sensitivity=0)"
     assert "candidates=11" in QuantileMechanism(1, 0.5, 0, 10).describe()
-    assert ArgmaxMechanism(0.5, 3).describe() == "ReportNoisyMax(Gumbel(scale=2.0), candidates=3)"
+    assert "DiscreteLaplace(scale=4) histogram" in QuantileMechanism(1, 0.5, 0, 10).describe()
+    assert ArgmaxMechanism(0.5, 3).describe() == "PermuteAndFlip(epsilon=0.5, candidates=3)"
+    assert (
+        QuantileMechanism(1, 0.5, 0, 10)
+        .describe()
+        .startswith("PermuteAndFlip(epsilon=0.75, q=0.5, candidates=11)")
+    )
 
 
 def test_delta_zero_means_laplace():
-    assert CountMechanism(0.1, delta=0).describe() == "Laplace(scale=10.0)"
+    assert CountMechanism(0.1, delta=0).describe() == "DiscreteLaplace(scale=10)"
     assert CountMechanism(0.1, delta=0.0).delta == 0
 
 
@@ -187,18 +200,30 @@ def test_bounds_validation():
 
 
 # -- counts and sums ------------------------------------------------------------------------
-def test_count_release_shapes_and_exact_mode():
-    mech = CountMechanism(1.0)
+@pytest.mark.parametrize("delta", [None, 1e-6])
+def test_count_release_shapes_and_exact_mode(delta):
+    mech = CountMechanism(1.0, delta=delta)
     values, acc = mech.release(np.array([3, 0, 7]))
-    assert values.shape == (3,) and values.dtype == np.float64
-    assert isinstance(acc, AdditiveAccuracy) and len(acc) == 3
+    assert values.shape == (3,) and values.dtype == np.int64  # counts stay integers
+    assert isinstance(acc, AdditiveAccuracy) and len(acc) == 3 and acc.integer
     assert np.array_equal(acc.values, values)
+    low, high = acc.interval(0.9)
+    assert low.dtype == high.dtype == np.int64
     scalar, _ = mech.release(5)
-    assert scalar.shape == (1,)
+    assert scalar.shape == (1,) and scalar.dtype == np.int64
     with testing.no_noise():
-        assert mech.release(np.array([3, 0, 7]))[0].tolist() == [3.0, 0.0, 7.0]
+        exact = mech.release(np.array([3, 0, 7]))[0]
+    assert exact.tolist() == [3, 0, 7] and exact.dtype == np.int64
+    assert mech.release(np.array([3.0, 4.0]))[0].dtype == np.int64  # integral floats accepted
     empty, acc0 = mech.release(np.array([]))
-    assert empty.shape == (0,) and len(acc0) == 0
+    assert empty.shape == (0,) and empty.dtype == np.int64 and len(acc0) == 0
+
+
+def test_count_release_refuses_fractional_counts():
+    with pytest.raises(ValueError, match="integers"):
+        CountMechanism(1.0).release(np.array([1.5]))
+    with pytest.raises(ValueError):
+        CountMechanism(1.0).release(np.array([2.0**63]))
 
 
 def test_release_rejects_non_finite_or_misshapen_input():
@@ -216,6 +241,26 @@ def test_sum_sensitivity_is_largest_magnitude():
     assert SumMechanism(1, 0.1, 0.2).sensitivity == Fraction(0.2)  # the float's exact value
     zero = SumMechanism(1, 0, 0)
     assert zero.noise_scale == 0.0 and zero.release(np.zeros(3))[0].tolist() == [0.0] * 3
+    assert zero.grid is None
+    zero_g = SumMechanism(1, 0, 0, delta=1e-6)
+    assert zero_g.release(np.zeros(2))[0].tolist() == [0.0, 0.0]
+    assert zero_g.charge.at(1) == Cost(1, 1e-6) and zero_g.charge.at(2).delta == 0
+
+
+def test_sum_grid_and_unit_scale_come_from_public_parameters():
+    # grid_for(Δ, eps) and the unit scale S/eps: the mechanism and the sampler agree.
+    from pinqpy._samplers import grid_for
+
+    mech = SumMechanism(Fraction(1, 3), -7, 2)
+    g = grid_for(7, Fraction(1, 3))
+    assert mech.grid == g == Fraction(1, 256)  # min(7, 21)/1024 = 0.0068 -> 2^-8
+    assert mech.noise.unit.b == Fraction(7 * 256 + 1) * 3
+    assert mech.noise_scale == float(mech.noise.unit.b * g)
+    with testing.seed(3):
+        values, acc = mech.release(np.array([0.1, -3.3, 1e6]))
+    units = values / float(g)
+    assert (units == np.rint(units)).all()
+    assert acc.mechanism == mech.describe() and acc.noise_scale == mech.noise_scale
 
 
 def test_no_nan_or_inf_in_releases():
@@ -465,4 +510,50 @@ def test_argmax_picks_a_clear_winner():
 def test_accuracy_is_an_accuracy():
     _, acc = CountMechanism(1).release(np.ones(2))
     assert isinstance(acc, Accuracy)
-    assert acc.epsilon == 1 and acc.delta == 0 and acc.mechanism == "Laplace(scale=1.0)"
+    assert acc.epsilon == 1 and acc.delta == 0 and acc.mechanism == "DiscreteLaplace(scale=1)"
+
+
+# -- discrete Gaussian charges --------------------------------------------------------------
+def test_discrete_gaussian_charges_are_gaussian_charges_usage_of_understands():
+    from pinqpy._accounting import rho_of_gaussian, usage_of
+
+    for mech in (
+        CountMechanism(0.5, delta=1e-6),
+        SumMechanism(0.5, 0, 10, delta=1e-6),
+    ):
+        c = mech.charge
+        assert isinstance(c, DiscreteGaussianCharge) and isinstance(c, GaussianCharge)
+        assert c.at(1) == Cost(0.5, 1e-6)
+        u = usage_of(c, 3)
+        assert u.epsilon == Fraction(3, 2)
+        assert u.rho == 9 * rho_of_gaussian(c.sensitivity, c.sigma)
+    # For a count, the stored sigma is the largest float not above sqrt(sigma2): the rho
+    # usage_of reads is at least the true 1/(2 sigma2).
+    count = CountMechanism(0.5, delta=1e-6)
+    s2 = count.noise.sigma2
+    assert rho_of_gaussian(1, count.charge.sigma) >= 1 / (2 * s2)
+    assert Fraction(math.nextafter(count.charge.sigma, math.inf)) ** 2 > s2
+    # For a lattice sum, the unit noise's rho S²/(2 sigma_u²) is within the charged rho.
+    total = SumMechanism(0.5, 0, 10, delta=1e-6)
+    g, s2u = total.noise.grid, total.noise.unit.sigma2
+    su = math.ceil(10 / g) + 1
+    assert Fraction(su * su) / (2 * s2u) <= rho_of_gaussian(10, total.charge.sigma)
+
+
+def test_mean_and_variance_charge_exactly_epsilon_with_discrete_parts():
+    mean = MeanMechanism(Fraction(1, 3), 0, 1, delta=1e-6)
+    parts = mean.charge.parts
+    assert [type(p).__name__ for p in parts] == ["DiscreteGaussianCharge"] * 2
+    var = VarianceMechanism(0.3, 0, 10)
+    assert [p.at(1) for p in var.charge.parts] == [Cost(0.1)] * 3
+
+
+def test_mean_sensitivity_covers_a_rounded_midpoint():
+    from pinqpy._mechanisms import _half_width
+
+    lo, hi = 0.1, 0.7  # 0.5·(lo + hi) is not exactly the real midpoint of the two floats
+    mid = 0.5 * (lo + hi)
+    h = _half_width(lo, hi)
+    assert h >= Fraction(hi) - Fraction(mid) and h >= Fraction(mid) - Fraction(lo)
+    assert h >= (Fraction(hi) - Fraction(lo)) / 2
+    assert MeanMechanism(1, lo, hi).noise_scale is None

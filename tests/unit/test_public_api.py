@@ -8,6 +8,7 @@ EXPECTED = {
     "Cost",
     "Expression",
     "GroupedFrame",
+    "NoisyCount",
     "NoisyFrame",
     "NoisyLabel",
     "NoisySeries",

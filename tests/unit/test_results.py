@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+from fractions import Fraction
 from statistics import NormalDist
 
 import numpy as np
@@ -17,11 +18,16 @@ from pinqpy.errors import PinqError
 from pinqpy.results import (
     AdditiveAccuracy,
     ArgmaxAccuracy,
+    DiscreteGaussianNoise,
+    DiscreteLaplaceNoise,
     GaussianNoise,
     LaplaceNoise,
+    LatticeNoise,
+    NoisyCount,
     NoisyLabel,
     NoisySeries,
     NoisyValue,
+    ZeroNoise,
 )
 
 
@@ -128,7 +134,7 @@ def test_noisy_label():
     assert lab.candidate == "NY"
     assert lab.ci(0.95) == pytest.approx((0.0, math.log(3 / 0.05)))
     assert lab.epsilon == 1 and lab.noise_scale == 1.0
-    assert "NY" in repr(lab) and "ReportNoisyMax" in repr(lab)
+    assert "NY" in repr(lab) and "PermuteAndFlip" in repr(lab)
     w = pickle.loads(pickle.dumps(lab))
     assert w == lab and w.ci() == lab.ci()
 
@@ -143,20 +149,24 @@ def test_noisy_label_of_a_non_string_candidate():
 def counts_series() -> NoisySeries:
     mech = CountMechanism(1.0)
     with testing.seed(3):
-        _, acc = mech.release(np.array([10.0, 20.0, 30.0, 40.0]))
+        _, acc = mech.release(np.array([10, 20, 30, 40]))
     return NoisySeries.from_release(acc, index=["a", "b", "c", "d"], name="n")
 
 
 def test_noisy_series_is_a_series_with_ci():
     s = counts_series()
     assert isinstance(s, pd.Series) and s.name == "n" and list(s.index) == ["a", "b", "c", "d"]
+    assert s.dtype == np.int64
     ci = s.ci(0.9)
     assert isinstance(ci, pd.DataFrame) and list(ci.columns) == ["low", "high"]
     assert list(ci.index) == list(s.index)
-    t = math.log(10)
-    assert np.allclose(ci["low"], s - t) and np.allclose(ci["high"], s + t)
+    # Discrete Laplace of scale 1: P(|X| > t) = 2e^{-(t+1)}/(1 + e^{-1}) is 0.173 at t = 1 and
+    # 0.0636 at t = 2, so the 90% half-width is the integer 2.
+    assert 2 * math.exp(-3) / (1 + math.exp(-1)) <= 0.1 < 2 * math.exp(-2) / (1 + math.exp(-1))
+    assert (ci["low"] == s - 2).all() and (ci["high"] == s + 2).all()
+    assert ci["low"].dtype == np.int64
     assert s.epsilon == 1 and s.delta == 0 and s.noise_scale == 1.0
-    assert s.mechanism == "Laplace(scale=1.0)"
+    assert s.mechanism == "DiscreteLaplace(scale=1)"
 
 
 def test_noisy_series_survives_slicing_filtering_and_sorting():
@@ -178,7 +188,7 @@ def test_noisy_series_pickles():
 
 def test_noisy_series_refuses_changed_values():
     s = counts_series()
-    for changed in (s * 2, s + 1, s.round(0)):
+    for changed in (s * 2, s + 1, s // 2, s.astype(float) / 3):
         with pytest.raises(PinqError, match="changed"):
             changed.ci()
     other = NoisySeries([1.0, 2.0])
@@ -210,6 +220,115 @@ def test_noisy_series_validation():
         NoisySeries.from_release(acc, index=["a", "a"])
     s = NoisySeries.from_release(acc)
     assert list(s.index) == [0, 1]
+
+
+# -- NoisyCount and the discrete noises -----------------------------------------------------
+def count_value(v: int = 512, b: int = 10) -> NoisyCount:
+    acc = AdditiveAccuracy(np.array([v]), DiscreteLaplaceNoise(Fraction(b)), epsilon=Fraction(1, b))
+    out = NoisyValue.from_release(acc)
+    assert isinstance(out, NoisyCount)
+    return out
+
+
+def test_noisy_count_behaves_as_an_int():
+    n = count_value()
+    assert isinstance(n, int) and not isinstance(n, float) and n == 512
+    for result in (n + 1, n - 1, n * 2, -n, abs(n), n**2, 1 + n, n // 3, round(n)):
+        assert type(result) is int
+    assert type(n / 2) is float and n / 2 == 256.0
+    assert f"{n:d}" == "512" and f"{n:.1f}" == "512.0" and str(n) == "512"
+    assert list(range(3))[n - 510] == 2  # usable as an index
+    assert np.int64(n) == 512 and int(n) == 512
+
+
+def test_noisy_count_ci_is_an_integer_interval():
+    n = count_value(100, 10)
+    # 95%: the least t with 2q^{t+1}/(1+q) <= 0.05, q = e^{-0.1}: t + 1 >= 10·ln(40/(1+q)),
+    # i.e. t + 1 >= 30.44, t = 30.
+    q = math.exp(-0.1)
+    assert 2 * q**31 / (1 + q) <= 0.05 < 2 * q**30 / (1 + q)
+    low, high = n.ci(0.95)
+    assert (low, high) == (70, 130) and type(low) is int and type(high) is int
+    assert repr(n) == "NoisyCount(100, ±30 at 95%)"
+    assert n.mechanism == "DiscreteLaplace(scale=10)" and n.noise_scale == 10.0
+    assert n.epsilon == Fraction(1, 10) and n.delta == 0
+
+
+def test_noisy_count_pickles_and_copies():
+    n = count_value()
+    for m in (pickle.loads(pickle.dumps(n)), copy.copy(n), copy.deepcopy(n)):
+        assert isinstance(m, NoisyCount) and m == n and m.ci() == n.ci()
+
+
+def test_from_release_dispatches_on_the_accuracy():
+    float_acc = AdditiveAccuracy(np.array([3.0]), LaplaceNoise(1.0), epsilon=1)
+    assert type(NoisyValue.from_release(float_acc)) is NoisyValue
+    int_acc = AdditiveAccuracy(np.array([3]), DiscreteLaplaceNoise(Fraction(1)), epsilon=1)
+    assert type(NoisyValue.from_release(int_acc)) is NoisyCount
+    # integer values with continuous noise are not counts with integer intervals
+    mixed = AdditiveAccuracy(np.array([3]), LaplaceNoise(1.0), epsilon=1)
+    assert not mixed.integer and type(NoisyValue.from_release(mixed)) is NoisyValue
+    assert NoisyCount.from_release(int_acc) == 3
+
+
+def brute_tail(pmf, xs: np.ndarray, t: int) -> float:
+    return float(pmf[np.abs(xs) > t].sum())
+
+
+@pytest.mark.parametrize("b", [Fraction(1, 3), Fraction(1), Fraction(10, 3), Fraction(50)])
+def test_discrete_laplace_noise_tails_and_half_widths(b):
+    noise = DiscreteLaplaceNoise(b)
+    a = 1 / float(b)
+    xs = np.arange(-4000, 4001)
+    pmf = -math.expm1(-a) / (1 + math.exp(-a)) * np.exp(-np.abs(xs) * a)
+    for t in (0, 1, 5, 40):
+        assert noise.tail(t) == pytest.approx(brute_tail(pmf, xs, t), rel=1e-9, abs=1e-300)
+    for level in (0.5, 0.9, 0.95, 0.999999):
+        t = int(noise.half_width(level))
+        assert brute_tail(pmf, xs, t) <= 1 - level
+        assert t == 0 or brute_tail(pmf, xs, t - 1) > 1 - level
+    assert noise.expected_abs() == pytest.approx(float((pmf * np.abs(xs)).sum()), rel=1e-10)
+    assert noise.integer and noise.describe().startswith("DiscreteLaplace(scale=")
+
+
+@pytest.mark.parametrize("s2", [Fraction(1, 4), Fraction(16), Fraction(179, 10), Fraction(10**6)])
+def test_discrete_gaussian_noise_tails_and_half_widths(s2):
+    noise = DiscreteGaussianNoise(s2)
+    sigma = math.sqrt(s2)
+    w = math.ceil(40 * sigma) + 5
+    xs = np.arange(-w, w + 1)
+    pmf = np.exp(-(xs.astype(float) ** 2) / (2 * float(s2)))
+    pmf /= pmf.sum()
+    for level in (0.5, 0.9, 0.95, 0.999999):
+        t = int(noise.half_width(level))
+        assert brute_tail(pmf, xs, t) <= 1 - level
+        assert t == 0 or brute_tail(pmf, xs, t - 1) > 1 - level
+    assert noise.expected_abs() == pytest.approx(float((pmf * np.abs(xs)).sum()), rel=1e-9)
+
+
+def test_discrete_gaussian_noise_beyond_the_summation_range_is_conservative():
+    noise = DiscreteGaussianNoise(Fraction(10**8))  # sigma 10^4 > 4096: the erfc bound
+    z = NormalDist().inv_cdf(0.975)
+    t = int(noise.half_width(0.95))
+    assert t == math.ceil(1e4 * z)  # within one of the exact value, never below it
+    assert noise.expected_abs() == pytest.approx(1e4 * math.sqrt(2 / math.pi), rel=1e-9)
+
+
+def test_lattice_noise_adds_half_a_step():
+    unit = DiscreteLaplaceNoise(Fraction(2562))
+    noise = LatticeNoise(unit, Fraction(1, 128))
+    t = int(unit.half_width(0.9))
+    assert noise.half_width(0.9) == (t + 0.5) / 128
+    assert noise.scale == 2562 / 128
+    assert noise.expected_abs() == pytest.approx((unit.expected_abs() + 0.5) / 128)
+    assert noise.describe() == "Lattice Laplace(scale=20.0156, grid=2^-7)"
+    g = LatticeNoise(DiscreteGaussianNoise(Fraction(4 * 10**6)), Fraction(2))
+    assert g.describe() == "Lattice Gaussian(sigma=4000.0, grid=2^1)"
+    with pytest.raises(PinqError):
+        LatticeNoise(unit, Fraction(3, 4))
+    with pytest.raises(PinqError):
+        DiscreteLaplaceNoise(Fraction(0))
+    assert ZeroNoise().half_width(0.9) == 0.0 and ZeroNoise().scale == 0.0
 
 
 def test_accuracy_take():
