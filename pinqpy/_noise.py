@@ -18,12 +18,13 @@ once per call and reinterprets the bytes as ``uint64`` words: no Python loop per
 million uniforms take a few milliseconds. :class:`SeededSource` is numpy's PCG64 -- fast and
 reproducible, and therefore **for tests only**; :mod:`pinqpy.testing` installs it.
 
-A caveat recorded for the later exact samplers: noise built from floating-point arithmetic
-(here, the logarithms of 53-bit uniforms) does not have exactly the textbook density, and the
-gaps in the set of representable outputs can in principle leak information (Mironov,
-"On significance of the least significant bits for differential privacy", CCS 2012). The
-discrete Laplace/Gaussian samplers of Canonne, Kamath & Steinke (NeurIPS 2020) avoid that; they
-will be added as ``discrete_laplace_noise`` / ``discrete_gaussian_noise`` here.
+A caveat: noise built from floating-point arithmetic (the continuous samplers below, from the
+logarithms of 53-bit uniforms) does not have exactly the textbook density, and the gaps in the
+set of representable outputs can in principle leak information (Mironov, "On significance of
+the least significant bits for differential privacy", CCS 2012). No mechanism releases them:
+every release uses the exact integer samplers of :mod:`pinqpy._samplers` (Canonne, Kamath &
+Steinke, NeurIPS 2020) on the random words of these sources. The continuous samplers remain
+for tests and for audits of deliberately broken mechanisms.
 
 >>> src = SeededSource(1)
 >>> u = src.uniform(5)

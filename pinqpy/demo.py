@@ -30,9 +30,12 @@ def load_pums() -> pd.DataFrame:
         return pd.read_csv(fh)
 
 
-def _show(label: str, value: pq.NoisyValue) -> None:
+def _show(label: str, value: pq.NoisyValue | pq.NoisyCount) -> None:
     lo, hi = value.ci(0.95)
-    print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]")
+    if isinstance(value, int):  # counts are exact integers from the discrete Laplace
+        print(f"  {label:<44} {value:>12,d}   95% CI [{lo:,d}, {hi:,d}]")
+    else:
+        print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]")
 
 
 def main() -> int:
