@@ -861,7 +861,10 @@ class NoisySeries(pd.Series):
         """The Series of a release over keys ``index`` (in release order)."""
         if not isinstance(accuracy, Accuracy):
             raise TypeError("a NoisySeries needs an Accuracy")
-        idx = pd.RangeIndex(len(accuracy)) if index is None else pd.Index(index)
+        if index is None:
+            idx = pd.RangeIndex(len(accuracy))
+        else:  # keep a MultiIndex and index names as given
+            idx = index if isinstance(index, pd.Index) else pd.Index(index)
         if len(idx) != len(accuracy):
             raise ValueError("the index must have one label per released key")
         if not idx.is_unique:

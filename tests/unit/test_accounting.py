@@ -242,3 +242,17 @@ def test_callables_are_never_cached():
     f.where(pred).count(epsilon=0.1)
     f.where(pred).count(epsilon=0.1)
     assert b.spent.epsilon == Fraction(2, 10)
+
+
+def test_partition_series_are_indexed_by_key_with_names():
+    df = pd.DataFrame({"a": ["x", "y"] * 5, "b": [0, 1, 1, 0, 0] * 2})
+    b = pq.Budget(epsilon=1)
+    one = pq.PrivateFrame(df, b).partition("a", keys=["x", "y"])
+    two = pq.PrivateFrame(df, b).partition(["a", "b"], keys=[("x", 0), ("y", 1)])
+    with pq.testing.no_noise():
+        s1 = one.count(epsilon=0.1)
+        s2 = two.count(epsilon=0.1)
+    assert s1.index.name == "a" and s1.loc["x"] == 5
+    assert isinstance(s2.index, pd.MultiIndex) and list(s2.index.names) == ["a", "b"]
+    assert s2.loc[("x", 0)] == 3 and s2.loc[("y", 1)] == 2
+    assert list(s2.ci().index) == [("x", 0), ("y", 1)]
