@@ -1,0 +1,1131 @@
+"""Run plans inside DuckDB and return only the small exact aggregates mechanisms need.
+
+Each plan node becomes one common table expression (CTE); expressions are translated from the
+AST into DuckDB SQL that follows :mod:`pinqpy._expr.pandas_eval`: NULL propagates, a fault that
+depends on the data (division by zero, overflow, a bad CAST, the logarithm of a negative) gives
+NULL and never an error, ``/`` is float division, FLOOR/CEIL/ROUND(x) give integers, LOG is
+base 10, LEAST/GREATEST skip NULLs.
+
+Only aggregates leave the engine: per-group counts, clamped sums, bucket counts and candidate
+counts. Noise is added afterwards in Python, as for every engine.
+
+Not supported (a :class:`~pinqpy.errors.PinqError` says so): Python callables
+(:class:`~pinqpy._plan.PyFunc`), which cannot run inside the engine, and SUBSTR with start or
+length that are not literal integers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _noise
+from ._executor import Executor, Grouping
+from ._expr.ast import (
+    AGGREGATE_FUNCTIONS,
+    Between,
+    Binary,
+    Call,
+    Case,
+    Cast,
+    Column,
+    Expr,
+    InList,
+    IsNull,
+    Like,
+    Literal,
+    Unary,
+)
+from ._expr.types import CAST_TYPES
+from ._plan import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartSource,
+    PlanNode,
+    PlanVisitor,
+    PublicJoin,
+    PyFunc,
+    Select,
+    SetOp,
+    Source,
+    Where,
+)
+from .errors import PinqError, PinqSyntaxError
+
+__all__ = ["DuckDBExecutor"]
+
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+_NUMERIC = frozenset({"int", "float", "bool"})
+_TRUE_WORDS = ("true", "t", "yes", "y", "1", "on")
+_FALSE_WORDS = ("false", "f", "no", "n", "0", "off")
+_GI = "__pinq_g"
+
+
+def _ident(name: str) -> str:
+    """A column or table name as a DuckDB identifier (always quoted)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _str_lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _kind_of_type(type_name: str) -> str:
+    """The pandas_eval kind of a DuckDB column type ("other" for lists and the like)."""
+    t = type_name.upper()
+    if t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION")):
+        return "other"
+    if t in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
+        return "int"
+    if t in ("UBIGINT", "HUGEINT", "UHUGEINT"):
+        return "int"
+    if t in ("DOUBLE", "FLOAT", "REAL") or t.startswith("DECIMAL"):
+        return "float"
+    if t == "BOOLEAN":
+        return "bool"
+    if t in ("VARCHAR", "UUID") or t.startswith("ENUM"):
+        return "str"
+    if t.startswith(("TIMESTAMP", "DATE")):
+        return "datetime"
+    return "other"
+
+
+@dataclass(frozen=True)
+class _S:
+    """Translated SQL text and the kind of value it yields (as in pandas_eval)."""
+
+    sql: str
+    kind: str
+
+
+_NULL = {
+    "int": "CAST(NULL AS BIGINT)",
+    "float": "CAST(NULL AS DOUBLE)",
+    "bool": "CAST(NULL AS BOOLEAN)",
+    "str": "CAST(NULL AS VARCHAR)",
+    "datetime": "CAST(NULL AS TIMESTAMP)",
+    "null": "NULL",
+}
+
+
+def _null(kind: str) -> _S:
+    return _S(_NULL.get(kind, "NULL"), kind)
+
+
+def _finite(sql: str) -> str:
+    """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
+    return (
+        f"NULLIF(NULLIF(NULLIF({sql}, CAST('inf' AS DOUBLE)), CAST('-inf' AS DOUBLE)), "
+        "CAST('nan' AS DOUBLE))"
+    )
+
+
+def _is_null_literal(e: Expr) -> bool:
+    return isinstance(e, Literal) and e.value is None
+
+
+class _ExprSql:
+    """Translates one expression over a relation with known column kinds."""
+
+    def __init__(self, kinds: dict[str, str]) -> None:
+        self.kinds = kinds
+
+    # -- leaves ---------------------------------------------------------------------------
+    def tr(self, e: Expr) -> _S:
+        if isinstance(e, Literal):
+            return self.literal(e.value)
+        if isinstance(e, Column):
+            return self.column(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Case):
+            return self.case(e)
+        if isinstance(e, Cast):
+            return self.cast(self.tr(e.operand), e.type_name)
+        if isinstance(e, InList):
+            return self.in_list(e)
+        if isinstance(e, Between):
+            x = self.tr(e.operand)
+            v = self.logic(
+                "AND", self.compare(">=", x, self.tr(e.low)), self.compare("<=", x, self.tr(e.high))
+            )
+            return self.logic_not(v) if e.negated else v
+        if isinstance(e, Like):
+            return self.like(e)
+        if isinstance(e, IsNull):
+            x = self.tr(e.operand)
+            return _S(f"(({x.sql}) IS {'NOT ' if e.negated else ''}NULL)", "bool")
+        raise PinqError(f"the DuckDB engine cannot translate a {type(e).__name__} node")
+
+    def literal(self, v: object) -> _S:
+        if v is None:
+            return _S("NULL", "null")
+        if isinstance(v, bool):
+            return _S("TRUE" if v else "FALSE", "bool")
+        if isinstance(v, int):
+            if _I64_MIN <= v <= _I64_MAX:
+                return _S(f"CAST({v} AS BIGINT)", "int")
+            return _S(f"CAST('{float(v)!r}' AS DOUBLE)", "float")
+        if isinstance(v, float):
+            if math.isnan(v):
+                return _null("float")
+            return _S(f"CAST('{v!r}' AS DOUBLE)", "float")
+        if isinstance(v, str):
+            return _S(_str_lit(v), "str")
+        raise PinqError(f"unsupported literal of type {type(v).__name__}")
+
+    def column(self, e: Column) -> _S:
+        kind = self.kinds.get(e.name)
+        if kind is None:
+            raise PinqSyntaxError(f"unknown column '{e.name}'")
+        return _S(_ident(e.name), kind)
+
+    # -- coercions ------------------------------------------------------------------------
+    def as_double(self, v: _S) -> str:
+        if v.kind in _NUMERIC:
+            return f"CAST({v.sql} AS DOUBLE)"
+        if v.kind == "str":
+            return self.cast(v, "DOUBLE").sql
+        return _NULL["float"]
+
+    def numeric(self, v: _S) -> _S:
+        if v.kind in ("int", "float", "null"):
+            return v
+        if v.kind == "bool":
+            return _S(f"CAST({v.sql} AS BIGINT)", "int")
+        if v.kind == "str":
+            return self.cast(v, "DOUBLE")
+        return _null("float")
+
+    def to_str(self, v: _S) -> _S:
+        if v.kind == "str":
+            return v
+        if v.kind in ("null", "other"):
+            return _null("str")
+        if v.kind == "datetime":
+            return _S(f"strftime({v.sql}, '%Y-%m-%d %H:%M:%S')", "str")
+        return _S(f"CAST({v.sql} AS VARCHAR)", "str")
+
+    def to_kind(self, v: _S, kind: str) -> _S:
+        if v.kind == kind:
+            return v
+        if v.kind == "null":
+            return _null(kind)
+        if kind == "float":
+            return _S(self.as_double(v), "float")
+        if kind == "int" and v.kind == "bool":
+            return _S(f"CAST({v.sql} AS BIGINT)", "int")
+        if kind == "str":
+            return self.to_str(v)
+        if kind == "null":
+            return _null("null")
+        return self.cast(v, {"int": "BIGINT", "bool": "BOOLEAN", "datetime": "TIMESTAMP"}[kind])
+
+    def boolean(self, v: _S) -> _S:
+        if v.kind == "bool":
+            return v
+        if v.kind == "null":
+            return _null("bool")
+        return self.cast(v, "BOOLEAN")
+
+    @staticmethod
+    def result_kind(vs: Sequence[_S]) -> str:
+        kinds = {v.kind for v in vs if v.kind != "null"}
+        if not kinds:
+            return "null"
+        if kinds <= _NUMERIC:
+            return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
+        if len(kinds) == 1:
+            return next(iter(kinds))
+        return "str"
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def binary(self, e: Binary) -> _S:
+        op = e.op
+        if op in ("AND", "OR"):
+            return self.logic(op, self.tr(e.left), self.tr(e.right))
+        a, b = self.tr(e.left), self.tr(e.right)
+        if op in ("=", "<>", "<", "<=", ">", ">="):
+            return self.compare(op, a, b)
+        if op == "||":
+            a, b = self.to_str(a), self.to_str(b)
+            return _S(f"({a.sql} || {b.sql})", "str")
+        return self.arith(op, a, b)
+
+    def arith(self, op: str, a: _S, b: _S) -> _S:
+        a, b = self.numeric(a), self.numeric(b)
+        if a.kind == "null" or b.kind == "null":
+            ints = {a.kind, b.kind} - {"null"} == {"int"} and op != "/"
+            return _null("int" if ints else "float")
+        if a.kind == "int" and b.kind == "int" and op != "/":
+            # DuckDB raises on overflow and on % 0; TRY makes both NULL.
+            return _S(f"TRY({a.sql} {op} {b.sql})", "int")
+        x, y = self.as_double(a), self.as_double(b)
+        if op == "%":
+            return _S(_finite(f"TRY({x} % {y})"), "float")
+        return _S(_finite(f"({x} {op} {y})"), "float")
+
+    def unary(self, e: Unary) -> _S:
+        v = self.tr(e.operand)
+        if e.op == "NOT":
+            return self.logic_not(v)
+        if v.kind == "null":
+            return _null("float")
+        v = self.numeric(v)
+        if v.kind == "int":
+            return _S(f"TRY(-({v.sql}))", "int")
+        return _S(f"(-({v.sql}))", v.kind)
+
+    # -- comparison and logic -------------------------------------------------------------
+    def compare(self, op: str, a: _S, b: _S) -> _S:
+        if "null" in (a.kind, b.kind):
+            return _null("bool")
+        if a.kind in _NUMERIC and b.kind in _NUMERIC:
+            if a.kind != b.kind and "bool" in (a.kind, b.kind):
+                a, b = _S(self.as_double(a), "float"), _S(self.as_double(b), "float")
+        elif a.kind == b.kind and a.kind in ("str", "datetime"):
+            pass
+        elif {a.kind, b.kind} == {"datetime", "str"}:
+            a = self.cast(a, "TIMESTAMP") if a.kind == "str" else a
+            b = self.cast(b, "TIMESTAMP") if b.kind == "str" else b
+        elif a.kind in _NUMERIC and b.kind == "str":
+            b = self.numeric(b)
+        elif b.kind in _NUMERIC and a.kind == "str":
+            a = self.numeric(a)
+        else:
+            return _null("bool")
+        return _S(f"({a.sql} {op} {b.sql})", "bool")
+
+    def logic(self, op: str, a: _S, b: _S) -> _S:
+        a, b = self.boolean(a), self.boolean(b)
+        return _S(f"({a.sql} {op} {b.sql})", "bool")
+
+    def logic_not(self, v: _S) -> _S:
+        return _S(f"(NOT {self.boolean(v).sql})", "bool")
+
+    def in_list(self, e: InList) -> _S:
+        if not e.items:
+            return _S("TRUE" if e.negated else "FALSE", "bool")
+        x = self.tr(e.operand)
+        parts = [self.compare("=", x, self.tr(i)).sql for i in e.items]
+        v = _S("(" + " OR ".join(parts) + ")", "bool")
+        return self.logic_not(v) if e.negated else v
+
+    def like(self, e: Like) -> _S:
+        if not isinstance(e.pattern, Literal):
+            raise PinqError("the LIKE pattern must be a constant string")
+        if e.pattern.value is None:
+            return _null("bool")
+        x = self.to_str(self.tr(e.operand))
+        pattern = _str_lit(str(e.pattern.value))
+        v = _S(f"({x.sql} LIKE {pattern} ESCAPE '\\')", "bool")
+        return self.logic_not(v) if e.negated else v
+
+    # -- CASE and functions ---------------------------------------------------------------
+    def case(self, e: Case) -> _S:
+        conds = [self.boolean(self.tr(c)).sql for c, _ in e.whens]
+        results = [self.tr(r) for _, r in e.whens]
+        results.append(self.tr(e.else_) if e.else_ is not None else _S("NULL", "null"))
+        kind = self.result_kind(results)
+        rs = [self.to_kind(r, kind) for r in results]
+        body = " ".join(f"WHEN {c} THEN {r.sql}" for c, r in zip(conds, rs[:-1], strict=True))
+        return _S(f"(CASE {body} ELSE {rs[-1].sql} END)", kind)
+
+    def call(self, e: Call) -> _S:
+        name = e.name.upper()
+        if name in AGGREGATE_FUNCTIONS:
+            raise PinqError(
+                f"the aggregate {name} cannot be evaluated row by row; "
+                "aggregates belong in an aggregation"
+            )
+        if name in ("SUBSTR", "SUBSTRING"):
+            return self.substr(e)
+        fn = _FUNCTIONS.get(name)
+        if fn is None:
+            raise PinqSyntaxError(f"unknown function '{e.name}'")
+        return fn(self, [self.tr(a) for a in e.args])
+
+    def math1(self, v: _S, fn: str) -> _S:
+        return _S(_finite(f"{fn}({self.as_double(self.numeric(v))})"), "float")
+
+    def to_int_fn(self, v: _S, fn: str) -> _S:
+        v = self.numeric(v)
+        if v.kind in ("int", "null"):
+            return v if v.kind == "int" else _null("int")
+        return _S(f"TRY_CAST({fn}({v.sql}) AS BIGINT)", "int")
+
+    def str_fn(self, v: _S, template: str) -> _S:
+        return _S(template.format(self.to_str(v).sql), "str")
+
+    def extreme(self, vs: list[_S], least: bool) -> _S:
+        kind = self.result_kind(vs)
+        args = ", ".join(self.to_kind(v, kind).sql for v in vs)
+        return _S(f"{'LEAST' if least else 'GREATEST'}({args})", kind)
+
+    def substr(self, e: Call) -> _S:
+        consts: list[int | None] = []
+        for a in e.args[1:]:
+            if isinstance(a, Literal) and (a.value is None or isinstance(a.value, int)):
+                consts.append(None if a.value is None else int(a.value))
+            else:
+                raise PinqError(
+                    "the DuckDB engine needs the start and length of SUBSTR to be literal integers"
+                )
+        if any(c is None for c in consts):
+            return _null("str")
+        x = self.to_str(self.tr(e.args[0]))
+        begin = max(int(consts[0]) - 1, 0)  # type: ignore[arg-type]
+        if len(consts) == 2:
+            length = int(consts[1])  # type: ignore[arg-type]
+            if length < 0:
+                return _null("str")
+            end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
+            return _S(f"substring({x.sql}, {begin + 1}, {max(end - begin, 0)})", "str")
+        return _S(f"substring({x.sql}, {begin + 1})", "str")
+
+    # -- CAST -----------------------------------------------------------------------------
+    def cast(self, v: _S, type_name: str) -> _S:
+        upper = type_name.upper()
+        target = CAST_TYPES.get(upper)
+        if target is None:
+            raise PinqSyntaxError(f"unknown type '{type_name}' in CAST")
+        if v.kind in ("null", "other"):
+            return _null(target)
+        s = v.sql
+        if target == "int":
+            if v.kind == "int":
+                return v
+            if v.kind == "bool":
+                return _S(f"CAST({s} AS BIGINT)", "int")
+            if v.kind == "float":
+                return _S(f"TRY_CAST(round({s}) AS BIGINT)", "int")
+            if v.kind == "str":
+                t = f"trim({s})"
+                return _S(
+                    f"(CASE WHEN regexp_full_match({t}, '[+-]?[0-9]+') "
+                    f"THEN TRY_CAST({t} AS BIGINT) END)",
+                    "int",
+                )
+            return _null("int")
+        if target == "float":
+            if v.kind == "str":
+                return _S(_finite(f"TRY_CAST(trim({s}) AS DOUBLE)"), "float")
+            if v.kind == "datetime":
+                return _null("float")
+            return _S(f"CAST({s} AS DOUBLE)", "float")
+        if target == "str":
+            return self.to_str(v)
+        if target == "bool":
+            if v.kind == "bool":
+                return v
+            if v.kind in ("int", "float"):
+                return _S(f"({s} <> 0)", "bool")
+            if v.kind == "str":
+                t = f"lower(trim({s}))"
+                yes = ", ".join(_str_lit(w) for w in _TRUE_WORDS)
+                no = ", ".join(_str_lit(w) for w in _FALSE_WORDS)
+                return _S(
+                    f"(CASE WHEN {t} IN ({yes}) THEN TRUE WHEN {t} IN ({no}) THEN FALSE END)",
+                    "bool",
+                )
+            return _null("bool")
+        # datetime
+        if v.kind == "datetime":
+            out = f"CAST({s} AS TIMESTAMP)"
+        elif v.kind == "str":
+            out = f"TRY_CAST({s} AS TIMESTAMP)"
+        else:
+            return _null("datetime")
+        if upper == "DATE":
+            out = f"CAST(CAST({out} AS DATE) AS TIMESTAMP)"
+        return _S(out, "datetime")
+
+
+def _round_fn(t: _ExprSql, a: list[_S]) -> _S:
+    if len(a) == 1:
+        return t.to_int_fn(a[0], "round")
+    x = t.as_double(t.numeric(a[0]))
+    scale = f"pow(10.0, trunc({t.as_double(t.numeric(a[1]))}))"
+    return _S(_finite(f"(round({x} * {scale}) / {scale})"), "float")
+
+
+def _abs_fn(t: _ExprSql, a: list[_S]) -> _S:
+    v = t.numeric(a[0])
+    if v.kind == "int":
+        return _S(f"TRY(abs({v.sql}))", "int")
+    if v.kind == "null":
+        return _null("float")
+    return _S(f"abs({v.sql})", "float")
+
+
+def _sign_fn(t: _ExprSql, a: list[_S]) -> _S:
+    v = t.numeric(a[0])
+    if v.kind == "null":
+        return _null("float")
+    kind = "int" if v.kind == "int" else "float"
+    return _S(f"CAST(sign({v.sql}) AS {'BIGINT' if kind == 'int' else 'DOUBLE'})", kind)
+
+
+def _power_fn(t: _ExprSql, a: list[_S]) -> _S:
+    x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
+    return _S(_finite(f"pow({x}, {y})"), "float")
+
+
+def _coalesce_fn(t: _ExprSql, a: list[_S]) -> _S:
+    kind = t.result_kind(a)
+    return _S("COALESCE(" + ", ".join(t.to_kind(v, kind).sql for v in a) + ")", kind)
+
+
+def _nullif_fn(t: _ExprSql, a: list[_S]) -> _S:
+    same = t.compare("=", a[0], a[1]).sql
+    return _S(f"(CASE WHEN {same} THEN {_null(a[0].kind).sql} ELSE {a[0].sql} END)", a[0].kind)
+
+
+def _if_fn(t: _ExprSql, a: list[_S]) -> _S:
+    cond = t.boolean(a[0]).sql
+    kind = t.result_kind(a[1:])
+    x, y = t.to_kind(a[1], kind), t.to_kind(a[2], kind)
+    return _S(f"(CASE WHEN {cond} THEN {x.sql} ELSE {y.sql} END)", kind)
+
+
+def _length_fn(t: _ExprSql, a: list[_S]) -> _S:
+    return _S(f"CAST(length({t.to_str(a[0]).sql}) AS BIGINT)", "int")
+
+
+def _concat_fn(t: _ExprSql, a: list[_S]) -> _S:
+    # CONCAT skips NULLs; with no non-NULL argument the result is ''.
+    return _S("concat('', " + ", ".join(t.to_str(v).sql for v in a) + ")", "str")
+
+
+_FUNCTIONS: dict[str, Callable[[_ExprSql, list[_S]], _S]] = {
+    "ABS": _abs_fn,
+    "SIGN": _sign_fn,
+    "FLOOR": lambda t, a: t.to_int_fn(a[0], "floor"),
+    "CEIL": lambda t, a: t.to_int_fn(a[0], "ceil"),
+    "CEILING": lambda t, a: t.to_int_fn(a[0], "ceil"),
+    "ROUND": _round_fn,
+    "SQRT": lambda t, a: t.math1(a[0], "sqrt"),
+    "LN": lambda t, a: t.math1(a[0], "ln"),
+    "LOG": lambda t, a: t.math1(a[0], "log10"),
+    "LOG10": lambda t, a: t.math1(a[0], "log10"),
+    "EXP": lambda t, a: t.math1(a[0], "exp"),
+    "POWER": _power_fn,
+    "POW": _power_fn,
+    "LEAST": lambda t, a: t.extreme(a, True),
+    "GREATEST": lambda t, a: t.extreme(a, False),
+    "COALESCE": _coalesce_fn,
+    "NULLIF": _nullif_fn,
+    "IF": _if_fn,
+    "IIF": _if_fn,
+    "LOWER": lambda t, a: t.str_fn(a[0], "lower({})"),
+    "UPPER": lambda t, a: t.str_fn(a[0], "upper({})"),
+    "TRIM": lambda t, a: t.str_fn(a[0], "trim({}, ' ')"),
+    "LTRIM": lambda t, a: t.str_fn(a[0], "ltrim({}, ' ')"),
+    "RTRIM": lambda t, a: t.str_fn(a[0], "rtrim({}, ' ')"),
+    "LENGTH": _length_fn,
+    "CONCAT": _concat_fn,
+}
+
+
+def _no_callable(value: object, what: str) -> None:
+    if isinstance(value, PyFunc):
+        raise PinqError(
+            f"the DuckDB engine cannot run the Python callable {value.name} in {what}; use an "
+            "expression string, or the pandas engine"
+        )
+
+
+# -- plans ------------------------------------------------------------------------------------
+class _PlanSql(PlanVisitor[str]):
+    """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
+
+    A node shared by several parents (``f.concat(f)``) becomes one CTE.
+    """
+
+    def __init__(self, ex: DuckDBExecutor) -> None:
+        self.ex = ex
+        self.ctes: list[tuple[str, str]] = []
+        self._memo: dict[int, tuple[PlanNode, str]] = {}
+        self._schemas: dict[str, list[tuple[str, str]]] = {}
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def with_clause(self) -> str:
+        if not self.ctes:
+            return ""
+        return "WITH " + ", ".join(f"{n} AS ({q})" for n, q in self.ctes) + " "
+
+    def add(self, sql: str) -> str:
+        name = f"__pinq_n{len(self.ctes)}"
+        self.ctes.append((name, sql))
+        return name
+
+    def schema(self, name: str) -> list[tuple[str, str]]:
+        """(column, DuckDB type) of a CTE, found by binding the query (no data is read)."""
+        hit = self._schemas.get(name)
+        if hit is None:
+            rel = self.ex._run(lambda c: c.sql(self.with_clause() + f"SELECT * FROM {name}"))
+            hit = [(str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True)]
+            self._schemas[name] = hit
+        return hit
+
+    def kinds(self, name: str) -> dict[str, str]:
+        return {c: _kind_of_type(t) for c, t in self.schema(name)}
+
+    def visit(self, node: PlanNode) -> str:
+        hit = self._memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        name = node.accept(self)
+        self._memo[id(node)] = (node, name)
+        return name
+
+    def expr(self, e: Expr | PyFunc, child: str, what: str) -> _S:
+        _no_callable(e, what)
+        assert isinstance(e, Expr)
+        return _ExprSql(self.kinds(child)).tr(e)
+
+    # -- nodes ----------------------------------------------------------------------------
+    def visit_source(self, node: Source) -> str:
+        raw = self.ex._table(node.table.data)
+        cols = []
+        for c, t in self.ex._schema_of(raw):
+            q = _ident(c)
+            u = t.upper()
+            if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
+                cols.append(f"CAST({q} AS BIGINT) AS {q}")
+            elif u in ("UBIGINT", "HUGEINT", "UHUGEINT"):
+                cols.append(f"TRY_CAST({q} AS BIGINT) AS {q}")
+            elif u in ("FLOAT", "REAL") or u.startswith("DECIMAL"):
+                cols.append(f"CAST({q} AS DOUBLE) AS {q}")
+            elif u == "DOUBLE":
+                cols.append(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END) AS {q}")
+            elif u.startswith("ENUM"):
+                cols.append(f"CAST({q} AS VARCHAR) AS {q}")
+            else:
+                cols.append(q)
+        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}")
+
+    def visit_part_source(self, node: PartSource) -> str:
+        parent = self.visit(node.partition.parent)
+        kinds = self.kinds(parent)
+        key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
+        conds = [
+            _key_match(_ident(c), kinds[c], k)
+            for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
+        ]
+        return self.add(f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}")
+
+    def visit_where(self, node: Where) -> str:
+        child = self.visit(node.child)
+        t = _ExprSql(self.kinds(child))
+        _no_callable(node.predicate, "where")
+        pred = t.boolean(t.tr(node.predicate))  # type: ignore[arg-type]
+        return self.add(f"SELECT * FROM {child} WHERE {pred.sql}")
+
+    def visit_select(self, node: Select) -> str:
+        child = self.visit(node.child)
+        outs = [(n, self.expr(e, child, "select")) for n, e in node.outputs]
+        items = [f"{_typed(v)} AS {_ident(n)}" for n, v in outs]
+        if node.keep_all:
+            # pandas assign replaces an existing column in place, appends new ones.
+            order = [c for c, _ in self.schema(child)]
+            mapping = dict(zip([n for n, _ in outs], items, strict=True))
+            cols = [mapping.get(c, _ident(c)) for c in order]
+            cols += [mapping[n] for n, _ in outs if n not in order]
+            return self.add(f"SELECT {', '.join(cols)} FROM {child}")
+        return self.add(f"SELECT {', '.join(items) or '1 AS __pinq_empty'} FROM {child}")
+
+    def visit_distinct(self, node: Distinct) -> str:
+        child = self.visit(node.child)
+        cols = ", ".join(_ident(c) for c in node.columns)
+        return self.add(f"SELECT DISTINCT {cols} FROM {child}")
+
+    def visit_explode(self, node: Explode) -> str:
+        child = self.visit(node.child)
+        q = _ident(node.column)
+        kind = dict(self.schema(child))[node.column]
+        if not kind.endswith("[]"):
+            # A scalar explodes to itself; NULL carries nothing.
+            return self.add(f"SELECT * FROM {child} WHERE {q} IS NOT NULL")
+        items = f"list_slice(list_filter({q}, lambda x: x IS NOT NULL), 1, {int(node.max_items)})"
+        return self.add(f"SELECT * REPLACE (unnest({items}) AS {q}) FROM {child}")
+
+    def visit_group_by(self, node: GroupBy) -> str:
+        child = self.visit(node.child)
+        t = _ExprSql(self.kinds(child))
+        keys = [_ident(k) for k in node.keys]
+        items = list(keys)
+        for name, call in node.aggs:
+            items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
+        return self.add(f"SELECT {', '.join(items)} FROM {child} GROUP BY ALL")
+
+    def truncate(self, child: str, columns: Sequence[str], limit: int) -> str:
+        """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
+        salt = _str_lit(_noise.current_source().bytes(8).hex())
+        all_cols = [_ident(c) for c, _ in self.schema(child)]
+        prio = f"hash({', '.join([salt, *all_cols])})"
+        part = ", ".join(_ident(c) for c in columns)
+        inner = (
+            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {prio}) AS __pinq_rank "
+            f"FROM {child}"
+        )
+        return self.add(
+            f"SELECT * EXCLUDE (__pinq_rank) FROM ({inner}) WHERE __pinq_rank <= {int(limit)}"
+        )
+
+    def merge(self, left: str, right: str, on: Sequence[str], how: str, suffix: str) -> str:
+        lcols = [c for c, _ in self.schema(left)]
+        rcols = [c for c, _ in self.schema(right)]
+        items = [f"l.{_ident(c)}" for c in lcols]
+        for c in rcols:
+            if c in on:
+                continue
+            out = c + suffix if c in lcols else c
+            items.append(f"r.{_ident(c)} AS {_ident(out)}")
+        cond = " AND ".join(f"l.{_ident(c)} IS NOT DISTINCT FROM r.{_ident(c)}" for c in on)
+        join = "JOIN" if how == "inner" else "LEFT JOIN"
+        return self.add(f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}")
+
+    def visit_join(self, node: Join) -> str:
+        left = self.visit(node.left)
+        right = self.visit(node.right)
+        if node.bounds is not None:
+            left = self.truncate(left, node.on, node.bounds[0])
+            right = self.truncate(right, node.on, node.bounds[1])
+        return self.merge(left, right, node.on, "inner", "_right")
+
+    def visit_public_join(self, node: PublicJoin) -> str:
+        child = self.visit(node.child)
+        pub = self.add(f"SELECT * FROM {self.ex._table(node.public.data)}")
+        return self.merge(child, pub, node.on, node.how, "_public")
+
+    def visit_set_op(self, node: SetOp) -> str:
+        left = self.visit(node.left)
+        right = self.visit(node.right)
+        cols = ", ".join(_ident(c) for c, _ in self.schema(left))
+        op = {
+            "concat": "UNION ALL BY NAME",
+            "union": "UNION BY NAME",
+            "intersect": "INTERSECT",
+            "difference": "EXCEPT",
+        }[node.kind]
+        if node.kind in ("concat", "union"):
+            return self.add(f"SELECT * FROM {left} {op} SELECT * FROM {right}")
+        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}")
+
+    def visit_bound_contributions(self, node: BoundContributions) -> str:
+        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
+
+
+def _typed(v: _S) -> str:
+    """An untyped NULL gets a type (DOUBLE, as pandas stores an all-NULL column)."""
+    return _NULL["float"] if v.kind == "null" else v.sql
+
+
+def _aggregate(t: _ExprSql, call: Call) -> str:
+    func = call.name.upper()
+    if call.star:
+        return "COUNT(*)"
+    arg = t.tr(call.args[0])
+    if func == "COUNT":
+        return f"COUNT({'DISTINCT ' if call.distinct else ''}{arg.sql})"
+    x = _numeric_value(t, arg)
+    sql_fn = {
+        "SUM": "SUM",
+        "AVG": "AVG",
+        "MIN": "MIN",
+        "MAX": "MAX",
+        "MEDIAN": "MEDIAN",
+        "VARIANCE": "VAR_SAMP",
+        "STDDEV": "STDDEV_SAMP",
+    }.get(func)
+    if sql_fn is None:
+        raise PinqError(f"{func} cannot be used inside groupby().agg()")
+    if func == "SUM":
+        return f"COALESCE(SUM({x}), 0.0)"  # pandas: the sum of no values is 0
+    return f"CAST({sql_fn}({x}) AS DOUBLE)"
+
+
+def _numeric_value(t: _ExprSql, v: _S) -> str:
+    """Values as DOUBLE with NULL for anything that is not a number (as pandas' _numeric)."""
+    if v.kind in _NUMERIC:
+        return f"CAST({v.sql} AS DOUBLE)"
+    if v.kind == "str":
+        return f"TRY_CAST({v.sql} AS DOUBLE)"
+    return _NULL["float"]
+
+
+def _value_kind(v: object) -> str | None:
+    """The kind of a public key or candidate value (None for NULL / NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | np.bool_):
+        return "bool"
+    if isinstance(v, int | np.integer):
+        return "int"
+    if isinstance(v, float | np.floating):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, pd.Timestamp | np.datetime64):
+        return "datetime"
+    try:
+        if v != v:  # pd.NA, NaT
+            return None
+    except (TypeError, ValueError):
+        return None
+    return "other"
+
+
+def _compatible(col_kind: str, key_kind: str) -> bool:
+    if col_kind in ("int", "float") and key_kind in ("int", "float"):
+        return True
+    return col_kind == key_kind
+
+
+def _key_literal(v: object, kind: str) -> str:
+    if kind == "bool":
+        return "TRUE" if v else "FALSE"
+    if kind == "int":
+        return f"CAST({int(v)} AS BIGINT)"  # type: ignore[call-overload]
+    if kind == "float":
+        return f"CAST('{float(v)!r}' AS DOUBLE)"  # type: ignore[arg-type]
+    if kind == "str":
+        return _str_lit(str(v))
+    return f"CAST({_str_lit(str(pd.Timestamp(v)))} AS TIMESTAMP)"  # type: ignore[arg-type]
+
+
+def _key_match(col_sql: str, col_kind: str, key: object) -> str:
+    """SQL true exactly where the column equals a public key (NULL keys match NULL)."""
+    kind = _value_kind(key)
+    if kind is None:
+        return f"({col_sql} IS NULL)"
+    if not _compatible(col_kind, kind):
+        return "FALSE"
+    return f"({col_sql} = {_key_literal(key, kind)})"
+
+
+def _key_frame(
+    columns: Sequence[str], kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> pd.DataFrame:
+    """A table of the listed keys (position in ``__pinq_g``) typed like the plan's columns;
+    keys that can never match a column's values are left out (they count 0)."""
+    rows: list[tuple[Any, ...]] = []
+    for i, key in enumerate(keys):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        ok = True
+        vals: list[Any] = []
+        for kind, v in zip(kinds, parts, strict=True):
+            vk = _value_kind(v)
+            if vk is None:
+                vals.append(None)
+            elif _compatible(kind, vk):
+                vals.append(v)
+            else:
+                ok = False
+                break
+        if ok:
+            rows.append((i, *vals))
+    data: dict[str, Any] = {_GI: np.array([r[0] for r in rows], dtype=np.int64)}
+    for j, (c, kind) in enumerate(zip(columns, kinds, strict=True)):
+        vals = [r[j + 1] for r in rows]
+        if kind in ("int", "float"):
+            if all(v is None or _value_kind(v) == "int" for v in vals) and kind == "int":
+                data[c] = pd.array(vals, dtype="Int64")
+            else:
+                data[c] = np.array([np.nan if v is None else float(v) for v in vals])
+        elif kind == "bool":
+            data[c] = pd.array(vals, dtype="boolean")
+        elif kind == "datetime":
+            data[c] = pd.to_datetime(pd.Series(vals, dtype=object))
+        else:
+            data[c] = pd.Series(vals, dtype=object)
+    return pd.DataFrame(data)
+
+
+class DuckDBExecutor(Executor):
+    """Plans run inside DuckDB; only aggregates come back.
+
+    Sources are pandas DataFrames (registered with the connection) or DuckDB relations of
+    the same connection. ``connection`` defaults to a new in-memory database.
+    """
+
+    def __init__(self, connection: Any = None) -> None:
+        import duckdb
+
+        self._duckdb = duckdb
+        self.con = connection if connection is not None else duckdb.connect()
+        self._registered: dict[int, tuple[Any, str]] = {}
+        self._names = itertools.count()
+
+    # -- engine plumbing ------------------------------------------------------------------
+    def _run(self, fn: Callable[[Any], Any]) -> Any:
+        """Run a DuckDB call; its errors become PinqErrors that quote no data."""
+        try:
+            return fn(self.con)
+        except PinqError:
+            raise
+        except self._duckdb.Error as exc:
+            raise PinqError(
+                f"the DuckDB engine failed ({type(exc).__name__}); details are hidden because "
+                "they may contain private values"
+            ) from None
+
+    def _table(self, data: Any) -> str:
+        """The name under which ``data`` (a DataFrame or relation) is registered."""
+        hit = self._registered.get(id(data))
+        if hit is not None and hit[0] is data:
+            return hit[1]
+        name = f"__pinq_t{next(self._names)}"
+        if isinstance(data, pd.DataFrame):
+            self._run(lambda c: c.register(name, data))
+        elif isinstance(data, self._duckdb.DuckDBPyRelation):
+            self._run(lambda c: data.create_view(name, replace=True))
+        else:
+            raise PinqError(
+                f"the DuckDB engine reads pandas DataFrames and DuckDB relations, not "
+                f"{type(data).__name__}"
+            )
+        self._registered[id(data)] = (data, _ident(name))
+        return _ident(name)
+
+    def _schema_of(self, table: str) -> list[tuple[str, str]]:
+        rel = self._run(lambda c: c.sql(f"SELECT * FROM {table}"))
+        return [(str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True)]
+
+    def _fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        return self._run(lambda c: c.sql(sql).fetchall())  # type: ignore[no-any-return]
+
+    def _grouped(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc | None,
+        aggs: Callable[[str], list[str]],
+        extra: Callable[[str, _PlanSql], tuple[str, str, str]] | None = None,
+        non_null: bool = True,
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """Run ``aggs(v)`` per listed group; rows are (group position, [extra key,] aggs...).
+
+        ``v`` is the SQL of ``value`` as DOUBLE (pandas' numeric view). ``extra`` may add a
+        join (FROM suffix, select item, group item) given the value SQL.
+        """
+        p = _PlanSql(self)
+        rel = p.visit(plan)
+        vsql = "NULL"
+        if value is not None:
+            v = p.expr(value, rel, "an aggregation")
+            vsql = _numeric_value(_ExprSql({}), v) if extra is None else v.sql
+            if extra is not None and v.kind == "null":
+                vsql = "NULL"
+            self._value_kind = v.kind
+        k = 1 if grouping is None else len(grouping.keys)
+        src = f"(SELECT *, {vsql} AS __pinq_v FROM {rel}) AS r"
+        gi = "0"
+        if grouping is not None:
+            kinds = p.kinds(rel)
+            cols = list(grouping.columns)
+            frame = _key_frame(cols, [kinds[c] for c in cols], grouping.keys, single=len(cols) == 1)
+            if len(frame) == 0:
+                return [], k
+            keys = self._table(frame)
+            cond = " AND ".join(f"r.{_ident(c)} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols)
+            src += f" JOIN {keys} AS g ON {cond}"
+            gi = f"g.{_GI}"
+        items = [f"{gi} AS __pinq_gi"]
+        groups = ["__pinq_gi"]
+        if extra is not None:
+            join, item, group = extra("r.__pinq_v", p)
+            src += join
+            items.append(item)
+            groups.append(group)
+        items += aggs("r.__pinq_v")
+        # NULL values are not counted (and LEAST/GREATEST would turn them into a bound).
+        where = " WHERE r.__pinq_v IS NOT NULL" if value is not None and non_null else ""
+        sql = (
+            p.with_clause()
+            + f"SELECT {', '.join(items)} FROM {src}{where} GROUP BY {', '.join(groups)}"
+        )
+        try:
+            return self._fetch(sql), k
+        finally:
+            if grouping is not None:
+                self._unregister(frame)
+
+    def _unregister(self, data: pd.DataFrame) -> None:
+        hit = self._registered.pop(id(data), None)
+        if hit is not None:
+            name = hit[1][1:-1]
+            self._run(lambda c: c.unregister(name))
+
+    # -- the Executor interface -----------------------------------------------------------
+    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        rows, k = self._grouped(plan, grouping, None, lambda v: ["COUNT(*)"])
+        out = np.zeros(k, dtype=np.int64)
+        for gi, n in rows:
+            out[int(gi)] = int(n)
+        return out
+
+    def clamped_sum(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        sums, _, counts = self.clamped_moments(plan, grouping, value, lo, hi)
+        return sums, counts
+
+    def clamped_moments(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
+
+        def aggs(v: str) -> list[str]:
+            c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
+            return [
+                f"COALESCE(SUM({c}), 0.0)",
+                f"COALESCE(SUM({c} * {c}), 0.0)",
+                f"COUNT({v})",
+            ]
+
+        rows, k = self._grouped(plan, grouping, value, aggs)
+        sums, sumsq = np.zeros(k), np.zeros(k)
+        counts = np.zeros(k, dtype=np.int64)
+        for gi, s, s2, n in rows:
+            sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(s), float(s2), int(n)
+        return sums, sumsq, counts
+
+    def buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        cand = np.asarray(candidates, dtype="float64")
+        m = len(cand)
+        # One interval [c, next distinct c) per distinct candidate, at its first position j:
+        # x == c goes to eq[j]; c < x < next goes to gap[j2 - 1], j2 the next one's first
+        # position (as numpy's searchsorted(side="left") assigns them).
+        firsts = [j for j in range(m) if j == 0 or cand[j] != cand[j - 1]]
+        rows = []
+        for i, j in enumerate(firsts):
+            j2 = firsts[i + 1] if i + 1 < len(firsts) else None
+            hi = float(cand[j2]) if j2 is not None else None
+            rows.append((float(cand[j]), hi, 2 * j, (2 * j2 - 1) if j2 is not None else -1))
+        intervals = pd.DataFrame(
+            rows, columns=["__pinq_lo", "__pinq_hi", "__pinq_eq", "__pinq_gap"]
+        ).astype({"__pinq_hi": "float64"})
+        lo_s = _key_literal(float(cand[0]), "float")
+        hi_s = _key_literal(float(cand[-1]), "float")
+        table = self._table(intervals)
+
+        def extra(v: str, p: _PlanSql) -> tuple[str, str, str]:
+            c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
+            join = (
+                f" JOIN {table} AS b ON {c} >= b.__pinq_lo AND "
+                f"(b.__pinq_hi IS NULL OR {c} < b.__pinq_hi)"
+            )
+            item = f"CASE WHEN {c} = b.__pinq_lo THEN b.__pinq_eq ELSE b.__pinq_gap END AS __pinq_b"
+            return join, item, "__pinq_b"
+
+        try:
+            rows_out, k = self._grouped(
+                plan, grouping, value, lambda v: [f"COUNT({v})"], extra=self._numeric_extra(extra)
+            )
+        finally:
+            self._unregister(intervals)
+        width = 2 * m - 1
+        flat = np.zeros((k, width), dtype=np.int64)
+        for gi, b, n in rows_out:
+            flat[int(gi), int(b)] += int(n)
+        return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+
+    def _numeric_extra(
+        self, extra: Callable[[str, _PlanSql], tuple[str, str, str]]
+    ) -> Callable[[str, _PlanSql], tuple[str, str, str]]:
+        """Wrap ``extra`` so it sees the value as DOUBLE (``_grouped`` passes it raw)."""
+
+        def wrapped(v: str, p: _PlanSql) -> tuple[str, str, str]:
+            return extra(_numeric_value(_ExprSql({}), _S(v, self._value_kind)), p)
+
+        return wrapped
+
+    def key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...]
+    ) -> tuple[list[Hashable], np.ndarray]:
+        p = _PlanSql(self)
+        rel = p.visit(plan)
+        cols = ", ".join(_ident(c) for c in columns)
+        order = ", ".join(f"{_ident(c)} ASC NULLS LAST" for c in columns)
+        rows = self._fetch(
+            p.with_clause() + f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}"
+        )
+        if len(columns) == 1:
+            keys: list[Hashable] = [r[0] for r in rows]
+        else:
+            keys = [tuple(r[:-1]) for r in rows]
+        return keys, np.array([int(r[-1]) for r in rows], dtype=np.int64)
+
+    def candidate_counts(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: tuple[Hashable, ...],
+    ) -> np.ndarray:
+        n = len(candidates)
+        holder: dict[str, pd.DataFrame] = {}
+
+        def extra(v: str, p: _PlanSql) -> tuple[str, str, str]:
+            kind = self._value_kind
+            # First position of each candidate value, as Index.get_indexer finds it.
+            seen: set[Any] = set()
+            uniq: list[tuple[int, Any]] = []
+            for j, c in enumerate(candidates):
+                ck = _value_kind(c)
+                marker = (ck, c) if ck is not None else (None, None)
+                if ck is not None and not _compatible(kind, ck):
+                    continue
+                try:
+                    if marker in seen:
+                        continue
+                    seen.add(marker)
+                except TypeError:
+                    pass
+                uniq.append((j, c))
+            frame = (
+                _key_frame(["__pinq_c"], [kind], [c for _, c in uniq], single=True)
+                if kind not in ("null", "other")
+                else pd.DataFrame(
+                    {_GI: np.array([], dtype=np.int64), "__pinq_c": np.array([], dtype=float)}
+                )
+            )
+            frame[_GI] = np.array([uniq[i][0] for i in frame[_GI]], dtype=np.int64)
+            holder["frame"] = frame
+            table = self._table(frame)
+            join = f" JOIN {table} AS cnd ON {v} IS NOT DISTINCT FROM cnd.__pinq_c"
+            return join, f"cnd.{_GI} AS __pinq_j", "__pinq_j"
+
+        try:
+            rows, k = self._grouped(
+                plan, grouping, value, lambda v: ["COUNT(*)"], extra=extra, non_null=False
+            )
+        finally:
+            if "frame" in holder:
+                self._unregister(holder["frame"])
+        out = np.zeros((k, n), dtype=np.int64)
+        for gi, j, c in rows:
+            out[int(gi), int(j)] = int(c)
+        return out
