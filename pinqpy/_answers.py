@@ -76,13 +76,17 @@ def fingerprint(table: TableRef) -> str:
 
     Only budgets with a ledger need it (to recognise the same data after a restart); it is
     one pass over the data, never released and never leaving the process except as this
-    hash inside the curator's own ledger file.
+    hash inside the curator's own ledger file. Only pandas tables have one.
     """
     found = _FINGERPRINTS.get(table)
     if found is None:
         import pandas as pd
 
         data = table.data
+        if not isinstance(data, pd.DataFrame):
+            # A DuckDB or Spark table would need a full scan to hash; such answers are cached
+            # in memory only (the ledger still records every charge).
+            raise NotCanonical
         h = hashlib.sha256()
         h.update(
             repr((table.name, tuple(map(str, data.columns)), tuple(map(str, data.dtypes)))).encode()

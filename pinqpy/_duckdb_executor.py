@@ -42,7 +42,7 @@ from ._expr.ast import (
     Literal,
     Unary,
 )
-from ._expr.types import CAST_TYPES
+from ._expr.types import CAST_TYPES, ColumnType
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -61,7 +61,7 @@ from ._plan import (
 )
 from .errors import PinqError, PinqSyntaxError
 
-__all__ = ["DuckDBExecutor"]
+__all__ = ["DuckDBExecutor", "duckdb_schema"]
 
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
@@ -98,6 +98,15 @@ def _kind_of_type(type_name: str) -> str:
     if t.startswith(("TIMESTAMP", "DATE")):
         return "datetime"
     return "other"
+
+
+def duckdb_schema(columns: Sequence[str], types: Sequence[str]) -> dict[str, ColumnType]:
+    """pinqpy column types of a DuckDB relation's columns (lists, structs and maps: "any")."""
+    out: dict[str, ColumnType] = {}
+    for c, t in zip(columns, types, strict=True):
+        kind = _kind_of_type(t)
+        out[c] = "any" if kind == "other" else kind  # type: ignore[assignment]
+    return out
 
 
 @dataclass(frozen=True)
@@ -887,6 +896,10 @@ class DuckDBExecutor(Executor):
 
     def _table(self, data: Any) -> str:
         """The name under which ``data`` (a DataFrame or relation) is registered."""
+        from ._engine import DuckDBTable
+
+        if isinstance(data, DuckDBTable):
+            return _ident(data.view)
         hit = self._registered.get(id(data))
         if hit is not None and hit[0] is data:
             return hit[1]
@@ -973,6 +986,26 @@ class DuckDBExecutor(Executor):
             self._run(lambda c: c.unregister(name))
 
     # -- the Executor interface -----------------------------------------------------------
+    def validate(
+        self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
+    ) -> None:
+        # Translating binds every CTE (DuckDB resolves types without reading rows), so
+        # callables, unknown columns and unaggregatable types surface before the charge.
+        p = _PlanSql(self)
+        rel = p.visit(plan)
+        if value is None:
+            return
+        v = p.expr(value, rel, "an aggregation")
+        if numeric and v.kind == "other":
+            what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
+            types = dict(p.schema(rel))
+            shown = types.get(value.name, "") if isinstance(value, Column) else ""
+            raise PinqError(
+                f"the DuckDB engine cannot aggregate {what}"
+                + (f" of type {shown}" if shown else "")
+                + " as a number; select or CAST a numeric value instead"
+            )
+
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         rows, k = self._grouped(plan, grouping, None, lambda v: ["COUNT(*)"])
         out = np.zeros(k, dtype=np.int64)

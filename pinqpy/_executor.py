@@ -35,6 +35,16 @@ class Grouping:
 class Executor(ABC):
     """Exact aggregates over a plan, computed inside one engine."""
 
+    def validate(  # noqa: B027 - optional hook, most engines accept everything
+        self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
+    ) -> None:
+        """Raise a PinqError now, before anything is charged, if this engine cannot run
+        ``plan`` or aggregate ``value`` (as a number when ``numeric``). Reads no data.
+
+        The pandas engine runs everything the expression checker accepts, so the default
+        accepts everything.
+        """
+
     @abstractmethod
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         """Rows per group, shape (K,)."""

@@ -337,6 +337,49 @@ def read_table(
         raise CliError(f"{label}: cannot read the file ({type(err).__name__})") from None
 
 
+def open_table(path: Path | str, engine: str, *, name: str | None = None) -> Any:
+    """A CSV or parquet file opened by DuckDB or Spark where it lies (nothing is loaded into
+    Python); ``.columns`` lists its columns. Problems are a :class:`CliError`."""
+    from ._engine import read_file
+
+    path = Path(path)
+    label = f"{name}: {path}" if name else str(path)
+    if path.is_dir():
+        raise CliError(f"{label}: is a directory, not a file")
+    if not path.exists():
+        raise CliError(f"{label}: no such file")
+    suffixes = [s.lower() for s in path.suffixes]
+    compressed = bool(suffixes) and suffixes[-1] in _COMPRESSION
+    kind = suffixes[-2] if compressed and len(suffixes) >= 2 else (suffixes or [""])[-1]
+    if kind in _PARQUET_SUFFIXES:
+        fmt, sep = "parquet", ","
+    elif kind in _TEXT_SUFFIXES:
+        fmt, sep = "csv", _TEXT_SUFFIXES[kind]
+    else:
+        raise CliError(
+            f"{label}: unknown file type {kind or '(no extension)'!r}; "
+            "pinqpy reads .csv, .tsv (optionally compressed) and .parquet"
+        )
+    try:
+        return read_file(str(path), fmt, engine, sep=sep)
+    except PinqError as err:
+        raise CliError(f"{label}: {one_line(err)}") from None
+
+
+def _columns(table: Any) -> list[str]:
+    if isinstance(table, pd.DataFrame):
+        return [str(c) for c in table.columns]
+    return list(table.schema)
+
+
+def _dtype(table: Any, column: str) -> Any:
+    """The pandas dtype of a column, or its stand-in for a table opened by an engine."""
+    if isinstance(table, pd.DataFrame):
+        return table[column].dtype
+    kind = table.schema.get(column)
+    return {"int": "int64", "float": "float64", "bool": "bool"}.get(kind, "object")
+
+
 def _read_parquet(path: Path, label: str) -> pd.DataFrame:
     if (
         importlib.util.find_spec("pyarrow") is None
@@ -375,11 +418,17 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     units = [parse_assignment(u, "--privacy-unit") for u in args.privacy_unit or []]
     max_rows = [parse_assignment(m, "--max-rows") for m in args.max_rows or []]
 
-    frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in private}
+    engine = getattr(args, "engine", "pandas") or "pandas"
+    if engine == "pandas":
+        frames: dict[str, Any] = {
+            s.name: read_table(s.path, name=s.name, stream=stream) for s in private
+        }
+    else:
+        frames = {s.name: open_table(s.path, engine, name=s.name) for s in private}
     public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
 
     def having(column: str, flag: str, text: str) -> list[str]:
-        found = [n for n, df in frames.items() if column in df.columns]
+        found = [n for n, df in frames.items() if column in _columns(df)]
         if not found:
             raise CliError(f"{flag} {text}: no private table has a column {column!r}", 2)
         return found
@@ -390,13 +439,13 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
             meta[n]["bounds"][column] = b
     for text, (column, ks) in zip(args.keys or [], keys, strict=True):
         for n in having(column, "--keys", text):
-            meta[n]["keys"][column] = _convert_keys(ks, frames[n][column].dtype, f"--keys {text}")
+            meta[n]["keys"][column] = _convert_keys(ks, _dtype(frames[n], column), f"--keys {text}")
     for text, (table, column) in zip(args.privacy_unit or [], units, strict=True):
         if table is None:
             targets = having(column, "--privacy-unit", text)
         elif table not in frames:
             raise CliError(f"--privacy-unit {text}: no private table named {table!r}", 2)
-        elif column not in frames[table].columns:
+        elif column not in _columns(frames[table]):
             raise CliError(f"--privacy-unit {text}: {table} has no column {column!r}", 2)
         else:
             targets = [table]
@@ -427,7 +476,7 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
         except PinqError as err:
             raise CliError(f"table {n}: {one_line(err)}", 2) from None
         loaded.budgets[n] = budget
-        loaded.columns[n] = [str(c) for c in df.columns]
+        loaded.columns[n] = [str(c) for c in _columns(df)]
     for n, df in public_frames.items():
         try:
             loaded.session.register_public(n, df)
@@ -710,6 +759,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME=PATH",
         help="a public table (joins, GROUP BY keys); charges nothing (repeatable)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("pandas", "duckdb", "spark"),
+        default="pandas",
+        help="where private tables are read and aggregated (default: pandas, in memory; "
+        "duckdb and spark read the files where they lie)",
     )
     parser.add_argument(
         "--ledger",

@@ -13,7 +13,10 @@ import pandas as pd
 
 import pinqpy as pq
 
-__all__ = ["load_pums", "main"]
+__all__ = ["PUMS_PATH", "load_pums", "main"]
+
+# A file path, so engines that read files themselves (DuckDB, Spark) can be shown the sample.
+PUMS_PATH = str(resources.files("pinqpy").joinpath("data", "PUMS.csv"))
 
 PUMS_BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
 PUMS_KEYS = {

@@ -20,6 +20,7 @@ True
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
@@ -31,6 +32,7 @@ import pandas as pd
 from . import _answers
 from . import _mechanisms as mech
 from ._agents import PartitionAgent, charge_all, flatten
+from ._engine import Wrapped, engine_name, executor_for, read_file, same_engine, wrap
 from ._executor import Grouping
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
@@ -40,7 +42,6 @@ from ._expr.types import ColumnType, schema_from_pandas
 from ._html import frame_html
 from ._keyselect import KeySelectionMechanism
 from ._meta import FrameMeta, check_bounds, check_keys
-from ._pandas_executor import PandasExecutor
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -72,8 +73,6 @@ __all__ = ["GroupedFrame", "PrivateFrame"]
 ExprLike = str | Expression | Callable[[pd.DataFrame], Any]
 _Target = tuple[Grouping, Mapping[object, Any]] | None
 
-_EXECUTOR = PandasExecutor()
-
 
 def _stability_value(k: Fraction | float) -> int | Fraction | float:
     if k == INF:
@@ -86,7 +85,7 @@ class Prepared:
     """An aggregation ready to run: its mechanism (built from public parameters only) and how
     to read its exact aggregate. Nothing has been charged or read yet."""
 
-    __slots__ = ("candidates", "exact", "frame", "label", "mechanism", "what")
+    __slots__ = ("candidates", "check", "exact", "frame", "label", "mechanism", "what")
 
     def __init__(
         self,
@@ -95,6 +94,7 @@ class Prepared:
         exact: Callable[[Grouping | None], Any],
         label: str,
         what: str | None = None,
+        check: Callable[[], None] | None = None,
     ):
         self.frame = frame
         self.mechanism = mechanism
@@ -102,6 +102,8 @@ class Prepared:
         self.label = label
         # What is aggregated, for the answer cache; None when it has no canonical form.
         self.what = what
+        # The engine's own refusal (callables, unaggregatable types), run before the charge.
+        self.check = check
         self.candidates: tuple[Hashable, ...] = ()
 
 
@@ -135,7 +137,7 @@ class PrivateFrame:
 
     def __init__(
         self,
-        data: pd.DataFrame,
+        data: Any,
         budget: Budget,
         *,
         privacy_unit: str | None = None,
@@ -143,16 +145,133 @@ class PrivateFrame:
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = True,
         name: str = "table",
+        engine: Literal["pandas", "duckdb", "spark"] | None = None,
+        connection: Any = None,
     ):
-        if not isinstance(data, pd.DataFrame):
-            raise PinqError(f"PrivateFrame needs a pandas DataFrame, not {type(data).__name__}")
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
-        if any(not isinstance(c, str) for c in data.columns):
-            raise PinqError("every column name must be a string")
-        if data.columns.has_duplicates:
-            raise PinqError("column names must be unique")
-        schema = schema_from_pandas(data)
+        self._init(
+            wrap(data, engine, connection),
+            budget,
+            privacy_unit,
+            bounds,
+            keys,
+            allow_callables,
+            name,
+        )
+
+    @classmethod
+    def from_parquet(
+        cls,
+        path: str | os.PathLike[str],
+        budget: Budget,
+        *,
+        engine: Literal["pandas", "duckdb", "spark"] = "pandas",
+        connection: Any = None,
+        privacy_unit: str | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        allow_callables: bool = True,
+        name: str | None = None,
+    ) -> PrivateFrame:
+        """A private frame over a parquet file, directory or glob, read by ``engine``.
+
+        ``engine="duckdb"`` and ``engine="spark"`` read the file where it lies, so it need not
+        fit in memory; ``"pandas"`` loads it (with pyarrow). The other arguments are those of
+        :class:`PrivateFrame`; ``name`` defaults to the file's stem.
+
+        >>> import pinqpy as pq
+        >>> pq.PrivateFrame.from_parquet("no/such.parquet", pq.Budget(1.0), engine="duckdb")
+        Traceback (most recent call last):
+        ...
+        pinqpy.errors.PinqError: parquet file 'no/such.parquet' does not exist
+        """
+        return cls._from_file(
+            path,
+            "parquet",
+            budget,
+            engine,
+            connection,
+            privacy_unit,
+            bounds,
+            keys,
+            allow_callables,
+            name,
+        )
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: str | os.PathLike[str],
+        budget: Budget,
+        *,
+        engine: Literal["pandas", "duckdb", "spark"] = "pandas",
+        connection: Any = None,
+        privacy_unit: str | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        allow_callables: bool = True,
+        name: str | None = None,
+    ) -> PrivateFrame:
+        """A private frame over a CSV file (with a header row), read by ``engine``.
+
+        Column types are inferred by the engine that reads the file. Arguments are those of
+        :meth:`from_parquet`.
+
+        >>> import pinqpy as pq
+        >>> from pinqpy.demo import PUMS_PATH
+        >>> people = pq.PrivateFrame.from_csv(PUMS_PATH, pq.Budget(1.0), engine="duckdb")
+        >>> people.engine, people.schema["age"]
+        ('duckdb', 'int')
+        """
+        return cls._from_file(
+            path,
+            "csv",
+            budget,
+            engine,
+            connection,
+            privacy_unit,
+            bounds,
+            keys,
+            allow_callables,
+            name,
+        )
+
+    @classmethod
+    def _from_file(
+        cls,
+        path: Any,
+        kind: str,
+        budget: Budget,
+        engine: str,
+        connection: Any,
+        privacy_unit: str | None,
+        bounds: Mapping[str, tuple[float, float]] | None,
+        keys: Mapping[str, Iterable[Hashable]] | None,
+        allow_callables: bool,
+        name: str | None,
+    ) -> PrivateFrame:
+        if not isinstance(budget, Budget):
+            raise PinqError("PrivateFrame needs a pq.Budget as its budget")
+        wrapped = read_file(path, kind, engine, connection)
+        if name is None:
+            stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
+            name = stem if stem.isidentifier() else "table"
+        frame = object.__new__(cls)
+        frame._init(wrapped, budget, privacy_unit, bounds, keys, allow_callables, name)
+        return frame
+
+    def _init(
+        self,
+        wrapped: Wrapped,
+        budget: Budget,
+        privacy_unit: str | None,
+        bounds: Mapping[str, tuple[float, float]] | None,
+        keys: Mapping[str, Iterable[Hashable]] | None,
+        allow_callables: bool,
+        name: str,
+    ) -> None:
+        schema = wrapped.schema
         if privacy_unit is not None and privacy_unit not in schema:
             raise PinqError(f"privacy_unit names unknown column {privacy_unit!r}")
         meta_bounds = {}
@@ -172,7 +291,7 @@ class PrivateFrame:
             privacy_unit=privacy_unit,
             allow_callables=bool(allow_callables),
         )
-        table = TableRef(name, data, budget, tuple(schema), privacy_unit)
+        table = TableRef(name, wrapped.data, budget, tuple(schema), privacy_unit)
         self._plan: PlanNode = Source(table)
         self._meta = meta
 
@@ -203,6 +322,11 @@ class PrivateFrame:
     def keys(self) -> dict[str, tuple[Hashable, ...]]:
         """Declared public keys per column."""
         return dict(self._meta.keys)
+
+    @property
+    def engine(self) -> str:
+        """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"`` or ``"spark"``."""
+        return engine_name(self._plan)
 
     @property
     def privacy_unit(self) -> str | None:
@@ -467,6 +591,7 @@ class PrivateFrame:
             return self._public_join(other, on_cols, how, name)
         if not isinstance(other, PrivateFrame):
             raise PinqError("join needs a PrivateFrame or a public pandas DataFrame")
+        same_engine(self._plan, other._plan, "join")
         if how != "inner":
             raise PinqError("a join of two private frames is an inner join")
         other._check_columns(on_cols)
@@ -518,6 +643,7 @@ class PrivateFrame:
     ) -> PrivateFrame:
         if not isinstance(other, PrivateFrame):
             raise PinqError(f"{kind} needs another PrivateFrame")
+        same_engine(self._plan, other._plan, kind)
         if self.columns != other.columns:
             raise PinqError(
                 f"{kind} needs both frames to have the same columns in the same order; use "
@@ -652,8 +778,10 @@ class PrivateFrame:
                 if unit
                 else "select_keys on a frame with unbounded contributions: bound them first"
             )
+        ex = executor_for(base._plan)
+        ex.validate(base._plan)
         charge_all([(lin, m.charge)], label="select_keys")
-        keys, counts = _EXECUTOR.key_counts(base._plan, cols)
+        keys, counts = ex.key_counts(base._plan, cols)
         selected, _ = m.release(keys, counts)
         return selected
 
@@ -846,22 +974,35 @@ class PrivateFrame:
     def _prep_count(self, epsilon: object, delta: object) -> Prepared:
         m = mech.CountMechanism(_eps(epsilon), _delta(delta))
         plan = self._plan
-        return Prepared(self, m, lambda g: _EXECUTOR.count(plan, g), "count", "count()")
+        ex = executor_for(plan)
+        return Prepared(
+            self, m, lambda g: ex.count(plan, g), "count", "count()", lambda: ex.validate(plan)
+        )
 
     def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
         m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan = self._plan
+        plan, ex = self._plan, executor_for(self._plan)
         return Prepared(
-            self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi)[0], "sum", _what("sum", e)
+            self,
+            m,
+            lambda g: ex.clamped_sum(plan, g, e, lo, hi)[0],
+            "sum",
+            _what("sum", e),
+            lambda: ex.validate(plan, e, numeric=True),
         )
 
     def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
         m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan = self._plan
+        plan, ex = self._plan, executor_for(self._plan)
         return Prepared(
-            self, m, lambda g: _EXECUTOR.clamped_sum(plan, g, e, lo, hi), "mean", _what("mean", e)
+            self,
+            m,
+            lambda g: ex.clamped_sum(plan, g, e, lo, hi),
+            "mean",
+            _what("mean", e),
+            lambda: ex.validate(plan, e, numeric=True),
         )
 
     def _prep_variance(
@@ -870,9 +1011,14 @@ class PrivateFrame:
         what = "stddev" if stddev else "variance"
         e, (lo, hi) = self._numeric_arg(column, bounds, what)
         m = mech.VarianceMechanism(_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
-        plan = self._plan
+        plan, ex = self._plan, executor_for(self._plan)
         return Prepared(
-            self, m, lambda g: _EXECUTOR.clamped_moments(plan, g, e, lo, hi), what, _what(what, e)
+            self,
+            m,
+            lambda g: ex.clamped_moments(plan, g, e, lo, hi),
+            what,
+            _what(what, e),
+            lambda: ex.validate(plan, e, numeric=True),
         )
 
     def _prep_quantile(
@@ -882,26 +1028,28 @@ class PrivateFrame:
         e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
         cand = None if candidates is None else _candidates(candidates, lo, hi)
         m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
-        plan = self._plan
+        plan, ex = self._plan, executor_for(self._plan)
         return Prepared(
             self,
             m,
-            lambda g: _EXECUTOR.buckets(plan, g, e, m.candidates),
+            lambda g: ex.buckets(plan, g, e, m.candidates),
             "quantile",
             _what("quantile", e, m.candidates.tobytes().hex()[:64], len(m.candidates)),
+            lambda: ex.validate(plan, e, numeric=True),
         )
 
     def _prep_argmax(self, column: ExprLike, candidates: Any, epsilon: object) -> Prepared:
         e = self._column_expr(column, "argmax's column")
         cands = _argmax_candidates(candidates)
         m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
-        plan = self._plan
+        plan, ex = self._plan, executor_for(self._plan)
         prep = Prepared(
             self,
             m,
-            lambda g: _EXECUTOR.candidate_counts(plan, g, e, cands),
+            lambda g: ex.candidate_counts(plan, g, e, cands),
             "argmax",
             _what("argmax", e, repr(cands)),
+            lambda: ex.validate(plan, e),
         )
         prep.candidates = cands
         return prep
@@ -961,6 +1109,8 @@ class PrivateFrame:
             if hit is not None:
                 hits[i] = hit
             else:
+                if p.check is not None and not charged:
+                    p.check()
                 requests.append((lin, p.mechanism.charge))
         receipt = None
         if requests and not charged:

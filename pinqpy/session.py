@@ -21,9 +21,11 @@ True
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Literal
 
 import pandas as pd
 
+from ._engine import public_frame
 from ._html import session_html
 from ._sql import ast as q
 from ._sql.compiler import Catalog, CompiledRelease, compile_release, locate
@@ -59,7 +61,7 @@ class Session:
     def register(
         self,
         name: str,
-        data: PrivateFrame | pd.DataFrame,
+        data: Any,
         *,
         budget: Budget | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -67,25 +69,38 @@ class Session:
         privacy_unit: str | None = None,
         max_rows: int | None = None,
         allow_callables: bool = True,
+        engine: Literal["pandas", "duckdb", "spark"] | None = None,
+        connection: Any = None,
     ) -> PrivateFrame:
         """Register a private table under ``name`` and return its PrivateFrame.
 
-        ``data`` is a PrivateFrame (its budget, bounds and keys come along) or a DataFrame
-        with ``budget=`` and optional metadata. ``privacy_unit`` with ``max_rows=k`` keeps at
-        most k rows per person, so queries see a table of stability k.
+        ``data`` is a PrivateFrame (its budget, bounds and keys come along), or anything
+        :class:`PrivateFrame` wraps -- a pandas DataFrame, a DuckDB relation or table name, a
+        Spark DataFrame -- with ``budget=`` and optional metadata; ``engine`` and
+        ``connection`` are passed on. ``privacy_unit`` with ``max_rows=k`` keeps at most k
+        rows per person, so queries see a table of stability k.
         """
         _check_name(name)
         if name in self._public:
             raise PinqError(f"{name!r} is already a public table")
         if isinstance(data, PrivateFrame):
-            if budget is not None or bounds or keys or privacy_unit is not None:
+            if (
+                budget is not None
+                or bounds
+                or keys
+                or privacy_unit is not None
+                or engine is not None
+                or connection is not None
+            ):
                 raise PinqError(
                     "register a PrivateFrame on its own: its budget, bounds and keys come with it"
                 )
             frame = data
-        elif isinstance(data, pd.DataFrame):
+        else:
             if budget is None:
-                raise PinqError(f"register({name!r}, DataFrame) needs budget=pq.Budget(...)")
+                raise PinqError(
+                    f"register({name!r}, {type(data).__name__}) needs budget=pq.Budget(...)"
+                )
             frame = PrivateFrame(
                 data,
                 budget,
@@ -94,19 +109,22 @@ class Session:
                 keys=keys,
                 allow_callables=allow_callables,
                 name=name,
+                engine=engine,
+                connection=connection,
             )
-        else:
-            raise PinqError("register takes a PrivateFrame or a pandas DataFrame")
         if max_rows is not None:
             frame = frame.bound_contributions(max_rows=max_rows)
         self._private[name] = frame
         return frame
 
-    def register_public(self, name: str, data: pd.DataFrame) -> None:
-        """Register a public table (usable in joins and as a source of GROUP BY keys)."""
+    def register_public(self, name: str, data: Any) -> None:
+        """Register a public table (usable in joins and as a source of GROUP BY keys).
+
+        ``data`` is a pandas DataFrame, or a DuckDB relation or Spark DataFrame, which is read
+        into pandas once: a public table is not private, and every engine joins against it.
+        """
         _check_name(name)
-        if not isinstance(data, pd.DataFrame):
-            raise PinqError("register_public takes a pandas DataFrame")
+        data = public_frame(data)
         if name in self._private:
             raise PinqError(f"{name!r} is already a private table")
         self._public[name] = data

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 
 from .._agents import charge_all
+from .._engine import executor_for
 from .._executor import Grouping
 from .._expr.pandas_eval import evaluate, predicate_mask
 from .._stability import lineage_of
-from ..frame import _EXECUTOR, PrivateFrame
+from ..frame import PrivateFrame
 from ..results import Accuracy, NoisyFrame
 from .compiler import CompiledRelease
 
@@ -66,10 +67,15 @@ def _with_selected_keys(rel: CompiledRelease, prepared: list, label: str) -> tup
     frame, columns, mechanism = rel.key_selection
     lineage = lineage_of(frame._plan)
     frame._require_bounded(lineage, "GROUP BY")
+    ex = executor_for(frame._plan)
+    ex.validate(frame._plan)
+    for p in prepared:
+        if p.check is not None:
+            p.check()
     requests = [(lineage, mechanism.charge)]
     requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
     charge_all(requests, label=label)
-    keys, counts = _EXECUTOR.key_counts(frame._plan, columns)
+    keys, counts = ex.key_counts(frame._plan, columns)
     selected, _ = mechanism.release(keys, counts)
     grouping = Grouping(columns, tuple(selected))
     if not selected:

@@ -1,0 +1,364 @@
+"""Engines: which executor runs a plan, and how user data becomes a plan source.
+
+pinqpy runs one plan on three engines:
+
+========  ==========================================================  ==========================
+engine    data a PrivateFrame accepts                                 executor
+========  ==========================================================  ==========================
+pandas    a pandas DataFrame (the default)                            in-process pandas/numpy
+duckdb    a DuckDB relation, a DuckDB table name, a parquet or CSV    SQL inside DuckDB
+          path, or a pandas DataFrame with ``engine="duckdb"``
+spark     a Spark DataFrame, a Spark table name, a parquet or CSV     Spark SQL
+          path, or a pandas DataFrame with ``engine="spark"``
+========  ==========================================================  ==========================
+
+The engine decides only *where* exact aggregates are computed. Stabilities and charges come
+from the plan, which is the same whatever runs it, and noise is added in Python afterwards by
+the same mechanisms, so the engine cannot change what is charged or how it is released.
+
+A frame's engine is fixed when it is wrapped. Frames on different engines (or on different
+DuckDB connections or Spark sessions) cannot be joined or concatenated; public tables are
+pandas DataFrames and every engine reads them. DuckDB and Spark are imported only when used,
+and a missing one is reported with the pip extra that installs it.
+
+Data in DuckDB or Spark is read where it lies: nothing is copied into Python. As with a
+pandas DataFrame, the curator should not change a table while frames over it are in use
+(answers are cached per wrapped table).
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ._executor import Executor
+from ._expr.types import ColumnType, schema_from_pandas
+from ._pandas_executor import PandasExecutor
+from ._plan import PlanNode, Source
+from .errors import PinqError
+
+__all__ = [
+    "ENGINES",
+    "DuckDBTable",
+    "Wrapped",
+    "engine_name",
+    "executor_for",
+    "public_frame",
+    "read_file",
+    "same_engine",
+    "wrap",
+]
+
+ENGINES = ("pandas", "duckdb", "spark")
+
+_PANDAS = PandasExecutor()
+_DUCKDB: dict[int, tuple[Any, Executor]] = {}
+_SPARK: dict[int, tuple[Any, Executor]] = {}
+_VIEWS = itertools.count()
+_OWN_DUCKDB: list[Any] = []
+
+
+@dataclass(frozen=True, eq=False)
+class DuckDBTable:
+    """A DuckDB source: the connection it lives in and a view over it there."""
+
+    connection: Any = field(repr=False)
+    view: str
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """User data made ready for a plan source."""
+
+    engine: str
+    data: Any
+    schema: dict[str, ColumnType]
+
+
+# -- importing engines ---------------------------------------------------------------------
+def _import_duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise PinqError(
+            "the DuckDB engine needs the duckdb package: pip install 'pinqpy[duckdb]'"
+        ) from None
+    return duckdb
+
+
+def _import_spark() -> Any:
+    try:
+        import pyspark.sql
+    except ImportError:
+        raise PinqError(
+            "the Spark engine needs pyspark (and Java 17+): pip install 'pinqpy[spark]'"
+        ) from None
+    return pyspark.sql
+
+
+def _is_duckdb_relation(data: object) -> bool:
+    mod = sys.modules.get("duckdb")
+    return mod is not None and isinstance(data, mod.DuckDBPyRelation)
+
+
+def _is_spark_frame(data: object) -> bool:
+    # Checked by name so pandas users never import pyspark; covers Spark Connect too.
+    return any(
+        c.__name__ == "DataFrame" and c.__module__.startswith("pyspark.sql")
+        for c in type(data).__mro__
+    )
+
+
+def _check_engine(engine: object) -> str:
+    if engine not in ENGINES:
+        raise PinqError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    return str(engine)
+
+
+# -- wrapping user data ----------------------------------------------------------------------
+def _check_columns(columns: list[Any]) -> None:
+    if any(not isinstance(c, str) for c in columns):
+        raise PinqError("every column name must be a string")
+    if len(set(columns)) != len(columns):
+        raise PinqError("column names must be unique")
+
+
+def _own_duckdb() -> Any:
+    """pinqpy's own in-memory DuckDB connection, for data handed over without one."""
+    if not _OWN_DUCKDB:
+        _OWN_DUCKDB.append(_import_duckdb().connect())
+    return _OWN_DUCKDB[0]
+
+
+def _duckdb_view(connection: Any, make: Any, what: str) -> Wrapped:
+    """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
+    data)."""
+    from ._duckdb_executor import duckdb_schema
+
+    duckdb = _import_duckdb()
+    view = f"__pinq_src{next(_VIEWS)}"
+    try:
+        rel = make(connection)
+        rel.create_view(view, replace=True)
+        bound = connection.sql(f'SELECT * FROM "{view}"')
+        columns = [str(c) for c in bound.columns]
+        types = [str(t) for t in bound.types]
+    except duckdb.CatalogException:
+        raise PinqError(
+            f"{what} is not in this DuckDB connection; pass the connection it belongs to as "
+            "connection=..."
+        ) from None
+    except duckdb.Error as exc:
+        raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
+    _check_columns(columns)
+    return Wrapped("duckdb", DuckDBTable(connection, view), duckdb_schema(columns, types))
+
+
+def _spark_session() -> Any:
+    from ._spark_executor import local_session
+
+    _import_spark()
+    return local_session()
+
+
+def _spark_wrapped(frame: Any) -> Wrapped:
+    from ._spark_executor import spark_schema
+
+    _check_columns(list(frame.columns))
+    return Wrapped("spark", frame, spark_schema(frame))
+
+
+def wrap(data: object, engine: str | None, connection: Any = None) -> Wrapped:
+    """Make ``data`` a plan source on ``engine`` (None: the engine the data belongs to)."""
+    if isinstance(data, Wrapped):  # already opened by read_file
+        return data
+    if engine is not None:
+        engine = _check_engine(engine)
+    if connection is not None and engine not in (None, "duckdb"):
+        raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
+    if isinstance(data, pd.DataFrame):
+        _check_columns(list(data.columns))
+        if engine in (None, "pandas"):
+            if connection is not None:
+                engine = "duckdb"
+            else:
+                return Wrapped("pandas", data, schema_from_pandas(data))
+        if engine == "duckdb":
+            con = connection if connection is not None else _own_duckdb()
+            return _duckdb_view(con, lambda c: c.from_df(data), "the DataFrame")
+        from ._spark_executor import to_spark
+
+        return _spark_wrapped(to_spark(_spark_session(), data))
+    if _is_duckdb_relation(data):
+        if engine not in (None, "duckdb"):
+            raise PinqError(f"a DuckDB relation runs on the duckdb engine, not {engine!r}")
+        con = connection if connection is not None else _import_duckdb().default_connection()
+        return _duckdb_view(con, lambda c: data, "this relation")
+    if _is_spark_frame(data):
+        if engine not in (None, "spark"):
+            raise PinqError(f"a Spark DataFrame runs on the spark engine, not {engine!r}")
+        return _spark_wrapped(data)
+    if isinstance(data, str):
+        if engine == "duckdb" or (engine is None and connection is not None):
+            con = connection if connection is not None else _import_duckdb().default_connection()
+            quoted = ".".join('"' + p.replace('"', '""') + '"' for p in data.split("."))
+            table = f"the table {data!r}"
+            return _duckdb_view(con, lambda c: c.sql(f"SELECT * FROM {quoted}"), table)
+        if engine == "spark":
+            spark = _spark_session()
+            try:
+                frame = spark.table(data)
+            except Exception:
+                raise PinqError(f"Spark has no table named {data!r}") from None
+            return _spark_wrapped(frame)
+        raise PinqError(
+            "a table name needs engine='duckdb' (with connection=...) or engine='spark'; "
+            "for a file use PrivateFrame.from_parquet or from_csv"
+        )
+    raise PinqError(
+        "PrivateFrame takes a pandas DataFrame, a DuckDB relation or table name, or a Spark "
+        f"DataFrame, not {type(data).__name__}"
+    )
+
+
+def _check_path(path: object, kind: str) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise PinqError(f"from_{kind} needs a file path, not {type(path).__name__}")
+    text = os.fspath(path)
+    if "://" in text:  # remote storage: the engine checks it
+        return text
+    if glob.has_magic(text):
+        if not glob.glob(text):
+            raise PinqError(f"no {kind} file matches {text!r}")
+    elif not os.path.exists(text):
+        raise PinqError(f"{kind} file {text!r} does not exist")
+    return text
+
+
+def read_file(
+    path: object, kind: str, engine: str, connection: Any = None, sep: str = ","
+) -> Wrapped:
+    """A parquet or CSV file (a path, directory or glob) as a plan source on ``engine``."""
+    engine = _check_engine(engine)
+    text = _check_path(path, kind)
+    if engine == "duckdb":
+        con = connection if connection is not None else _own_duckdb()
+
+        def reader(c: Any) -> Any:
+            return c.read_parquet(text) if kind == "parquet" else c.read_csv(text, sep=sep)
+
+        return _duckdb_view(con, reader, f"the {kind} file {text!r}")
+    if connection is not None:
+        raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
+    if engine == "spark":
+        spark = _spark_session()
+        try:
+            if kind == "parquet":
+                frame = spark.read.parquet(text)
+            else:
+                frame = spark.read.csv(text, header=True, inferSchema=True, sep=sep)
+        except Exception as exc:
+            raise PinqError(
+                f"Spark cannot read the {kind} file {text!r} ({type(exc).__name__})"
+            ) from None
+        return _spark_wrapped(frame)
+    try:
+        df = pd.read_parquet(text) if kind == "parquet" else pd.read_csv(text, sep=sep)
+    except ImportError:
+        raise PinqError(
+            "pandas reads parquet with pyarrow: pip install pyarrow (or use engine='duckdb')"
+        ) from None
+    except Exception as exc:
+        raise PinqError(
+            f"pandas cannot read the {kind} file {text!r} ({type(exc).__name__})"
+        ) from None
+    return wrap(df, "pandas")
+
+
+def public_frame(data: object) -> pd.DataFrame:
+    """A public table as pandas (DuckDB relations and Spark DataFrames are read in full)."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    if _is_duckdb_relation(data):
+        return data.df()  # type: ignore[attr-defined]
+    if _is_spark_frame(data):
+        return data.toPandas()  # type: ignore[attr-defined]
+    raise PinqError(
+        "a public table is a pandas DataFrame, a DuckDB relation or a Spark DataFrame, not "
+        f"{type(data).__name__}"
+    )
+
+
+# -- choosing the executor -------------------------------------------------------------------
+def _sources(plan: PlanNode) -> Iterator[Any]:
+    stack = [plan]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Source):
+            yield node.table.data
+        stack.extend(node.children)
+
+
+def _home(data: Any) -> tuple[str, Any]:
+    """The engine of one source and the engine instance it lives in."""
+    if isinstance(data, pd.DataFrame):
+        return "pandas", None
+    if isinstance(data, DuckDBTable):
+        return "duckdb", data.connection
+    return "spark", data.sparkSession
+
+
+def _home_of(plan: PlanNode) -> tuple[str, Any]:
+    homes = {(e, id(h)): (e, h) for e, h in map(_home, _sources(plan))}
+    if len(homes) != 1:  # joins check this, so only a hand-built plan gets here
+        raise PinqError("a plan must read tables of one engine")
+    return next(iter(homes.values()))
+
+
+def engine_name(plan: PlanNode) -> str:
+    """``"pandas"``, ``"duckdb"`` or ``"spark"``."""
+    return _home_of(plan)[0]
+
+
+def same_engine(left: PlanNode, right: PlanNode, what: str) -> None:
+    """Refuse to combine frames that live in different engines (or engine instances)."""
+    (le, lh), (re_, rh) = _home_of(left), _home_of(right)
+    if le != re_:
+        raise PinqError(
+            f"{what} needs both frames on one engine, but one is on {le} and the other on "
+            f"{re_}; wrap both tables with the same engine"
+        )
+    if lh is not rh:
+        where = "DuckDB connection" if le == "duckdb" else "Spark session"
+        raise PinqError(f"{what} needs both frames in the same {where}")
+
+
+def executor_for(plan: PlanNode) -> Executor:
+    """The executor that runs ``plan`` (one per DuckDB connection or Spark session)."""
+    engine, home = _home_of(plan)
+    if engine == "pandas":
+        return _PANDAS
+    cache = _DUCKDB if engine == "duckdb" else _SPARK
+    hit = cache.get(id(home))
+    if hit is None or hit[0] is not home:
+        if engine == "duckdb":
+            from ._duckdb_executor import DuckDBExecutor
+
+            hit = (home, DuckDBExecutor(home))
+        else:
+            from ._spark_executor import SparkExecutor
+
+            hit = (home, SparkExecutor(home))
+        cache[id(home)] = hit
+    return hit[1]
