@@ -985,6 +985,12 @@ class DuckDBExecutor(Executor):
             name = hit[1][1:-1]
             self._run(lambda c: c.unregister(name))
 
+    def rows(self, plan: PlanNode) -> pd.DataFrame:
+        """The plan's rows. For tests of stability only; never reachable from the public API."""
+        p = _PlanSql(self)
+        rel = p.visit(plan)
+        return self._run(lambda c: c.sql(p.with_clause() + f"SELECT * FROM {rel}").df())
+
     # -- the Executor interface -----------------------------------------------------------
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False

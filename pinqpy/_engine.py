@@ -32,6 +32,7 @@ import glob
 import itertools
 import os
 import sys
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ from .errors import PinqError
 
 __all__ = [
     "ENGINES",
+    "default_engine",
+    "set_default_engine",
     "DuckDBTable",
     "Wrapped",
     "engine_name",
@@ -63,6 +66,20 @@ _DUCKDB: dict[int, tuple[Any, Executor]] = {}
 _SPARK: dict[int, tuple[Any, Executor]] = {}
 _VIEWS = itertools.count()
 _OWN_DUCKDB: list[Any] = []
+# Where a pandas DataFrame given without engine= runs; pinqpy.testing.engine switches it so
+# one test suite runs on every engine.
+_DEFAULT = ["pandas"]
+
+
+def default_engine() -> str:
+    return _DEFAULT[0]
+
+
+def set_default_engine(engine: str) -> str:
+    """Set where DataFrames given without ``engine=`` run; returns the previous setting."""
+    previous = _DEFAULT[0]
+    _DEFAULT[0] = _check_engine(engine)
+    return previous
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +175,17 @@ def _duckdb_view(connection: Any, make: Any, what: str) -> Wrapped:
     except duckdb.Error as exc:
         raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
     _check_columns(columns)
-    return Wrapped("duckdb", DuckDBTable(connection, view), duckdb_schema(columns, types))
+    table = DuckDBTable(connection, view)
+    # The view keeps its source (a DataFrame, a file scan) alive; drop it with the frame.
+    weakref.finalize(table, _drop_view, connection, view)
+    return Wrapped("duckdb", table, duckdb_schema(columns, types))
+
+
+def _drop_view(connection: Any, view: str) -> None:
+    try:
+        connection.execute(f'DROP VIEW IF EXISTS "{view}"')
+    except Exception:  # a closed connection has nothing left to drop
+        pass
 
 
 def _spark_session() -> Any:
@@ -185,11 +212,12 @@ def wrap(data: object, engine: str | None, connection: Any = None) -> Wrapped:
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if isinstance(data, pd.DataFrame):
         _check_columns(list(data.columns))
-        if engine in (None, "pandas"):
+        if engine is None:
+            engine = "duckdb" if connection is not None else _DEFAULT[0]
+        if engine == "pandas":
             if connection is not None:
-                engine = "duckdb"
-            else:
-                return Wrapped("pandas", data, schema_from_pandas(data))
+                raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
+            return Wrapped("pandas", data, schema_from_pandas(data))
         if engine == "duckdb":
             con = connection if connection is not None else _own_duckdb()
             return _duckdb_view(con, lambda c: c.from_df(data), "the DataFrame")

@@ -30,7 +30,7 @@ from types import TracebackType
 
 from . import _noise
 
-__all__ = ["no_noise", "reset", "seed"]
+__all__ = ["engine", "no_noise", "reset", "seed"]
 
 
 class seed:  # lower case: it is used like a function, ``testing.seed(7)``
@@ -64,6 +64,27 @@ class seed:  # lower case: it is used like a function, ``testing.seed(7)``
 
 
 @contextmanager
+def engine(name: str) -> Iterator[None]:
+    """Inside this block a PrivateFrame made from a pandas DataFrame without ``engine=`` runs
+    on ``name`` (``"pandas"``, ``"duckdb"`` or ``"spark"``), so one test suite can check that
+    every engine gives the same answers and charges. Frames made before keep their engine.
+
+    >>> import pandas as pd, pinqpy as pq
+    >>> with pq.testing.engine("duckdb"):
+    ...     people = pq.PrivateFrame(pd.DataFrame({"age": [30, 40]}), pq.Budget(1.0))
+    >>> people.engine
+    'duckdb'
+    """
+    from ._engine import set_default_engine
+
+    previous = set_default_engine(name)
+    try:
+        yield
+    finally:
+        set_default_engine(previous)
+
+
+@contextmanager
 def no_noise() -> Iterator[None]:
     """Inside this block every mechanism releases its exact value.
 
@@ -80,6 +101,9 @@ def no_noise() -> Iterator[None]:
 
 
 def reset() -> None:
-    """Back to production behaviour: a fresh secure source, noise on."""
+    """Back to production behaviour: a fresh secure source, noise on, pandas by default."""
+    from ._engine import set_default_engine
+
     _noise._set_source(None)
     _noise._set_noise_disabled(False)
+    set_default_engine("pandas")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -30,3 +32,26 @@ def _fresh_noise_state():
     pq.testing.reset()
     yield
     pq.testing.reset()
+
+
+def _engine_params() -> list[object]:
+    """pandas always; DuckDB and Spark where installed (with CI set, a missing one fails)."""
+    out: list[object] = ["pandas"]
+    for name, module in (("duckdb", "duckdb"), ("spark", "pyspark")):
+        missing = importlib.util.find_spec(module) is None or (
+            name == "spark" and shutil.which("java") is None
+        )
+        marks = []
+        if missing and not os.environ.get("CI"):
+            marks.append(pytest.mark.skip(reason=f"the {name} engine is not installed"))
+        out.append(pytest.param(name, marks=marks, id=name))
+    return out
+
+
+@pytest.fixture(params=_engine_params())
+def engine(request: pytest.FixtureRequest):
+    """Run the test with DataFrames wrapped on each engine in turn (pq.testing.engine)."""
+    import pinqpy as pq
+
+    with pq.testing.engine(request.param):
+        yield request.param

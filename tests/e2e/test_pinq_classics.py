@@ -10,6 +10,9 @@ import pytest
 
 import pinqpy as pq
 
+# Engine-independent: every test runs on each engine (see the `engine` fixture).
+pytestmark = pytest.mark.usefixtures("engine")
+
 
 @pytest.fixture
 def edges() -> pd.DataFrame:

@@ -34,6 +34,9 @@ from tests.sql.conftest import (
     visits_df,
 )
 
+# Engine-independent: every test runs on each engine (see the `engine` fixture).
+pytestmark = pytest.mark.usefixtures("engine")
+
 Row = tuple[object, ...]
 Rows = list[Row]
 Tables = Callable[[str], pq.PrivateFrame]

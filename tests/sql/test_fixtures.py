@@ -17,6 +17,9 @@ import pytest
 import pinqpy as pq
 from tests.sql.conftest import Case, SqlEnv, load_cases
 
+# Engine-independent: every test runs on each engine (see the `engine` fixture).
+pytestmark = pytest.mark.usefixtures("engine")
+
 CASES = load_cases()
 
 ERRORS: dict[str, type[pq.PinqError]] = {

@@ -48,6 +48,9 @@ from pinqpy._accounting import (
 from pinqpy._mechanisms import CompositeCharge, GaussianCharge, PureCharge, gaussian_sigma
 from pinqpy.budget import Cost
 
+# Engine-independent: every test runs on each engine (see the `engine` fixture).
+pytestmark = pytest.mark.usefixtures("engine")
+
 F = Fraction
 DPS = 60
 

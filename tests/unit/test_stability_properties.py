@@ -13,15 +13,18 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._pandas_executor import PandasExecutor
+from pinqpy._engine import executor_for
 from pinqpy._stability import lineage_of
 
-EXEC = PandasExecutor()
+# Each property runs on every engine (the `engine` fixture wraps DataFrames on it); Spark
+# jobs take a fraction of a second each, so it gets fewer examples.
+EXAMPLES = {"pandas": 60, "duckdb": 25, "spark": 4}
 
 row = st.fixed_dictionaries(
     {
@@ -43,8 +46,8 @@ def to_df(records: list[dict]) -> pd.DataFrame:
 
 def as_multiset(df: pd.DataFrame) -> Counter:
     def norm(x: object) -> object:
-        if isinstance(x, list):
-            return tuple(x)
+        if isinstance(x, list | tuple | np.ndarray):  # engines return lists as arrays
+            return tuple(norm(i) for i in x)
         if isinstance(x, float) and math.isnan(x):
             return "<NULL>"
         if x is None or x is pd.NA:
@@ -62,7 +65,7 @@ def sym_diff(a: pd.DataFrame, b: pd.DataFrame) -> int:
 
 def run(frame: pq.PrivateFrame, seed: int) -> pd.DataFrame:
     with pq.testing.seed(seed):
-        return EXEC.rows(frame._plan)
+        return executor_for(frame._plan).rows(frame._plan)  # type: ignore[attr-defined]
 
 
 def declared(frame: pq.PrivateFrame, budget: pq.Budget) -> float:
@@ -81,7 +84,13 @@ def check_unary(
     assert sym_diff(run(f, seed), run(f2, seed)) <= k
 
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def fast(engine: str) -> settings:
+    return settings(
+        max_examples=EXAMPLES[engine],
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
 
 UNARY = {
     "where": lambda f: f.where("v > 0 OR s = 'a'"),
@@ -113,10 +122,13 @@ UNARY = {
 def _unary_test(name: str):
     build = UNARY[name]
 
-    @FAST
-    @given(base=rows, extra=row, seed=st.integers(0, 2**16))
-    def test(base, extra, seed):
-        check_unary(base, extra, build, seed)
+    def test(engine: str) -> None:
+        @fast(engine)
+        @given(base=rows, extra=row, seed=st.integers(0, 2**16))
+        def prop(base, extra, seed):
+            check_unary(base, extra, build, seed)
+
+        prop()
 
     test.__name__ = f"test_stability_{name}"
     return test
@@ -142,29 +154,32 @@ BINARY = {
 def _binary_test(name: str):
     build = BINARY[name]
 
-    @FAST
-    @given(
-        left=rows,
-        right=rows,
-        extra=row,
-        side=st.sampled_from(["left", "right"]),
-        seed=st.integers(0, 2**16),
-    )
-    def test(left, right, extra, side, seed):
-        bl, br = pq.Budget(epsilon=1), pq.Budget(epsilon=1)
-        cols = ["k", "v", "s"]
-        if name.startswith("join"):
+    def test(engine: str) -> None:
+        @fast(engine)
+        @given(
+            left=rows,
+            right=rows,
+            extra=row,
+            side=st.sampled_from(["left", "right"]),
+            seed=st.integers(0, 2**16),
+        )
+        def prop(left, right, extra, side, seed):
+            bl, br = pq.Budget(epsilon=1), pq.Budget(epsilon=1)
             cols = ["k", "v", "s"]
-        lf = lambda recs: pq.PrivateFrame(to_df(recs)[cols], bl)  # noqa: E731
-        rf = lambda recs: pq.PrivateFrame(to_df(recs)[cols], br)  # noqa: E731
-        out = build(lf(left), rf(right))
-        if side == "left":
-            out2 = build(lf([*left, extra]), rf(right))
-            k = declared(out, bl)
-        else:
-            out2 = build(lf(left), rf([*right, extra]))
-            k = declared(out, br)
-        assert sym_diff(run(out, seed), run(out2, seed)) <= k
+            if name.startswith("join"):
+                cols = ["k", "v", "s"]
+            lf = lambda recs: pq.PrivateFrame(to_df(recs)[cols], bl)  # noqa: E731
+            rf = lambda recs: pq.PrivateFrame(to_df(recs)[cols], br)  # noqa: E731
+            out = build(lf(left), rf(right))
+            if side == "left":
+                out2 = build(lf([*left, extra]), rf(right))
+                k = declared(out, bl)
+            else:
+                out2 = build(lf(left), rf([*right, extra]))
+                k = declared(out, br)
+            assert sym_diff(run(out, seed), run(out2, seed)) <= k
+
+        prop()
 
     test.__name__ = f"test_stability_binary_{name}"
     return test
@@ -204,15 +219,20 @@ USER = {
 def _user_test(name: str):
     build = USER[name]
 
-    @FAST
-    @given(users=st.lists(user_rows, max_size=6), new_user=user_rows, seed=st.integers(0, 2**16))
-    def test(users, new_user, seed):
-        budget = pq.Budget(epsilon=1)
-        f = build(pq.PrivateFrame(user_df(users), budget, privacy_unit="pid"))
-        f2 = build(pq.PrivateFrame(user_df([*users, new_user]), budget, privacy_unit="pid"))
-        k = declared(f, budget)
-        assert k < math.inf
-        assert sym_diff(run(f, seed), run(f2, seed)) <= k
+    def test(engine: str) -> None:
+        @fast(engine)
+        @given(
+            users=st.lists(user_rows, max_size=6), new_user=user_rows, seed=st.integers(0, 2**16)
+        )
+        def prop(users, new_user, seed):
+            budget = pq.Budget(epsilon=1)
+            f = build(pq.PrivateFrame(user_df(users), budget, privacy_unit="pid"))
+            f2 = build(pq.PrivateFrame(user_df([*users, new_user]), budget, privacy_unit="pid"))
+            k = declared(f, budget)
+            assert k < math.inf
+            assert sym_diff(run(f, seed), run(f2, seed)) <= k
+
+        prop()
 
     test.__name__ = f"test_stability_user_{name}"
     return test
@@ -222,19 +242,23 @@ for _name in USER:
     globals()[f"test_stability_user_{_name}"] = _user_test(_name)
 
 
-@FAST
-@given(base=rows, extra=row, seed=st.integers(0, 2**16))
-def test_stability_partition_parts(base, extra, seed):
+def test_stability_partition_parts(engine: str) -> None:
     """Across all parts together, a neighbour changes at most `stability` rows."""
-    budget = pq.Budget(epsilon=1)
-    keys = [0, 1, 2]
-    p1 = pq.PrivateFrame(to_df(base), budget).partition("k", keys=keys)
-    p2 = pq.PrivateFrame(to_df([*base, extra]), budget).partition("k", keys=keys)
-    total = sum(sym_diff(run(p1[key], seed), run(p2[key], seed)) for key in keys)
-    assert total <= 1
+
+    @fast(engine)
+    @given(base=rows, extra=row, seed=st.integers(0, 2**16))
+    def prop(base, extra, seed):
+        budget = pq.Budget(epsilon=1)
+        keys = [0, 1, 2]
+        p1 = pq.PrivateFrame(to_df(base), budget).partition("k", keys=keys)
+        p2 = pq.PrivateFrame(to_df([*base, extra]), budget).partition("k", keys=keys)
+        total = sum(sym_diff(run(p1[key], seed), run(p2[key], seed)) for key in keys)
+        assert total <= 1
+
+    prop()
 
 
-def test_declared_stabilities():
+def test_declared_stabilities(engine: str) -> None:
     b = pq.Budget(epsilon=1)
     f = pq.PrivateFrame(to_df([]), b)
     assert f.stability == 1
