@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import _noise
+from ._buckets import Grid, bucket_query, uniform_grid
 from ._executor import Executor, Grouping
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -931,6 +932,7 @@ class DuckDBExecutor(Executor):
         aggs: Callable[[str], list[str]],
         extra: Callable[[str, _PlanSql], tuple[str, str, str]] | None = None,
         non_null: bool = True,
+        staged: Callable[[str], str] | None = None,
     ) -> tuple[list[tuple[Any, ...]], int]:
         """Run ``aggs(v)`` per listed group; rows are (group position, [extra key,] aggs...).
 
@@ -959,6 +961,17 @@ class DuckDBExecutor(Executor):
             cond = " AND ".join(f"r.{_ident(c)} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols)
             src += f" JOIN {keys} AS g ON {cond}"
             gi = f"g.{_GI}"
+        if staged is not None:
+            inner = f"SELECT {gi} AS __pinq_gi, r.__pinq_v AS __pinq_v FROM {src}"
+            inner += " WHERE r.__pinq_v IS NOT NULL"
+            sql = p.with_clause() + (
+                f"SELECT __pinq_gi, __pinq_b, COUNT(*) FROM ({staged(inner)}) GROUP BY ALL"
+            )
+            try:
+                return self._fetch(sql), k
+            finally:
+                if grouping is not None:
+                    self._unregister(frame)
         items = [f"{gi} AS __pinq_gi"]
         groups = ["__pinq_gi"]
         if extra is not None:
@@ -1054,6 +1067,9 @@ class DuckDBExecutor(Executor):
     ) -> tuple[np.ndarray, np.ndarray]:
         cand = np.asarray(candidates, dtype="float64")
         m = len(cand)
+        grid = uniform_grid(cand)
+        if grid is not None:
+            return self._grid_buckets(plan, grouping, value, grid)
         # One interval [c, next distinct c) per distinct candidate, at its first position j:
         # x == c goes to eq[j]; c < x < next goes to gap[j2 - 1], j2 the next one's first
         # position (as numpy's searchsorted(side="left") assigns them).
@@ -1090,6 +1106,28 @@ class DuckDBExecutor(Executor):
         for gi, b, n in rows_out:
             flat[int(gi), int(b)] += int(n)
         return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+
+    def _grid_buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        grid: Grid,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Buckets on an exact arithmetic grid, without a join (see :mod:`pinqpy._buckets`)."""
+        rows, k = self._grouped(
+            plan,
+            grouping,
+            value,
+            lambda v: [],
+            staged=lambda inner: bucket_query(
+                inner, "__pinq_gi", "__pinq_v", "__pinq_b", grid, lambda x: _key_literal(x, "float")
+            ),
+        )
+        flat = np.zeros((k, 2 * grid.size - 1), dtype=np.int64)
+        for gi, b, n in rows:
+            flat[int(gi), int(b)] += int(n)
+        return flat[:, 0::2], flat[:, 1::2]
 
     def _numeric_extra(
         self, extra: Callable[[str, _PlanSql], tuple[str, str, str]]
