@@ -28,6 +28,7 @@ pandas DataFrame, the curator should not change a table while frames over it are
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -47,15 +48,15 @@ from .errors import PinqError
 
 __all__ = [
     "ENGINES",
-    "default_engine",
-    "set_default_engine",
     "DuckDBTable",
     "Wrapped",
+    "default_engine",
     "engine_name",
     "executor_for",
     "public_frame",
     "read_file",
     "same_engine",
+    "set_default_engine",
     "wrap",
 ]
 
@@ -126,11 +127,9 @@ def _is_duckdb_relation(data: object) -> bool:
 
 
 def _is_spark_frame(data: object) -> bool:
-    # Checked by name so pandas users never import pyspark; covers Spark Connect too.
-    return any(
-        c.__name__ == "DataFrame" and c.__module__.startswith("pyspark.sql")
-        for c in type(data).__mro__
-    )
+    from ._spark_executor import is_spark_dataframe  # imports no pyspark
+
+    return is_spark_dataframe(data)
 
 
 def _check_engine(engine: object) -> str:
@@ -182,10 +181,8 @@ def _duckdb_view(connection: Any, make: Any, what: str) -> Wrapped:
 
 
 def _drop_view(connection: Any, view: str) -> None:
-    try:
+    with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
         connection.execute(f'DROP VIEW IF EXISTS "{view}"')
-    except Exception:  # a closed connection has nothing left to drop
-        pass
 
 
 def _spark_session() -> Any:

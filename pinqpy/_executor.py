@@ -17,6 +17,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ._expr.ast import Expr
 from ._plan import PlanNode, PyFunc
@@ -44,6 +45,11 @@ class Executor(ABC):
         The pandas engine runs everything the expression checker accepts, so the default
         accepts everything.
         """
+
+    def rows(self, plan: PlanNode) -> pd.DataFrame:
+        """The plan's rows as pandas. For tests of stability only: never reachable from the
+        public API, which releases nothing but noisy aggregates."""
+        raise NotImplementedError
 
     @abstractmethod
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:

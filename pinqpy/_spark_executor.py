@@ -1,0 +1,1705 @@
+"""Run plans inside Apache Spark and return only the small exact aggregates mechanisms need.
+
+Each plan node becomes one Spark SQL query over temporary views (dropped after the call), and
+only the final aggregate is collected: one Spark action per executor call. Expressions are
+translated from the AST into Spark SQL that follows :mod:`pinqpy._expr.pandas_eval`, whatever
+the session's ANSI setting:
+
+* NULL propagates; a fault that depends on the data (division by zero, integer overflow, a
+  bad CAST, the logarithm of a negative, a non-finite float) gives NULL, never an error.
+* ``/`` is float division; FLOOR, CEIL and ROUND(x) give integers (NULL beyond the int64
+  range); ROUND halves go away from zero; LOG is base 10; LEAST/GREATEST skip NULLs.
+* Floats are doubles with NaN read as NULL; integers are 64-bit; keys match NULL to NULL.
+* Truncation (``bound_contributions`` and bounded joins) keeps, per key, the rows of lowest
+  salted 64-bit hash of the whole row, as the pandas engine does with its own hash.
+
+pandas DataFrames (sources and public tables) are converted with :func:`to_spark`, once per
+DataFrame object and executor.
+
+Differences from the pandas engine, all at the edges:
+
+* Floats as text follow Python's ``repr`` (``1e+20``, ``0.0001``, shortest digits); beyond
+  2^53, or below the normal range, the last digit can differ (Java rounds twice).
+* Datetimes as text are always ``yyyy-MM-dd HH:mm:ss`` (pandas drops the time of a column of
+  whole dates and adds fractions when a row has them). Timestamps have microsecond precision.
+  Text parsed as a timestamp follows Spark's ISO-8601 reader.
+* A datetime is not a number: aggregating one gives NULL (pandas reads nanoseconds).
+* Object columns of mixed types are read as their text, so they match text keys only.
+* Spark resolves column names regardless of case, so names that differ only in case cannot
+  be told apart.
+
+Not supported (a :class:`~pinqpy.errors.PinqError` says so): Python callables
+(:class:`~pinqpy._plan.PyFunc`), which cannot run inside the engine, SUBSTR with a start or
+length that is not a literal integer, and map-typed columns in truncation keys.
+
+Errors raised by Spark are reported by kind only: their text may quote private values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import re
+import sys
+import uuid
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from . import _noise
+from ._executor import Executor, Grouping
+from ._expr.ast import (
+    AGGREGATE_FUNCTIONS,
+    Between,
+    Binary,
+    Call,
+    Case,
+    Cast,
+    Column,
+    Expr,
+    InList,
+    IsNull,
+    Like,
+    Literal,
+    Unary,
+)
+from ._expr.check import resolve_column
+from ._expr.types import CAST_TYPES, ColumnType
+from ._plan import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartSource,
+    PlanNode,
+    PlanVisitor,
+    PublicJoin,
+    PyFunc,
+    Select,
+    SetOp,
+    Source,
+    Where,
+)
+from .errors import PinqError, PinqSyntaxError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SparkExecutor", "is_spark_dataframe", "local_session", "spark_schema", "to_spark"]
+
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+_NUMERIC = frozenset({"int", "float", "bool"})
+_TRUE_WORDS = ("true", "t", "yes", "y", "1", "on")
+_FALSE_WORDS = ("false", "f", "no", "n", "0", "off")
+_GI = "__pinq_g"
+_INSTALL = "the Spark engine needs pyspark (and Java 17+): pip install 'pinqpy[spark]'"
+
+# Python's str.strip() whitespace, as a Java regex class (Spark's trim only removes spaces).
+_WS = r"[\t\n\x0B\f\r\x1C-\x1F \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+_INT_TEXT = rf"^{_WS}*([+-]?[0-9]+){_WS}*$"
+_NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+# Only what pandas.to_numeric reads: Java would also take "1d" or "0x1p3".
+_FLOAT_TEXT = rf"^{_WS}*([+-]?{_NUM}){_WS}*$"
+_FLOAT_OR_INF_TEXT = rf"^{_WS}*([+-]?(?:{_NUM}|(?i:inf|infinity))){_WS}*$"
+# Java's %e format: "-1.2345e+07".
+_SCI_TEXT = r"^-?([0-9])\.([0-9]+)e([+-][0-9]+)$"
+_TWO63 = "CAST('9.223372036854775808E18' AS DOUBLE)"
+
+
+# -- pyspark, imported only when used -----------------------------------------------------------
+def _pyspark_sql() -> Any:
+    try:
+        import pyspark.sql
+    except ImportError:
+        raise PinqError(_INSTALL) from None
+    return pyspark.sql
+
+
+def _types() -> Any:
+    _pyspark_sql()
+    import pyspark.sql.types
+
+    return pyspark.sql.types
+
+
+def is_spark_dataframe(obj: object) -> bool:
+    """Whether ``obj`` is a Spark DataFrame (classic or Connect), without importing pyspark."""
+    if "pyspark" not in sys.modules:
+        return False
+    mod = sys.modules.get("pyspark.sql.dataframe")
+    if mod is not None and isinstance(obj, mod.DataFrame):
+        return True
+    return any(
+        c.__name__ == "DataFrame" and c.__module__.startswith("pyspark.sql")
+        for c in type(obj).__mro__
+    )
+
+
+def local_session() -> SparkSession:
+    """The active Spark session, or else a local one made for pinqpy (reused afterwards)."""
+    sql = _pyspark_sql()
+    with contextlib.suppress(Exception):  # no active or default session yet
+        active = sql.SparkSession.active()
+        if active is not None:
+            return active  # type: ignore[no-any-return]
+    builder = (
+        sql.SparkSession.builder.master("local[2]")
+        .appName("pinqpy")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+    )
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # no private data is involved yet: keep the cause
+        raise PinqError(
+            f"could not start a local Spark session ({type(exc).__name__}); Spark needs Java 17 "
+            "or later"
+        ) from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark  # type: ignore[no-any-return]
+
+
+# -- types -------------------------------------------------------------------------------------
+def _kind_of(data_type: Any) -> str:
+    """The pandas_eval kind of a Spark type ("other" for arrays, maps, structs, binary)."""
+    name = type(data_type).__name__
+    if name in ("LongType", "IntegerType", "ShortType", "ByteType"):
+        return "int"
+    if name in ("DoubleType", "FloatType", "DecimalType"):
+        return "float"
+    if name in ("StringType", "CharType", "VarcharType"):
+        return "str"
+    if name == "BooleanType":
+        return "bool"
+    if name in ("TimestampType", "TimestampNTZType", "DateType"):
+        return "datetime"
+    if name == "NullType":
+        return "null"
+    return "other"
+
+
+def spark_schema(df: DataFrame) -> dict[str, ColumnType]:
+    """pinqpy column types of a Spark DataFrame's columns (arrays, maps, structs: "any")."""
+    out: dict[str, ColumnType] = {}
+    for f in df.schema.fields:
+        kind = _kind_of(f.dataType)
+        out[f.name] = "any" if kind in ("other", "null") else kind  # type: ignore[assignment]
+    return out
+
+
+# -- pandas -> Spark ---------------------------------------------------------------------------
+def _session_tz(spark: SparkSession) -> str:
+    return str(spark.conf.get("spark.sql.session.timeZone")) or "UTC"
+
+
+def _is_missing(v: object) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(pd.isna(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_listlike(v: object) -> bool:
+    return isinstance(v, list | tuple | np.ndarray | set | frozenset)
+
+
+def _object_kind(values: pd.Series) -> str:
+    """The kind pandas_eval reads an object column (or list items) as."""
+    inferred = pd.api.types.infer_dtype(values, skipna=True)
+    if inferred in ("string", "empty"):
+        return "str"
+    if inferred == "boolean":
+        return "bool"
+    if inferred == "integer":
+        return "int"
+    if inferred in ("floating", "mixed-integer-float", "decimal"):
+        return "float"
+    if inferred in ("datetime", "datetime64", "date"):
+        return "datetime"
+    return "text"  # mixed: compared as text, as pandas_eval does
+
+
+def _arrow_values(values: pd.Series, kind: str, tz: str) -> tuple[Any, Any]:
+    """(pyarrow array, Spark type) of a column read as ``kind``; NULL/NaN become nulls."""
+    import pyarrow as pa
+
+    T = _types()
+    s = values.reset_index(drop=True)
+    if kind == "int":
+        if s.dtype == object:
+            try:
+                arr = pd.array(s.to_numpy(), dtype="Int64")
+            except (OverflowError, ValueError, TypeError):
+                return _arrow_values(s, "float", tz)
+            s = pd.Series(arr)
+        mask = s.isna().to_numpy()
+        if pd.api.types.is_unsigned_integer_dtype(s.dtype):
+            raw = s.to_numpy(dtype=np.uint64, na_value=0)
+            mask = mask | (raw > np.uint64(_I64_MAX))  # beyond int64: NULL, as pandas_eval
+            data = np.where(mask, 0, raw).astype(np.int64)
+        else:
+            data = s.to_numpy(dtype=np.int64, na_value=0)
+        return pa.array(data, pa.int64(), mask=mask), T.LongType()
+    if kind == "float":
+        if s.dtype == object:
+            s = pd.to_numeric(s, errors="coerce")
+        data = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return pa.array(data, pa.float64(), mask=np.isnan(data)), T.DoubleType()
+    if kind == "bool":
+        mask = s.isna().to_numpy()
+        data = s.where(~mask, False).astype(bool).to_numpy()
+        return pa.array(data, pa.bool_(), mask=mask), T.BooleanType()
+    if kind == "datetime":
+        if isinstance(s.dtype, pd.DatetimeTZDtype):
+            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+        elif not pd.api.types.is_datetime64_dtype(s.dtype):
+            s = pd.to_datetime(s, errors="coerce", utc=True).dt.tz_convert(None)
+        # Naive pandas times are wall times; Spark timestamps are instants shown in the
+        # session's zone, so read them in that zone.
+        # An ambiguous wall time (a DST fold) reads as standard time: it shows the same.
+        fold = np.zeros(len(s), dtype=bool)
+        local = s.dt.tz_localize(tz, ambiguous=fold, nonexistent="shift_forward")
+        utc = local.dt.tz_convert("UTC").dt.floor("us")
+        return pa.array(utc, pa.timestamp("us", tz="UTC"), from_pandas=True), T.TimestampType()
+    if kind == "timedelta":
+        secs = s.dt.total_seconds().to_numpy(dtype=np.float64, na_value=np.nan)
+        return pa.array(secs, pa.float64(), mask=np.isnan(secs)), T.DoubleType()
+    # Text: pandas "str"/"string" columns, and object columns read as text (str(v)).
+    objs = s.to_numpy(dtype=object)
+    texts = [None if _is_missing(v) else v if isinstance(v, str) else str(v) for v in objs]
+    return pa.array(texts, pa.string()), T.StringType()
+
+
+def _arrow_lists(values: pd.Series, tz: str) -> tuple[Any, Any]:
+    """A column of lists as an array column; a scalar becomes a one-item list (explode reads
+    it as itself) and a missing value a NULL list."""
+    import pyarrow as pa
+
+    T = _types()
+    rows: list[list[Any] | None] = []
+    for v in values.to_numpy(dtype=object):
+        if _is_listlike(v):
+            rows.append(list(v))
+        elif _is_missing(v):
+            rows.append(None)
+        else:
+            rows.append([v])
+    flat = pd.Series([x for r in rows if r is not None for x in r], dtype=object)
+    kind = _object_kind(flat)
+    if kind in ("datetime", "text"):
+        kind = "text"
+    items, elem_type = _arrow_values(flat, kind, tz)
+    offsets = [0]
+    valid = []
+    for r in rows:
+        offsets.append(offsets[-1] + (len(r) if r is not None else 0))
+        valid.append(r is not None)
+    mask = pa.array([not ok for ok in valid], pa.bool_())
+    arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, mask=mask)
+    return arr, T.ArrayType(elem_type, True)
+
+
+def _arrow_column(s: pd.Series, tz: str) -> tuple[Any, Any]:
+    dtype = s.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        s = s.astype(object)
+        dtype = s.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return _arrow_values(s, "bool", tz)
+    if pd.api.types.is_integer_dtype(dtype):
+        return _arrow_values(s, "int", tz)
+    if pd.api.types.is_float_dtype(dtype):
+        return _arrow_values(s, "float", tz)
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return _arrow_values(s, "datetime", tz)
+    if pd.api.types.is_timedelta64_dtype(dtype):
+        return _arrow_values(s, "timedelta", tz)
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        if any(_is_listlike(v) for v in s.to_numpy(dtype=object)):
+            return _arrow_lists(s, tz)
+        return _arrow_values(s, _object_kind(s), tz)
+    return _arrow_values(s, "text", tz)
+
+
+def to_spark(spark: SparkSession, df: pd.DataFrame) -> DataFrame:
+    """A pandas DataFrame as a Spark DataFrame with an explicit schema, values kept exactly.
+
+    int -> bigint, float -> double (NaN -> NULL), nullable Int64/boolean/string dtypes keep
+    their NULLs, object columns by their values (str, bool, int, float, datetime; lists ->
+    arrays of their items' type; mixed -> their text), datetime64 -> timestamp (naive times
+    read in the session's time zone), timedelta -> seconds as double.
+    """
+    T = _types()
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise PinqError(
+            "the Spark engine converts pandas DataFrames with pyarrow: pip install pyarrow"
+        ) from None
+    names = [str(c) for c in df.columns]
+    if len(set(names)) != len(names):
+        raise PinqError("column names must be unique")
+    tz = _session_tz(spark)
+    arrays, fields = [], []
+    for i, name in enumerate(names):
+        try:
+            arr, data_type = _arrow_column(df.iloc[:, i], tz)
+        except PinqError:
+            raise
+        except Exception as exc:  # pyarrow / pandas: the message may quote a value
+            raise PinqError(
+                f"cannot convert column {name!r} for the Spark engine ({type(exc).__name__})"
+            ) from None
+        arrays.append(arr)
+        fields.append(T.StructField(name, data_type, True))
+    table = pa.Table.from_arrays(arrays, names=names)
+    return _guard(
+        "converting a pandas DataFrame",
+        lambda: spark.createDataFrame(table, schema=T.StructType(fields)),
+    )
+
+
+# -- engine errors -----------------------------------------------------------------------------
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = []
+    with contextlib.suppress(ImportError):
+        from pyspark.errors import PySparkException
+
+        errors.append(PySparkException)
+    with contextlib.suppress(ImportError):
+        from py4j.protocol import Py4JError
+
+        errors.append(Py4JError)
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def _quiet_query_logs() -> Iterator[None]:
+    """PySpark logs every SQL error with its message, which may quote private values."""
+    loggers = []
+    with contextlib.suppress(ImportError):
+        from pyspark.logger import PySparkLogger
+
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            lg = PySparkLogger.getLogger(name)
+            loggers.append((lg, lg.disabled))
+            lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in loggers:
+            lg.disabled = was
+
+
+def _guard(what: str, fn: Callable[[], Any]) -> Any:
+    """Run a Spark call; its errors become PinqErrors that quote no data."""
+    with _quiet_query_logs():
+        try:
+            return fn()
+        except PinqError:
+            raise
+        except _engine_errors() as exc:
+            raise PinqError(
+                f"the Spark engine failed while {what} ({type(exc).__name__}); details are "
+                "hidden because they may contain private values"
+            ) from None
+
+
+# -- SQL text ----------------------------------------------------------------------------------
+def _ident(name: str) -> str:
+    """A column or view name as a Spark identifier (always quoted)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _str_lit(text: str) -> str:
+    # Whether Spark unescapes backslashes in literals is a session setting
+    # (spark.sql.parser.escapedStringLiterals): text without quotes, backslashes or control
+    # characters reads the same either way, and anything else is spelled in hex.
+    if all(ch not in "'\\" and ch.isprintable() for ch in text):
+        return f"'{text}'"
+    return f"decode(unhex('{text.encode('utf-8').hex()}'), 'UTF-8')"
+
+
+def _int_lit(v: int) -> str:
+    return f"{v}L" if v >= 0 else f"({v}L)"
+
+
+def _float_lit(v: float) -> str:
+    if math.isnan(v):
+        return "CAST(NULL AS DOUBLE)"
+    if math.isinf(v):
+        return f"CAST('{'-' if v < 0 else ''}Infinity' AS DOUBLE)"
+    return f"CAST('{v!r}' AS DOUBLE)"
+
+
+@dataclass(frozen=True)
+class _S:
+    """Translated SQL text and the kind of value it yields (as in pandas_eval)."""
+
+    sql: str
+    kind: str
+
+
+_NULL = {
+    "int": "CAST(NULL AS BIGINT)",
+    "float": "CAST(NULL AS DOUBLE)",
+    "bool": "CAST(NULL AS BOOLEAN)",
+    "str": "CAST(NULL AS STRING)",
+    "datetime": "CAST(NULL AS TIMESTAMP)",
+    "null": "NULL",
+}
+
+
+def _null(kind: str) -> _S:
+    return _S(_NULL.get(kind, "NULL"), kind)
+
+
+_SIMPLE = re.compile(
+    r"`(?:[^`]|``)*`|\(?-?\d+L\)?|TRUE|FALSE|NULL|CAST\(NULL AS \w+\)|CAST\('[^'\\]*' AS DOUBLE\)"
+)
+_LET_REF = re.compile(r"`__pinq_l(\d+)`")
+
+
+class _Lets:
+    """Sub-expressions computed once, in projections below the query that uses them.
+
+    SQL has no ``let``: a value needed twice (``x`` in ``x BETWEEN a AND b``, a float checked
+    for being finite) would otherwise be written, and evaluated, twice -- exponentially often
+    when nested. Every translated expression is fault-free, so computing one for every row
+    (instead of only where a CASE would reach it) is safe.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, int]] = []
+
+    def bind(self, v: _S) -> _S:
+        if _SIMPLE.fullmatch(v.sql):
+            return v
+        level = 1 + max(
+            (self.items[int(i)][2] for i in _LET_REF.findall(v.sql) if int(i) < len(self.items)),
+            default=0,
+        )
+        name = f"__pinq_l{len(self.items)}"
+        self.items.append((name, v.sql, level))
+        return _S(_ident(name), v.kind)
+
+    def source(self, child: str) -> str:
+        """``child`` with every bound value added, as a FROM item."""
+        out = child
+        top = max((lv for _, _, lv in self.items), default=0)
+        for lv in range(1, top + 1):
+            cols = ", ".join(f"{sql} AS {_ident(n)}" for n, sql, level in self.items if level == lv)
+            out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
+        return out
+
+
+def _like_pattern(pattern: str) -> str:
+    """A LIKE pattern in pinqpy's reading (``\\x`` is a literal x) for Spark's LIKE with the
+    escape character ``!``, which may only precede ``%``, ``_`` and itself."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            ch = pattern[i + 1]
+            i += 1
+        elif ch in "%_":
+            out.append(ch)
+            i += 1
+            continue
+        out.append("!" + ch if ch in "%_!" else ch)
+        i += 1
+    return "".join(out)
+
+
+class _ExprSql:
+    """Translates one expression over a relation with known column kinds."""
+
+    def __init__(self, kinds: dict[str, str], lets: _Lets) -> None:
+        self.kinds = kinds
+        self.lets = lets
+
+    def bind(self, v: _S) -> _S:
+        return self.lets.bind(v)
+
+    def finite(self, sql: str) -> _S:
+        """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
+        x = self.bind(_S(sql, "float")).sql
+        # NaN compares greater than infinity in Spark, so this drops it too.
+        return _S(f"(CASE WHEN abs({x}) < CAST('Infinity' AS DOUBLE) THEN {x} END)", "float")
+
+    # -- leaves ---------------------------------------------------------------------------
+    def tr(self, e: Expr) -> _S:
+        if isinstance(e, Literal):
+            return self.literal(e.value)
+        if isinstance(e, Column):
+            return self.column(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Case):
+            return self.case(e)
+        if isinstance(e, Cast):
+            return self.cast(self.tr(e.operand), e.type_name)
+        if isinstance(e, InList):
+            return self.in_list(e)
+        if isinstance(e, Between):
+            x = self.bind(self.tr(e.operand))
+            v = self.logic(
+                "AND", self.compare(">=", x, self.tr(e.low)), self.compare("<=", x, self.tr(e.high))
+            )
+            return self.logic_not(v) if e.negated else v
+        if isinstance(e, Like):
+            return self.like(e)
+        if isinstance(e, IsNull):
+            x = self.tr(e.operand)
+            return _S(f"(({x.sql}) IS {'NOT ' if e.negated else ''}NULL)", "bool")
+        raise PinqError(f"the Spark engine cannot translate a {type(e).__name__} node")
+
+    def literal(self, v: object) -> _S:
+        if v is None:
+            return _S("NULL", "null")
+        if isinstance(v, bool):
+            return _S("TRUE" if v else "FALSE", "bool")
+        if isinstance(v, int):
+            if _I64_MIN <= v <= _I64_MAX:
+                return _S(_int_lit(v), "int")
+            return _S(_float_lit(float(v)), "float")
+        if isinstance(v, float):
+            return _null("float") if math.isnan(v) else _S(_float_lit(v), "float")
+        if isinstance(v, str):
+            return _S(_str_lit(v), "str")
+        raise PinqError(f"unsupported literal of type {type(v).__name__}")
+
+    def column(self, e: Column) -> _S:
+        key = resolve_column(e, self.kinds)
+        if key is None:
+            raise PinqSyntaxError(f"unknown column '{e.name}'")
+        return _S(_ident(key), self.kinds[key])
+
+    # -- coercions ------------------------------------------------------------------------
+    def as_double(self, v: _S) -> str:
+        if v.kind in _NUMERIC:
+            return f"CAST({v.sql} AS DOUBLE)"
+        if v.kind == "str":
+            return self.cast(v, "DOUBLE").sql
+        return _NULL["float"]
+
+    def numeric(self, v: _S) -> _S:
+        if v.kind in ("int", "float", "null"):
+            return v
+        if v.kind == "bool":
+            return _S(f"CAST({v.sql} AS BIGINT)", "int")
+        if v.kind == "str":
+            return self.cast(v, "DOUBLE")
+        return _null("float")
+
+    def to_str(self, v: _S) -> _S:
+        if v.kind == "str":
+            return v
+        if v.kind in ("null", "other"):
+            return _null("str")
+        if v.kind == "datetime":
+            return _S(f"date_format({v.sql}, 'yyyy-MM-dd HH:mm:ss')", "str")
+        if v.kind == "float":
+            return self.float_text(v.sql)
+        return _S(f"CAST({v.sql} AS STRING)", "str")  # 'true'/'false' for booleans
+
+    def float_text(self, sql: str) -> _S:
+        """A double as Python's repr writes it: its shortest digits that read back as the same
+        double (Java's own text is not always the shortest), fixed or scientific like repr."""
+        x = self.bind(_S(sql, "float")).sql
+        r15 = self.bind(_S(f"format_string('%.14e', {x})", "str")).sql
+        r16 = self.bind(_S(f"format_string('%.15e', {x})", "str")).sql
+        # Any double whose shortest form has at most 15 digits reads back from 15 digits.
+        sci = self.bind(
+            _S(
+                f"(CASE WHEN try_cast({r15} AS DOUBLE) = {x} THEN {r15} "
+                f"WHEN try_cast({r16} AS DOUBLE) = {x} THEN {r16} "
+                f"ELSE format_string('%.16e', {x}) END)",
+                "str",
+            )
+        ).sql
+        pat = _str_lit(_SCI_TEXT)
+        digits = self.bind(
+            _S(
+                f"trim(TRAILING '0' FROM concat(regexp_extract({sci}, {pat}, 1), "
+                f"regexp_extract({sci}, {pat}, 2)))",
+                "str",
+            )
+        ).sql
+        # The value is 0.<digits> * 10^point.
+        point = self.bind(
+            _S(f"(coalesce(try_cast(regexp_extract({sci}, {pat}, 3) AS INT), 0) + 1)", "int")
+        ).sql
+        n = f"char_length({digits})"
+        fixed = (
+            f"CASE WHEN {point} <= 0 THEN concat('0.', repeat('0', -{point}), {digits}) "
+            f"WHEN {point} >= {n} THEN concat({digits}, repeat('0', {point} - {n}), '.0') "
+            f"ELSE concat(substring({digits}, 1, {point}), '.', substring({digits}, {point} + 1)) "
+            "END"
+        )
+        e = f"({point} - 1)"
+        scientific = (
+            f"concat(substring({digits}, 1, 1), IF({n} > 1, concat('.', substring({digits}, 2)), "
+            f"''), 'e', IF({e} < 0, '-', '+'), IF(abs({e}) < 10, '0', ''), "
+            f"CAST(abs({e}) AS STRING))"
+        )
+        body = (
+            f"CASE WHEN {digits} = '' THEN '0.0' WHEN {e} >= -4 AND {e} < 16 THEN {fixed} "
+            f"ELSE {scientific} END"
+        )
+        return _S(
+            # format_string writes NULL as 'null'.
+            f"(CASE WHEN {x} IS NULL THEN CAST(NULL AS STRING) WHEN isnan({x}) THEN 'nan' "
+            f"WHEN {x} = CAST('Infinity' AS DOUBLE) THEN 'inf' "
+            f"WHEN {x} = CAST('-Infinity' AS DOUBLE) THEN '-inf' "
+            f"ELSE concat(IF({sci} LIKE '-%', '-', ''), {body}) END)",
+            "str",
+        )
+
+    def to_kind(self, v: _S, kind: str) -> _S:
+        if v.kind == kind:
+            return v
+        if v.kind == "null":
+            return _null(kind)
+        if kind == "float":
+            return _S(self.as_double(v), "float")
+        if kind == "int" and v.kind == "bool":
+            return _S(f"CAST({v.sql} AS BIGINT)", "int")
+        if kind == "str":
+            return self.to_str(v)
+        if kind == "null":
+            return _null("null")
+        return self.cast(v, {"int": "BIGINT", "bool": "BOOLEAN", "datetime": "TIMESTAMP"}[kind])
+
+    def boolean(self, v: _S) -> _S:
+        if v.kind == "bool":
+            return v
+        if v.kind == "null":
+            return _null("bool")
+        return self.cast(v, "BOOLEAN")
+
+    @staticmethod
+    def result_kind(vs: Sequence[_S]) -> str:
+        kinds = {v.kind for v in vs if v.kind != "null"}
+        if not kinds:
+            return "null"
+        if kinds <= _NUMERIC:
+            return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
+        if len(kinds) == 1:
+            return next(iter(kinds))
+        return "str"
+
+    # -- arithmetic -----------------------------------------------------------------------
+    def binary(self, e: Binary) -> _S:
+        op = e.op
+        if op in ("AND", "OR"):
+            return self.logic(op, self.tr(e.left), self.tr(e.right))
+        a, b = self.tr(e.left), self.tr(e.right)
+        if op in ("=", "<>", "<", "<=", ">", ">="):
+            return self.compare(op, a, b)
+        if op == "||":
+            a, b = self.to_str(a), self.to_str(b)
+            return _S(f"concat({a.sql}, {b.sql})", "str")
+        return self.arith(op, a, b)
+
+    def arith(self, op: str, a: _S, b: _S) -> _S:
+        a, b = self.numeric(a), self.numeric(b)
+        if a.kind == "null" or b.kind == "null":
+            ints = {a.kind, b.kind} - {"null"} == {"int"} and op != "/"
+            return _null("int" if ints else "float")
+        if a.kind == "int" and b.kind == "int" and op != "/":
+            # The try_ forms give NULL on overflow and on % 0, whatever the ANSI setting.
+            fn = {"+": "try_add", "-": "try_subtract", "*": "try_multiply", "%": "try_mod"}[op]
+            return _S(f"{fn}({a.sql}, {b.sql})", "int")
+        x, y = self.as_double(a), self.as_double(b)
+        if op == "/":
+            return self.finite(f"try_divide({x}, {y})")
+        if op == "%":
+            return self.finite(f"try_mod({x}, {y})")
+        return self.finite(f"({x} {op} {y})")
+
+    def unary(self, e: Unary) -> _S:
+        v = self.tr(e.operand)
+        if e.op == "NOT":
+            return self.logic_not(v)
+        if v.kind == "null":
+            return _null("float")
+        v = self.numeric(v)
+        if v.kind == "int":
+            return _S(f"try_subtract(0L, {v.sql})", "int")
+        return _S(f"(-({v.sql}))", v.kind)
+
+    # -- comparison and logic -------------------------------------------------------------
+    def compare(self, op: str, a: _S, b: _S) -> _S:
+        if "null" in (a.kind, b.kind):
+            return _null("bool")
+        if a.kind in _NUMERIC and b.kind in _NUMERIC:
+            if a.kind != b.kind and "bool" in (a.kind, b.kind):
+                a, b = _S(self.as_double(a), "float"), _S(self.as_double(b), "float")
+        elif a.kind == b.kind and a.kind in ("str", "datetime"):
+            pass
+        elif {a.kind, b.kind} == {"datetime", "str"}:
+            a = self.cast(a, "TIMESTAMP") if a.kind == "str" else a
+            b = self.cast(b, "TIMESTAMP") if b.kind == "str" else b
+        elif a.kind in _NUMERIC and b.kind == "str":
+            b = self.numeric(b)
+        elif b.kind in _NUMERIC and a.kind == "str":
+            a = self.numeric(a)
+        else:
+            return _null("bool")
+        return _S(f"({a.sql} {op} {b.sql})", "bool")
+
+    def logic(self, op: str, a: _S, b: _S) -> _S:
+        a, b = self.boolean(a), self.boolean(b)
+        return _S(f"({a.sql} {op} {b.sql})", "bool")
+
+    def logic_not(self, v: _S) -> _S:
+        return _S(f"(NOT {self.boolean(v).sql})", "bool")
+
+    def in_list(self, e: InList) -> _S:
+        if not e.items:
+            return _S("TRUE" if e.negated else "FALSE", "bool")
+        x = self.tr(e.operand)
+        if len(e.items) > 1:
+            x = self.bind(x)
+        parts = [self.compare("=", x, self.tr(i)).sql for i in e.items]
+        v = _S("(" + " OR ".join(parts) + ")", "bool")
+        return self.logic_not(v) if e.negated else v
+
+    def like(self, e: Like) -> _S:
+        if not isinstance(e.pattern, Literal):
+            raise PinqError("the LIKE pattern must be a constant string")
+        if e.pattern.value is None:
+            return _null("bool")
+        x = self.to_str(self.tr(e.operand))
+        pattern = _str_lit(_like_pattern(str(e.pattern.value)))
+        v = _S(f"({x.sql} LIKE {pattern} ESCAPE '!')", "bool")
+        return self.logic_not(v) if e.negated else v
+
+    # -- CASE and functions ---------------------------------------------------------------
+    def case(self, e: Case) -> _S:
+        conds = [self.boolean(self.tr(c)).sql for c, _ in e.whens]
+        results = [self.tr(r) for _, r in e.whens]
+        results.append(self.tr(e.else_) if e.else_ is not None else _S("NULL", "null"))
+        kind = self.result_kind(results)
+        rs = [self.to_kind(r, kind) for r in results]
+        body = " ".join(f"WHEN {c} THEN {r.sql}" for c, r in zip(conds, rs[:-1], strict=True))
+        return _S(f"(CASE {body} ELSE {rs[-1].sql} END)", kind)
+
+    def call(self, e: Call) -> _S:
+        name = e.name.upper()
+        if name in AGGREGATE_FUNCTIONS:
+            raise PinqError(
+                f"the aggregate {name} cannot be evaluated row by row; "
+                "aggregates belong in an aggregation"
+            )
+        if name in ("SUBSTR", "SUBSTRING"):
+            return self.substr(e)
+        fn = _FUNCTIONS.get(name)
+        if fn is None:
+            raise PinqSyntaxError(f"unknown function '{e.name}'")
+        return fn(self, [self.tr(a) for a in e.args])
+
+    def math1(self, v: _S, fn: str) -> _S:
+        return self.finite(f"{fn}({self.as_double(self.numeric(v))})")
+
+    def to_int_fn(self, v: _S, how: str) -> _S:
+        """FLOOR/CEIL/ROUND to an integer; NULL outside the int64 range (Spark would raise)."""
+        v = self.numeric(v)
+        if v.kind in ("int", "null"):
+            return v if v.kind == "int" else _null("int")
+        x = self.bind(v).sql
+        if how == "round":  # halves away from zero, as pandas_eval
+            body = f"CAST(signum({x}) AS BIGINT) * floor(abs({x}) + 0.5D)"
+            low = f"{x} > -{_TWO63}"
+        else:
+            body = f"{how}({x})"
+            low = f"{x} >= -{_TWO63}"
+        return _S(f"(CASE WHEN {low} AND {x} < {_TWO63} THEN {body} END)", "int")
+
+    def str_fn(self, v: _S, template: str) -> _S:
+        return _S(template.format(self.to_str(v).sql), "str")
+
+    def extreme(self, vs: list[_S], least: bool) -> _S:
+        kind = self.result_kind(vs)
+        args = [self.to_kind(v, kind).sql for v in vs]
+        if len(args) == 1:
+            return _S(args[0], kind)
+        return _S(f"{'least' if least else 'greatest'}({', '.join(args)})", kind)
+
+    def substr(self, e: Call) -> _S:
+        consts: list[int | None] = []
+        for a in e.args[1:]:
+            if isinstance(a, Literal) and (a.value is None or isinstance(a.value, int)):
+                consts.append(None if a.value is None else int(a.value))
+            else:
+                raise PinqError(
+                    "the Spark engine needs the start and length of SUBSTR to be literal integers"
+                )
+        if any(c is None for c in consts):
+            return _null("str")
+        x = self.to_str(self.tr(e.args[0]))
+        begin = max(int(consts[0]) - 1, 0)  # type: ignore[arg-type]
+        if len(consts) == 2:
+            length = int(consts[1])  # type: ignore[arg-type]
+            if length < 0:
+                return _null("str")
+            end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
+            return _S(f"substring({x.sql}, {begin + 1}, {max(end - begin, 0)})", "str")
+        return _S(f"substring({x.sql}, {begin + 1})", "str")
+
+    # -- CAST -----------------------------------------------------------------------------
+    def cast(self, v: _S, type_name: str) -> _S:
+        upper = type_name.upper()
+        target = CAST_TYPES.get(upper)
+        if target is None:
+            raise PinqSyntaxError(f"unknown type '{type_name}' in CAST")
+        if v.kind in ("null", "other"):
+            return _null(target)
+        s = v.sql
+        if target == "int":
+            if v.kind == "int":
+                return v
+            if v.kind == "bool":
+                return _S(f"CAST({s} AS BIGINT)", "int")
+            if v.kind == "float":
+                return self.to_int_fn(v, "round")
+            if v.kind == "str":
+                # Only an optionally signed run of digits counts (a regexp miss is '').
+                return _S(
+                    f"try_cast(regexp_extract({s}, {_str_lit(_INT_TEXT)}, 1) AS BIGINT)", "int"
+                )
+            return _null("int")
+        if target == "float":
+            if v.kind == "str":
+                return self.finite(
+                    f"try_cast(regexp_extract({s}, {_str_lit(_FLOAT_TEXT)}, 1) AS DOUBLE)"
+                )
+            if v.kind == "datetime":
+                return _null("float")
+            return _S(f"CAST({s} AS DOUBLE)", "float")
+        if target == "str":
+            return self.to_str(v)
+        if target == "bool":
+            if v.kind == "bool":
+                return v
+            if v.kind in ("int", "float"):
+                return _S(f"({s} <> 0)", "bool")
+            if v.kind == "str":
+                words = [(w, "TRUE") for w in _TRUE_WORDS] + [(w, "FALSE") for w in _FALSE_WORDS]
+                table = ", ".join(f"{_str_lit(w)}, {b}" for w, b in words)
+                stripped = f"regexp_replace({s}, {_str_lit(f'^{_WS}+|{_WS}+$')}, '')"
+                return _S(f"try_element_at(map({table}), lower({stripped}))", "bool")
+            return _null("bool")
+        # datetime
+        if v.kind == "datetime":
+            out = s
+        elif v.kind == "str":
+            out = f"try_cast({s} AS TIMESTAMP)"
+        else:
+            return _null("datetime")
+        if upper == "DATE":
+            out = f"date_trunc('DAY', {out})"
+        return _S(out, "datetime")
+
+
+def _round_fn(t: _ExprSql, a: list[_S]) -> _S:
+    if len(a) == 1:
+        return t.to_int_fn(a[0], "round")
+    x = t.as_double(t.numeric(a[0]))
+    d = t.bind(_S(t.as_double(t.numeric(a[1])), "float")).sql
+    # 10^trunc(d); a non-finite d gives NaN, and so NULL.
+    scale = t.bind(_S(f"pow(10.0D, {d} - try_mod({d}, 1.0D))", "float")).sql
+    w = t.bind(_S(f"({x} * {scale})", "float")).sql
+    # floor(|w| + 0.5) as numpy computes it; beyond 2^63 w is already whole.
+    rounded = (
+        f"(CASE WHEN abs({w}) < 9.0E18D THEN signum({w}) * floor(abs({w}) + 0.5D) ELSE {w} END)"
+    )
+    return t.finite(f"try_divide({rounded}, {scale})")
+
+
+def _abs_fn(t: _ExprSql, a: list[_S]) -> _S:
+    v = t.numeric(a[0])
+    if v.kind == "int":
+        return _S(f"abs(nullif({v.sql}, {_int_lit(_I64_MIN)}))", "int")
+    if v.kind == "null":
+        return _null("float")
+    return _S(f"abs({v.sql})", "float")
+
+
+def _sign_fn(t: _ExprSql, a: list[_S]) -> _S:
+    v = t.numeric(a[0])
+    if v.kind == "null":
+        return _null("float")
+    if v.kind == "int":
+        return _S(f"CAST(signum({v.sql}) AS BIGINT)", "int")
+    return _S(f"signum({v.sql})", "float")
+
+
+def _power_fn(t: _ExprSql, a: list[_S]) -> _S:
+    x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
+    return t.finite(f"pow({x}, {y})")
+
+
+def _coalesce_fn(t: _ExprSql, a: list[_S]) -> _S:
+    kind = t.result_kind(a)
+    return _S("coalesce(" + ", ".join(t.to_kind(v, kind).sql for v in a) + ")", kind)
+
+
+def _nullif_fn(t: _ExprSql, a: list[_S]) -> _S:
+    x = t.bind(a[0])
+    same = t.compare("=", x, a[1]).sql
+    return _S(f"(CASE WHEN {same} THEN {_null(x.kind).sql} ELSE {x.sql} END)", x.kind)
+
+
+def _if_fn(t: _ExprSql, a: list[_S]) -> _S:
+    cond = t.boolean(a[0]).sql
+    kind = t.result_kind(a[1:])
+    x, y = t.to_kind(a[1], kind), t.to_kind(a[2], kind)
+    return _S(f"(CASE WHEN {cond} THEN {x.sql} ELSE {y.sql} END)", kind)
+
+
+def _length_fn(t: _ExprSql, a: list[_S]) -> _S:
+    return _S(f"CAST(char_length({t.to_str(a[0]).sql}) AS BIGINT)", "int")
+
+
+def _concat_fn(t: _ExprSql, a: list[_S]) -> _S:
+    # CONCAT skips NULLs (as concat_ws does); with no non-NULL argument the result is ''.
+    return _S("concat_ws('', " + ", ".join(t.to_str(v).sql for v in a) + ")", "str")
+
+
+_FUNCTIONS: dict[str, Callable[[_ExprSql, list[_S]], _S]] = {
+    "ABS": _abs_fn,
+    "SIGN": _sign_fn,
+    "FLOOR": lambda t, a: t.to_int_fn(a[0], "floor"),
+    "CEIL": lambda t, a: t.to_int_fn(a[0], "ceil"),
+    "CEILING": lambda t, a: t.to_int_fn(a[0], "ceil"),
+    "ROUND": _round_fn,
+    "SQRT": lambda t, a: t.math1(a[0], "sqrt"),
+    "LN": lambda t, a: t.math1(a[0], "ln"),
+    "LOG": lambda t, a: t.math1(a[0], "log10"),
+    "LOG10": lambda t, a: t.math1(a[0], "log10"),
+    "EXP": lambda t, a: t.math1(a[0], "exp"),
+    "POWER": _power_fn,
+    "POW": _power_fn,
+    "LEAST": lambda t, a: t.extreme(a, True),
+    "GREATEST": lambda t, a: t.extreme(a, False),
+    "COALESCE": _coalesce_fn,
+    "NULLIF": _nullif_fn,
+    "IF": _if_fn,
+    "IIF": _if_fn,
+    "LOWER": lambda t, a: t.str_fn(a[0], "lower({})"),
+    "UPPER": lambda t, a: t.str_fn(a[0], "upper({})"),
+    "TRIM": lambda t, a: t.str_fn(a[0], "trim(BOTH ' ' FROM {})"),
+    "LTRIM": lambda t, a: t.str_fn(a[0], "trim(LEADING ' ' FROM {})"),
+    "RTRIM": lambda t, a: t.str_fn(a[0], "trim(TRAILING ' ' FROM {})"),
+    "LENGTH": _length_fn,
+    "CONCAT": _concat_fn,
+}
+
+
+def _no_callable(value: object, what: str) -> None:
+    if isinstance(value, PyFunc):
+        raise PinqError(
+            f"the Spark engine cannot run the Python callable {value.name} in {what}; use an "
+            "expression string, or the pandas engine"
+        )
+
+
+def _typed(v: _S) -> str:
+    """An untyped NULL gets a type (DOUBLE, as pandas stores an all-NULL column)."""
+    return _NULL["float"] if v.kind == "null" else v.sql
+
+
+def _numeric_value(v: _S) -> str:
+    """Values as DOUBLE with NULL for anything that is not a number (as pandas' _numeric,
+    which keeps infinities)."""
+    if v.kind in _NUMERIC:
+        return f"CAST({v.sql} AS DOUBLE)"
+    if v.kind == "str":
+        return f"try_cast(regexp_extract({v.sql}, {_str_lit(_FLOAT_OR_INF_TEXT)}, 1) AS DOUBLE)"
+    return _NULL["float"]
+
+
+def _aggregate(t: _ExprSql, call: Call) -> str:
+    func = call.name.upper()
+    if call.star:
+        return "COUNT(*)"
+    arg = t.tr(call.args[0])
+    if func == "COUNT":
+        return f"COUNT({'DISTINCT ' if call.distinct else ''}{_typed(arg)})"
+    x = _numeric_value(arg)
+    sql_fn = {
+        "SUM": "sum",
+        "AVG": "avg",
+        "MIN": "min",
+        "MAX": "max",
+        "MEDIAN": "median",
+        "VARIANCE": "var_samp",
+        "STDDEV": "stddev_samp",
+    }.get(func)
+    if sql_fn is None:
+        raise PinqError(f"{func} cannot be used inside groupby().agg()")
+    if func == "SUM":
+        return f"coalesce(sum({x}), 0.0D)"  # pandas: the sum of no values is 0
+    return f"CAST({sql_fn}({x}) AS DOUBLE)"
+
+
+def _normalized(q: str, data_type: Any) -> str:
+    """A source column in the engine's value model: bigint, double without NaN, timestamp."""
+    name = type(data_type).__name__
+    if name in ("ByteType", "ShortType", "IntegerType"):
+        return f"CAST({q} AS BIGINT)"
+    if name == "DoubleType":
+        return f"nanvl({q}, CAST(NULL AS DOUBLE))"
+    if name == "FloatType":
+        return f"nanvl(CAST({q} AS DOUBLE), CAST(NULL AS DOUBLE))"
+    if name == "DecimalType":
+        return f"CAST({q} AS DOUBLE)"
+    if name in ("DateType", "TimestampNTZType"):
+        return f"CAST({q} AS TIMESTAMP)"
+    if name in ("CharType", "VarcharType", "NullType"):
+        return f"CAST({q} AS STRING)"
+    return q
+
+
+# -- public keys and candidates -----------------------------------------------------------------
+def _value_kind(v: object) -> str | None:
+    """The kind of a public key or candidate value (None for NULL / NaN)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool | np.bool_):
+        return "bool"
+    if isinstance(v, int | np.integer):
+        return "int"
+    if isinstance(v, float | np.floating):
+        return "float" if not math.isnan(float(v)) else None
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, pd.Timestamp | np.datetime64):
+        return "datetime" if not pd.isna(v) else None
+    try:
+        if v != v:  # pd.NA, NaT
+            return None
+    except (TypeError, ValueError):
+        return None
+    return "other"
+
+
+def _compatible(col_kind: str, key_kind: str) -> bool:
+    if col_kind in ("int", "float") and key_kind in ("int", "float"):
+        return True
+    return col_kind == key_kind
+
+
+def _naive(v: object) -> pd.Timestamp:
+    ts = pd.Timestamp(v)  # type: ignore[arg-type]
+    return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
+
+
+def _key_literal(v: object, kind: str) -> str:
+    if kind == "bool":
+        return "TRUE" if v else "FALSE"
+    if kind == "int":
+        return _int_lit(int(v))  # type: ignore[call-overload]
+    if kind == "float":
+        return _float_lit(float(v))  # type: ignore[arg-type]
+    if kind == "str":
+        return _str_lit(str(v))
+    return f"CAST({_str_lit(str(_naive(v)))} AS TIMESTAMP)"
+
+
+def _key_match(col_sql: str, col_kind: str, key: object) -> str:
+    """SQL true exactly where the column equals a public key (NULL keys match NULL)."""
+    kind = _value_kind(key)
+    if kind is None:
+        return f"({col_sql} IS NULL)"
+    if not _compatible(col_kind, kind):
+        return "FALSE"
+    return f"({col_sql} = {_key_literal(key, kind)})"
+
+
+def _key_rows(
+    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> list[tuple[int, list[Any]]]:
+    """(position, values) of the keys that can match the columns; the others count 0."""
+    rows: list[tuple[int, list[Any]]] = []
+    for i, key in enumerate(keys):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        vals: list[Any] = []
+        for kind, v in zip(kinds, parts, strict=True):
+            vk = _value_kind(v)
+            if vk is None:
+                vals.append(None)
+            elif _compatible(kind, vk):
+                vals.append(v)
+            else:
+                break
+        else:
+            rows.append((i, vals))
+    return rows
+
+
+def _key_arrow(values: list[Any], kind: str, tz: str) -> tuple[Any, Any]:
+    """One key column typed like the plan's column it is matched against."""
+    if kind in ("int", "float"):
+        ints = all(v is None or _value_kind(v) == "int" for v in values)
+        if kind == "int" and ints:
+            return _arrow_values(pd.Series(pd.array(values, dtype="Int64")), "int", tz)
+        floats = [np.nan if v is None else float(v) for v in values]
+        return _arrow_values(pd.Series(floats, dtype="float64"), "float", tz)
+    if kind == "bool":
+        return _arrow_values(pd.Series(pd.array(values, dtype="boolean")), "bool", tz)
+    if kind == "datetime":
+        stamps = [pd.NaT if v is None else _naive(v) for v in values]
+        return _arrow_values(pd.Series(pd.to_datetime(stamps)), "datetime", tz)
+    return _arrow_values(pd.Series(values, dtype=object), "text", tz)
+
+
+# -- plans -------------------------------------------------------------------------------------
+class _Call:
+    """One executor call: the temporary views it creates, dropped when it ends."""
+
+    def __init__(self, ex: SparkExecutor, what: str) -> None:
+        self.ex = ex
+        self.what = what
+        self.views: list[str] = []
+        self.frames: dict[str, DataFrame] = {}
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        return _guard(self.what, fn)
+
+    def view(self, df: DataFrame) -> str:
+        name = f"{self.ex._prefix}{next(self.ex._names)}"
+        self.run(lambda: df.createOrReplaceTempView(name))
+        self.views.append(name)
+        self.frames[_ident(name)] = df
+        return _ident(name)
+
+    def sql(self, text: str) -> DataFrame:
+        return self.run(lambda: self.ex.spark.sql(text))  # type: ignore[no-any-return]
+
+    def collect(self, text: str) -> list[tuple[Any, ...]]:
+        rows = self.run(lambda: self.ex.spark.sql(text).collect())
+        return [tuple(r) for r in rows]
+
+    def table(self, columns: Sequence[str], arrays: Sequence[tuple[Any, Any]]) -> str:
+        """A small typed table (keys, candidates) as a view."""
+        import pyarrow as pa
+
+        T = _types()
+        fields = [T.StructField(c, t, True) for c, (_, t) in zip(columns, arrays, strict=True)]
+        table = pa.Table.from_arrays([a for a, _ in arrays], names=list(columns))
+        df = self.run(lambda: self.ex.spark.createDataFrame(table, schema=T.StructType(fields)))
+        return self.view(df)
+
+    def close(self) -> None:
+        for name in self.views:
+            with contextlib.suppress(Exception):
+                _guard(self.what, lambda n=name: self.ex.spark.catalog.dropTempView(n))
+        self.views.clear()
+        self.frames.clear()
+
+
+class _PlanSql(PlanVisitor[str]):
+    """Turns a plan into one view per node; each visit returns the node's view name.
+
+    A node shared by several parents (``f.concat(f)``) becomes one view.
+    """
+
+    def __init__(self, call: _Call) -> None:
+        self.call = call
+        self._memo: dict[int, tuple[PlanNode, str]] = {}
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def add(self, sql: str) -> str:
+        return self.call.view(self.call.sql(sql))
+
+    def fields(self, name: str) -> list[Any]:
+        df = self.call.frames[name]
+        return list(self.call.run(lambda: df.schema).fields)
+
+    def columns(self, name: str) -> list[str]:
+        return [f.name for f in self.fields(name)]
+
+    def kinds(self, name: str) -> dict[str, str]:
+        return {f.name: _kind_of(f.dataType) for f in self.fields(name)}
+
+    def visit(self, node: PlanNode) -> str:
+        hit = self._memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        name = node.accept(self)
+        self._memo[id(node)] = (node, name)
+        return name
+
+    def expr(self, e: Expr | PyFunc, child: str, lets: _Lets, what: str) -> _S:
+        _no_callable(e, what)
+        assert isinstance(e, Expr)
+        return _ExprSql(self.kinds(child), lets).tr(e)
+
+    def cols(self, name: str) -> str:
+        return ", ".join(_ident(c) for c in self.columns(name))
+
+    def normalized(self, data: Any) -> str:
+        """A view of a source in the engine's value model (bigint, double without NaN, ...)."""
+        df, clean = self.call.ex._frame(data)
+        raw = self.call.view(df)
+        if clean:
+            return raw
+        fields = self.call.run(lambda: df.schema).fields
+        cols = [f"{_normalized(_ident(f.name), f.dataType)} AS {_ident(f.name)}" for f in fields]
+        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}")
+
+    # -- nodes ----------------------------------------------------------------------------
+    def visit_source(self, node: Source) -> str:
+        return self.normalized(node.table.data)
+
+    def visit_part_source(self, node: PartSource) -> str:
+        parent = self.visit(node.partition.parent)
+        kinds = self.kinds(parent)
+        key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
+        conds = [
+            _key_match(_ident(c), kinds[c], k)
+            for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
+        ]
+        return self.add(f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}")
+
+    def visit_where(self, node: Where) -> str:
+        child = self.visit(node.child)
+        _no_callable(node.predicate, "where")
+        lets = _Lets()
+        t = _ExprSql(self.kinds(child), lets)
+        pred = t.boolean(t.tr(node.predicate))  # type: ignore[arg-type]
+        return self.add(f"SELECT {self.cols(child)} FROM {lets.source(child)} WHERE {pred.sql}")
+
+    def visit_select(self, node: Select) -> str:
+        child = self.visit(node.child)
+        lets = _Lets()
+        outs = [(n, self.expr(e, child, lets, "select")) for n, e in node.outputs]
+        items = [f"{_typed(v)} AS {_ident(n)}" for n, v in outs]
+        src = lets.source(child)
+        if node.keep_all:
+            # pandas assign replaces an existing column in place, appends new ones.
+            order = self.columns(child)
+            mapping = dict(zip([n for n, _ in outs], items, strict=True))
+            cols = [mapping.get(c, _ident(c)) for c in order]
+            cols += [mapping[n] for n, _ in outs if n not in order]
+            return self.add(f"SELECT {', '.join(cols)} FROM {src}")
+        return self.add(f"SELECT {', '.join(items) or '1 AS __pinq_empty'} FROM {src}")
+
+    def visit_distinct(self, node: Distinct) -> str:
+        child = self.visit(node.child)
+        cols = ", ".join(_ident(c) for c in node.columns)
+        return self.add(f"SELECT DISTINCT {cols} FROM {child}")
+
+    def visit_explode(self, node: Explode) -> str:
+        child = self.visit(node.child)
+        types = {f.name: f.dataType for f in self.fields(child)}
+        q = _ident(node.column)
+        data_type = types[node.column]
+        if type(data_type).__name__ != "ArrayType":
+            # A scalar explodes to itself; NULL carries nothing.
+            return self.add(f"SELECT * FROM {child} WHERE {q} IS NOT NULL")
+        # Items in the engine's value model (so NaN is NULL), NULL items dropped, then cut.
+        item = _normalized("__pinq_x", data_type.elementType)
+        items = (
+            f"slice(filter(transform({q}, __pinq_x -> {item}), __pinq_x -> __pinq_x IS NOT NULL)"
+            f", 1, {max(int(node.max_items), 0)})"
+        )
+        cols = [f"explode({items}) AS {q}" if c == node.column else _ident(c) for c in types]
+        return self.add(f"SELECT {', '.join(cols)} FROM {child}")
+
+    def visit_group_by(self, node: GroupBy) -> str:
+        child = self.visit(node.child)
+        lets = _Lets()
+        t = _ExprSql(self.kinds(child), lets)
+        keys = [_ident(k) for k in node.keys]
+        items = list(keys)
+        for name, call in node.aggs:
+            items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
+        return self.add(
+            f"SELECT {', '.join(items)} FROM {lets.source(child)} GROUP BY {', '.join(keys)}"
+        )
+
+    def truncate(self, child: str, columns: Sequence[str], limit: int) -> str:
+        """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
+        salt = _str_lit(_noise.current_source().bytes(8).hex())
+        fields = self.fields(child)
+        # A row's priority depends only on its own values and the salt (maps cannot be hashed).
+        hashed = [_ident(f.name) for f in fields if type(f.dataType).__name__ != "MapType"]
+        prio = f"xxhash64({', '.join([salt, *hashed])})"
+        part = ", ".join(_ident(c) for c in columns)
+        inner = (
+            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {prio}) AS __pinq_rank "
+            f"FROM {child}"
+        )
+        return self.add(
+            f"SELECT {self.cols(child)} FROM ({inner}) AS t WHERE __pinq_rank <= {int(limit)}"
+        )
+
+    def merge(self, left: str, right: str, on: Sequence[str], how: str, suffix: str) -> str:
+        lcols = self.columns(left)
+        rcols = self.columns(right)
+        items = [f"l.{_ident(c)}" for c in lcols]
+        for c in rcols:
+            if c in on:
+                continue
+            out = c + suffix if c in lcols else c
+            items.append(f"r.{_ident(c)} AS {_ident(out)}")
+        cond = " AND ".join(f"l.{_ident(c)} <=> r.{_ident(c)}" for c in on)
+        join = "JOIN" if how == "inner" else "LEFT JOIN"
+        return self.add(f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}")
+
+    def visit_join(self, node: Join) -> str:
+        left = self.visit(node.left)
+        right = self.visit(node.right)
+        if node.bounds is not None:
+            left = self.truncate(left, node.on, node.bounds[0])
+            right = self.truncate(right, node.on, node.bounds[1])
+        return self.merge(left, right, node.on, "inner", "_right")
+
+    def visit_public_join(self, node: PublicJoin) -> str:
+        child = self.visit(node.child)
+        pub = self.normalized(node.public.data)
+        return self.merge(child, pub, node.on, node.how, "_public")
+
+    def visit_set_op(self, node: SetOp) -> str:
+        left = self.visit(node.left)
+        right = self.visit(node.right)
+        # The frames have the same columns in the same order: line them up by name anyway.
+        cols = self.cols(left)
+        op = {
+            "concat": "UNION ALL",
+            "union": "UNION",
+            "intersect": "INTERSECT",
+            "difference": "EXCEPT",
+        }[node.kind]
+        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}")
+
+    def visit_bound_contributions(self, node: BoundContributions) -> str:
+        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
+
+
+# -- the executor ------------------------------------------------------------------------------
+@dataclass
+class _Base:
+    """Rows of a plan in listed groups: SQL with columns ``__pinq_gi`` and ``__pinq_v``."""
+
+    sql: str
+    kind: str
+
+
+class SparkExecutor(Executor):
+    """Plans run inside Spark; only aggregates come back.
+
+    Sources are Spark DataFrames of ``spark`` or pandas DataFrames (converted once per
+    DataFrame object). ``spark`` defaults to :func:`local_session`.
+    """
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        _pyspark_sql()
+        self.spark = spark if spark is not None else local_session()
+        self._prefix = f"__pinq_{uuid.uuid4().hex[:12]}_"
+        self._names = itertools.count()
+        self._converted: dict[int, tuple[weakref.ref[Any], DataFrame]] = {}
+
+    # -- engine plumbing ------------------------------------------------------------------
+    def _frame(self, data: Any) -> tuple[DataFrame, bool]:
+        """A source's Spark DataFrame, and whether it is already in the engine's value model
+        (a pandas DataFrame is converted once, by :func:`to_spark`, which makes it so)."""
+        if is_spark_dataframe(data):
+            return data, False
+        if not isinstance(data, pd.DataFrame):
+            raise PinqError(
+                f"the Spark engine reads Spark and pandas DataFrames, not {type(data).__name__}"
+            )
+        key = id(data)
+        hit = self._converted.get(key)
+        if hit is not None and hit[0]() is data:
+            return hit[1], True
+        df = to_spark(self.spark, data)
+        self._converted[key] = (weakref.ref(data), df)
+        weakref.finalize(data, self._converted.pop, key, None)
+        return df, True
+
+    @contextlib.contextmanager
+    def _call(self, what: str) -> Iterator[_Call]:
+        call = _Call(self, what)
+        try:
+            yield call
+        finally:
+            call.close()
+
+    def _base(
+        self,
+        call: _Call,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc | None,
+        numeric: bool = True,
+    ) -> _Base | None:
+        """The plan's rows in listed groups with their value (a DOUBLE when ``numeric``);
+        None when no listed key can match."""
+        p = _PlanSql(call)
+        rel = p.visit(plan)
+        lets = _Lets()
+        vsql, kind = _NULL["float"], "null"
+        if value is not None:
+            v = p.expr(value, rel, lets, "an aggregation")
+            kind = v.kind
+            vsql = _numeric_value(v) if numeric else _typed(v)
+        inner = f"SELECT *, {vsql} AS __pinq_v FROM {lets.source(rel)}"
+        if grouping is None:
+            return _Base(f"SELECT 0L AS __pinq_gi, __pinq_v FROM ({inner}) AS r", kind)
+        kinds = p.kinds(rel)
+        cols = list(grouping.columns)
+        missing = [c for c in cols if c not in kinds]
+        if missing:
+            raise PinqSyntaxError(f"unknown column '{missing[0]}'")
+        col_kinds = [kinds[c] for c in cols]
+        rows = _key_rows(col_kinds, grouping.keys, single=len(cols) == 1)
+        if not rows:
+            return None
+        tz = _session_tz(self.spark)
+        arrays = [_arrow_values(pd.Series([i for i, _ in rows], dtype="int64"), "int", tz)]
+        for j, kind_j in enumerate(col_kinds):
+            arrays.append(_key_arrow([vals[j] for _, vals in rows], kind_j, tz))
+        keys = call.table([_GI, *cols], arrays)
+        cond = " AND ".join(f"r.{_ident(c)} <=> g.{_ident(c)}" for c in cols)
+        return _Base(
+            f"SELECT /*+ BROADCAST(g) */ g.{_GI} AS __pinq_gi, r.__pinq_v FROM ({inner}) AS r "
+            f"JOIN {keys} AS g ON {cond}",
+            kind,
+        )
+
+    def rows(self, plan: PlanNode) -> pd.DataFrame:
+        """The plan's rows. For tests of stability only; never reachable from the public API."""
+        with self._call("reading rows") as call:
+            p = _PlanSql(call)
+            rel = p.visit(plan)
+            kinds = p.kinds(rel)
+            columns = list(kinds)
+            items = [
+                f"CAST({_ident(c)} AS TIMESTAMP_NTZ) AS {_ident(c)}"
+                if kinds[c] == "datetime"
+                else _ident(c)
+                for c in columns
+            ]
+            rows = call.collect(f"SELECT {', '.join(items)} FROM {rel}")
+        return pd.DataFrame(rows, columns=columns)
+
+    # -- the Executor interface -----------------------------------------------------------
+    def validate(
+        self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
+    ) -> None:
+        # Spark analyses each node's query without reading rows, so callables, unknown
+        # columns and types that cannot be aggregated surface before anything is charged.
+        with self._call("checking a query") as call:
+            p = _PlanSql(call)
+            rel = p.visit(plan)
+            if value is None:
+                return
+            v = p.expr(value, rel, _Lets(), "an aggregation")
+            if numeric and v.kind == "other":
+                what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
+                raise PinqError(
+                    f"the Spark engine cannot aggregate {what} as a number; select or CAST a "
+                    "numeric value instead"
+                )
+
+    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        k = 1 if grouping is None else len(grouping.keys)
+        out = np.zeros(k, dtype=np.int64)
+        with self._call("counting rows") as call:
+            base = self._base(call, plan, grouping, None)
+            if base is None:
+                return out
+            rows = call.collect(
+                f"SELECT __pinq_gi, COUNT(*) FROM ({base.sql}) AS b GROUP BY __pinq_gi"
+            )
+        for gi, n in rows:
+            out[int(gi)] = int(n)
+        return out
+
+    def clamped_sum(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        sums, _, counts = self.clamped_moments(plan, grouping, value, lo, hi)
+        return sums, counts
+
+    def clamped_moments(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = 1 if grouping is None else len(grouping.keys)
+        sums, sumsq = np.zeros(k), np.zeros(k)
+        counts = np.zeros(k, dtype=np.int64)
+        lo_s, hi_s = _float_lit(float(lo)), _float_lit(float(hi))
+        with self._call("summing values") as call:
+            base = self._base(call, plan, grouping, value)
+            if base is None:
+                return sums, sumsq, counts
+            # NULL values are not counted (and least/greatest would turn them into a bound).
+            clamped = (
+                f"SELECT __pinq_gi, least(greatest(__pinq_v, {lo_s}), {hi_s}) AS c "
+                f"FROM ({base.sql}) AS b WHERE __pinq_v IS NOT NULL"
+            )
+            rows = call.collect(
+                f"SELECT __pinq_gi, sum(c), sum(c * c), COUNT(*) FROM ({clamped}) AS x "
+                "GROUP BY __pinq_gi"
+            )
+        for gi, s, s2, n in rows:
+            sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(s), float(s2), int(n)
+        return sums, sumsq, counts
+
+    def buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        # +0.0 makes -0.0 equal to 0.0 for the searches below, as numpy's comparisons do.
+        cand = np.asarray(candidates, dtype="float64") + 0.0
+        m = len(cand)
+        k = 1 if grouping is None else len(grouping.keys)
+        width = 2 * m - 1
+        flat = np.zeros((k, width), dtype=np.int64)
+        steps = max(m.bit_length(), 1)
+        lo_s, hi_s = _float_lit(float(cand[0])), _float_lit(float(cand[-1]))
+        with self._call("counting values between quantile candidates") as call:
+            base = self._base(call, plan, grouping, value)
+            if base is None:
+                return flat[:, 0::2], flat[:, 1::2]
+            T = _types()
+            import pyarrow as pa
+
+            grid = call.table(
+                ["__pinq_a"],
+                [(pa.array([cand.tolist()], pa.list_(pa.float64())), T.ArrayType(T.DoubleType()))],
+            )
+            # n = #{candidates < c} by binary search over the sorted candidates (numpy's
+            # searchsorted(side="left")); c == a[n] goes to eq[n] (bucket 2n), otherwise it
+            # lies between a[n-1] and a[n] (bucket 2n - 1).
+            step = f"shiftleft(1, {steps - 1} - i)"
+            search = (
+                f"aggregate(sequence(0, {steps - 1}), 0, (acc, i) -> "
+                f"IF(try_element_at(a, acc + {step}) < c, acc + {step}, acc))"
+            )
+            clamped = (
+                f"SELECT __pinq_gi, least(greatest(__pinq_v + 0.0D, {lo_s}), {hi_s}) AS c "
+                f"FROM ({base.sql}) AS b WHERE __pinq_v IS NOT NULL"
+            )
+            searched = (
+                f"SELECT /*+ BROADCAST(cb) */ __pinq_gi, c, cb.__pinq_a AS a, {search} AS n "
+                f"FROM ({clamped}) AS x CROSS JOIN {grid} AS cb"
+            )
+            bucketed = (
+                "SELECT __pinq_gi, IF(try_element_at(a, n + 1) = c, 2 * n, 2 * n - 1) AS bk "
+                f"FROM ({searched}) AS s"
+            )
+            rows = call.collect(
+                f"SELECT __pinq_gi, bk, COUNT(*) FROM ({bucketed}) AS y GROUP BY __pinq_gi, bk"
+            )
+        for gi, b, n in rows:
+            flat[int(gi), int(b)] += int(n)
+        return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+
+    def key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...]
+    ) -> tuple[list[Hashable], np.ndarray]:
+        with self._call("counting keys") as call:
+            p = _PlanSql(call)
+            rel = p.visit(plan)
+            kinds = p.kinds(rel)
+            # Timestamps come back as wall times (collect would use Python's local zone).
+            items = [
+                f"CAST({_ident(c)} AS TIMESTAMP_NTZ)" if kinds.get(c) == "datetime" else _ident(c)
+                for c in columns
+            ]
+            group = ", ".join(_ident(c) for c in columns)
+            rows = call.collect(f"SELECT {', '.join(items)}, COUNT(*) FROM {rel} GROUP BY {group}")
+
+        def restore(v: Any, c: str) -> Any:
+            if v is not None and kinds.get(c) == "datetime":
+                return pd.Timestamp(v)
+            return v
+
+        keyed = [
+            (tuple(restore(v, c) for v, c in zip(r[:-1], columns, strict=True)), r[-1])
+            for r in rows
+        ]
+        # Sorted as pandas' groupby(sort=True, dropna=False): NULL keys last (sorted here, so
+        # that no second Spark job is needed).
+        keyed.sort(key=lambda kv: tuple((v is None, v if v is not None else 0) for v in kv[0]))
+        keys: list[Hashable] = [kv[0][0] if len(columns) == 1 else kv[0] for kv in keyed]
+        return keys, np.array([int(kv[1]) for kv in keyed], dtype=np.int64)
+
+    def candidate_counts(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: tuple[Hashable, ...],
+    ) -> np.ndarray:
+        n = len(candidates)
+        k = 1 if grouping is None else len(grouping.keys)
+        out = np.zeros((k, n), dtype=np.int64)
+        with self._call("counting candidates") as call:
+            base = self._base(call, plan, grouping, value, numeric=False)
+            if base is None or base.kind in ("null", "other"):
+                return out
+            # First position of each candidate value, as Index.get_indexer finds it.
+            seen: set[Any] = set()
+            uniq: list[tuple[int, Any]] = []
+            for j, c in enumerate(candidates):
+                ck = _value_kind(c)
+                if ck is not None and not _compatible(base.kind, ck):
+                    continue
+                # Equal numbers are one candidate (1 and 1.0), as in a pandas Index.
+                family = "num" if ck in ("int", "float") else ck
+                marker = (family, c) if ck is not None else (None, None)
+                try:
+                    if marker in seen:
+                        continue
+                    seen.add(marker)
+                except TypeError:
+                    pass
+                uniq.append((j, None if ck is None else c))
+            if not uniq:
+                return out
+            tz = _session_tz(self.spark)
+            table = call.table(
+                [_GI, "__pinq_c"],
+                [
+                    _arrow_values(pd.Series([j for j, _ in uniq], dtype="int64"), "int", tz),
+                    _key_arrow([c for _, c in uniq], base.kind, tz),
+                ],
+            )
+            rows = call.collect(
+                f"SELECT /*+ BROADCAST(cnd) */ b.__pinq_gi, cnd.{_GI}, COUNT(*) "
+                f"FROM ({base.sql}) AS b JOIN {table} AS cnd ON b.__pinq_v <=> cnd.__pinq_c "
+                f"GROUP BY b.__pinq_gi, cnd.{_GI}"
+            )
+        for gi, j, c in rows:
+            out[int(gi), int(j)] = int(c)
+        return out
