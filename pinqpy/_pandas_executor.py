@@ -103,6 +103,13 @@ def _numeric(series: pd.Series) -> np.ndarray:
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
+def _clip(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``np.clip`` into a new array (NaN stays NaN, +-inf go to the bounds), several times
+    faster: ``np.clip`` on floats takes a slow path to handle NaN."""
+    out = np.maximum(values, lo)
+    return np.minimum(out, hi, out=out)
+
+
 def _random_priorities(df: pd.DataFrame) -> np.ndarray:
     """A random priority per row that depends only on the row's own values and a fresh salt.
 
@@ -322,10 +329,17 @@ class PandasExecutor(Executor):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
+        if grouping is None:
+            # One group: a plain clip and sum, without group codes or a weighted bincount.
+            clipped = _clip(_numeric(_value(value, self.relation(plan).df)), lo, hi)
+            nulls = np.isnan(clipped)
+            if nulls.any():
+                clipped = clipped[~nulls]
+            return np.array([clipped.sum()]), np.array([clipped.size], dtype=np.int64)
         vals, codes = self._values(plan, grouping, value)
         k = _n_groups(grouping)
         # clip also sends +-inf to the bounds, so they count like any other value.
-        clipped = np.clip(vals, lo, hi)
+        clipped = _clip(vals, lo, hi)
         sums = np.bincount(codes, weights=clipped, minlength=k)
         counts = np.bincount(codes, minlength=k).astype(np.int64)
         return sums, counts
@@ -335,7 +349,7 @@ class PandasExecutor(Executor):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         vals, codes = self._values(plan, grouping, value)
         k = _n_groups(grouping)
-        clipped = np.clip(vals, lo, hi)
+        clipped = _clip(vals, lo, hi)
         sums = np.bincount(codes, weights=clipped, minlength=k)
         sumsq = np.bincount(codes, weights=clipped * clipped, minlength=k)
         counts = np.bincount(codes, minlength=k).astype(np.int64)
@@ -352,7 +366,7 @@ class PandasExecutor(Executor):
         cand = np.asarray(candidates, dtype="float64")
         m = len(cand)
         k = _n_groups(grouping)
-        clipped = np.clip(vals, cand[0], cand[-1])
+        clipped = _clip(vals, cand[0], cand[-1])
         j = np.searchsorted(cand, clipped, side="left")
         j = np.minimum(j, m - 1)
         equal = cand[j] == clipped
