@@ -1,0 +1,691 @@
+"""Differential tests: the Spark engine gives the pandas engine's exact aggregates.
+
+Spark jobs cost a fraction of a second each, so expression checks are batched: every
+expression becomes a column next to a row id, and ``key_counts`` over all columns compares
+every value of every row in one job.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pinqpy as pq
+from pinqpy._executor import Grouping
+from pinqpy._expr.parser import parse_expression
+from pinqpy._expr.types import schema_from_pandas
+from pinqpy._pandas_executor import PandasExecutor
+from pinqpy._plan import Distinct, PlanNode, PyFunc, Source, TableRef, Where
+from pinqpy._spark_executor import (
+    SparkExecutor,
+    is_spark_dataframe,
+    local_session,
+    spark_schema,
+    to_spark,
+)
+from pinqpy.demo import load_pums
+from pinqpy.errors import PinqError
+
+PANDAS = PandasExecutor()
+SEX = Grouping(("sex",), (0, 1, 7))
+SEX_RACE = Grouping(("sex", "race"), ((0, 1), (1, 2), (1, 99), (0, 3)))
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    # A JVM that compiles quickly suits a short run of small queries (if this starts the JVM);
+    # the session itself is local_session()'s.
+    with pytest.MonkeyPatch.context() as mp:
+        if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+            mp.setenv(
+                "PYSPARK_SUBMIT_ARGS",
+                '--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell',
+            )
+        return local_session()
+
+
+@pytest.fixture(scope="module")
+def ex(spark: Any) -> SparkExecutor:
+    return SparkExecutor(spark)
+
+
+@pytest.fixture(scope="module")
+def pums() -> pd.DataFrame:
+    return load_pums()
+
+
+def _frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
+    return pq.PrivateFrame(df, pq.Budget(1e6), **kwargs)  # type: ignore[arg-type]
+
+
+def _same_counts(ex: SparkExecutor, plan: PlanNode, grouping: Grouping | None) -> None:
+    np.testing.assert_array_equal(ex.count(plan, grouping), PANDAS.count(plan, grouping))
+
+
+def _same_moments(
+    ex: SparkExecutor, plan: PlanNode, grouping: Grouping | None, expr: str, lo: float, hi: float
+) -> None:
+    e = parse_expression(expr)
+    want = PANDAS.clamped_moments(plan, grouping, e, lo, hi)
+    got = ex.clamped_moments(plan, grouping, e, lo, hi)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-6, err_msg=expr)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-9, atol=1e-6, err_msg=expr)
+    np.testing.assert_array_equal(got[2], want[2], err_msg=expr)
+
+
+def _cell(v: object) -> object:
+    """One key value in a comparable form (every NULL is None)."""
+    if v is None:
+        return None
+    try:
+        if pd.isna(v):  # type: ignore[arg-type]
+            return None
+    except (TypeError, ValueError):
+        pass
+    if isinstance(v, bool | np.bool_):
+        return bool(v)
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, float | np.floating):
+        return float(v)
+    return v
+
+
+def _same_value(got: object, want: object) -> bool:
+    g, w = _cell(got), _cell(want)
+    if isinstance(g, float) and isinstance(w, float):
+        return math.isclose(g, w, rel_tol=1e-12, abs_tol=1e-300)
+    return g == w and type(g) is type(w)
+
+
+def _same_keys(
+    got: tuple[list[Hashable], np.ndarray],
+    want: tuple[list[Hashable], np.ndarray],
+    names: Sequence[str],
+) -> None:
+    np.testing.assert_array_equal(got[1], want[1])
+    assert len(got[0]) == len(want[0])
+    for g_row, w_row in zip(got[0], want[0], strict=True):
+        g_t = g_row if isinstance(g_row, tuple) else (g_row,)
+        w_t = w_row if isinstance(w_row, tuple) else (w_row,)
+        for name, g, w in zip(names, g_t, w_t, strict=True):
+            assert _same_value(g, w), f"{name}: spark {g!r} != pandas {w!r} (row {g_t[0]!r})"
+
+
+def _same_values(ex: SparkExecutor, f: pq.PrivateFrame, exprs: Sequence[str]) -> None:
+    """Every row's value of every expression, compared in one Spark job (``rid`` is a row id)."""
+    names = [f"x{i}" for i in range(len(exprs))]
+    plan = f.select("rid", **dict(zip(names, exprs, strict=True)))._plan
+    cols = ("rid", *names)
+    labels = ["rid", *exprs]
+    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), labels)
+
+
+# -- every plan node, groupings with missing and multi-column keys ----------------------------
+PLANS: list[Callable[[pq.PrivateFrame], pq.PrivateFrame]] = [
+    lambda f: f,
+    lambda f: f.where("age > 30 AND income / (educ - 9) > 100"),
+    lambda f: f.where("NOT (married = 1 OR age BETWEEN 20 AND 40)"),
+    lambda f: f.where("race IN (1, 3) AND CAST(age AS VARCHAR) LIKE '3%'"),
+    lambda f: f.select("sex", "race", "age", "income"),
+    lambda f: f.assign(x="LN(income - 5000)", y="FLOOR(age / 7)").where("x IS NULL"),
+    lambda f: f.assign(age="age * 2").where("age > 100"),
+    lambda f: f.distinct("sex", "race", "age", "income"),
+    lambda f: f.concat(f.where("age > 50")),
+    lambda f: f.union(f.where("age > 50")),
+    lambda f: f.intersect(f.where("age > 50")),
+    lambda f: f.difference(f.where("age > 50")),
+    lambda f: f.join(pd.DataFrame({"race": [1, 2, 3], "rn": ["a", "b", "c"]}), on="race"),
+    lambda f: f.join(pd.DataFrame({"race": [1, 1, 5], "age": [0, 1, 2]}), on="race", how="left"),
+]
+
+
+@pytest.mark.parametrize("build", PLANS)
+def test_counts_and_moments_match_pandas(ex: SparkExecutor, pums: pd.DataFrame, build) -> None:
+    plan = build(_frame(pums))._plan
+    _same_counts(ex, plan, SEX_RACE)
+    _same_moments(ex, plan, SEX, "income / 1000.0", -5, 60.5)
+
+
+def test_clamped_sum_and_single_group(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    plan = _frame(pums).where("age >= 40")._plan
+    e = parse_expression("age")
+    got = ex.clamped_sum(plan, None, e, 18, 70)
+    want = PANDAS.clamped_sum(plan, None, e, 18, 70)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9)
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0].shape == (1,) and got[1].dtype == np.int64
+
+
+def test_groupby_aggregates_match(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    g = (
+        _frame(pums)
+        .groupby("race", "sex")
+        .agg(
+            n="COUNT(*)",
+            s="SUM(income)",
+            a="AVG(age)",
+            lo="MIN(age)",
+            hi="MAX(income)",
+            med="MEDIAN(age)",
+            v="VARIANCE(age)",
+            sd="STDDEV(income)",
+            d="COUNT(DISTINCT educ)",
+            c="COUNT(NULLIF(married, 1))",
+        )
+    )
+    plan = g._plan
+    keys = tuple((r, s) for r in range(1, 8) for s in (0, 1))
+    _same_counts(ex, plan, Grouping(("race", "sex"), keys))
+    # The aggregates of every group, exactly, in one job.
+    cols = ("race", "sex", "n", "s", "a", "lo", "hi", "med", "v", "sd", "d", "c")
+    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+
+
+def test_buckets_candidates_and_keys(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    plan = _frame(pums).where("age >= 20")._plan
+    cands = np.array([0.0, 10.0, 20.0, 20.0, 40.0, 80.0])
+    v = parse_expression("income / 1000.0")
+    for grouping in (None, SEX_RACE):
+        want = PANDAS.buckets(plan, grouping, v, cands)
+        got = ex.buckets(plan, grouping, v, cands)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    # A long integer grid (as default quantile candidates are) over a column with NULLs.
+    grid = np.arange(-3, 120).astype(np.float64)
+    e = parse_expression("IF(age > 60, NULL, age + 0.5 * (educ % 2))")
+    want = PANDAS.buckets(plan, SEX, e, grid)
+    got = ex.buckets(plan, SEX, e, grid)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    for expr, cs, grouping in [
+        ("race", (1, 2, 3, 9, 3.5), SEX_RACE),
+        ("CAST(sex AS VARCHAR)", ("0", "1", "x"), None),
+        ("married = 1", (True, False, None), SEX),
+        ("IF(age > 50, NULL, sex)", (None, 0, 1), SEX),
+    ]:
+        e = parse_expression(expr)
+        np.testing.assert_array_equal(
+            ex.candidate_counts(plan, grouping, e, cs),
+            PANDAS.candidate_counts(plan, grouping, e, cs),
+            err_msg=expr,
+        )
+    cols = ("sex", "married")
+    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+
+
+def test_no_listed_key_can_match(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    plan = _frame(pums)._plan
+    grouping = Grouping(("sex",), ("a", "b"))
+    np.testing.assert_array_equal(ex.count(plan, grouping), [0, 0])
+    sums, _, counts = ex.clamped_moments(plan, grouping, parse_expression("age"), 0, 1)
+    assert sums.tolist() == [0.0, 0.0] and counts.tolist() == [0, 0]
+
+
+def test_partition_parts(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    f = _frame(pums)
+    parts = f.partition("race", keys=[1, 2, 42])
+    for key in (1, 42):
+        plan = parts[key].where("age > 25")._plan
+        _same_counts(ex, plan, SEX)
+        _same_moments(ex, plan, SEX, "income", 0, 1e5)
+    multi = f.partition(["sex", "married"], keys=[(0, 1), (1, 0)])
+    _same_counts(ex, multi[(1, 0)]._plan, None)
+
+
+def test_truncation_keeps_min_rows_per_key(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    df = pums.assign(person=np.arange(len(pums)) % 97)
+    f = _frame(df, privacy_unit="person")
+    plan = f.bound_contributions(3)._plan
+    got, want = ex.key_counts(plan, ("person",)), PANDAS.key_counts(plan, ("person",))
+    _same_keys(got, want, ("person",))
+    assert got[1].max() == 3
+    # A bounded join: per-key counts are min(rows, b_l) * min(rows, b_r).
+    left = _frame(pums).select("age", "sex")
+    right = _frame(pums).select("age", "income")
+    join = left.join(right, on="age", max_rows_per_key=(2, 3))._plan
+    _same_counts(ex, join, Grouping(("age",), tuple(range(15, 95))))
+
+
+def test_truncation_is_random_but_consistent(ex: SparkExecutor) -> None:
+    # Which rows are kept changes with the salt; the number per key never does.
+    df = pd.DataFrame({"u": np.repeat(np.arange(20), 10), "v": np.arange(200, dtype=float)})
+    plan = _frame(df, privacy_unit="u").bound_contributions(2)._plan
+    e = parse_expression("v")
+    sums = {float(ex.clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(2)}
+    assert len(sums) > 1
+    np.testing.assert_array_equal(ex.count(plan, Grouping(("u",), (0, 5, 19))), [2, 2, 2])
+
+
+def test_unique_key_join(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    f = _frame(pums)
+    counts = f.groupby("race").agg(n="COUNT(*)")
+    incomes = f.where("age > 40").groupby("race").agg(s="SUM(income)")
+    plan = counts.join(incomes, on="race")._plan
+    _same_counts(ex, plan, None)
+    cols = ("race", "n", "s")
+    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+
+
+def test_explode_matches(ex: SparkExecutor) -> None:
+    df = pd.DataFrame(
+        {
+            "k": [1, 1, 2, 3, 4],
+            "tags": [["a", "b", "c"], [], None, ["b", None, "b", "d"], "z"],
+            "nums": [[1.5, np.nan, 2.0], [3.0], [], None, 7],
+        }
+    )
+    f = _frame(df)
+    plan = f.explode("tags", 2)._plan
+    for grouping in (None, Grouping(("tags",), ("a", "b", "c", "d", "z", "q"))):
+        _same_counts(ex, plan, grouping)
+    nums = f.explode("nums", 5)._plan
+    _same_moments(ex, nums, Grouping(("k",), (1, 2, 3, 4)), "nums", 0, 10)
+
+
+# -- expressions: data faults, strings --------------------------------------------------------
+def _fault_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rid": np.arange(6),
+            "a": pd.array([1, 0, None, -4, 9_000_000_000_000_000_000 // 1000, 7], dtype="Int64"),
+            "b": [0.0, 0.0, 2.5, np.nan, -1.0, np.inf],
+            "s": ["12", "x", None, " 7 ", "3.5", "-2"],
+            "t": ["yes", "0", "maybe", None, "TRUE", "off"],
+            "m": [-(2**63), 2**63 - 1, 5, -5, 0, None],
+        }
+    )
+
+
+FAULT_EXPRS = [
+    "a / 0",
+    "a / b",
+    "a % 0",
+    "b % 0",
+    "a % 3",
+    "-7 % 3",
+    "a * 9223372036854775807",
+    "a * 1000000000000000000",
+    "m + 1",
+    "m - 1",
+    "-m",
+    "ABS(m)",
+    "-a",
+    "ABS(a)",
+    "LN(b)",
+    "LN(a)",
+    "SQRT(b)",
+    "SQRT(a - 100)",
+    "LOG(a)",
+    "LOG10(b)",
+    "EXP(a)",
+    "POWER(b, 0.5)",
+    "POWER(a, 1000)",
+    "CAST(s AS INT)",
+    "CAST(s AS DOUBLE)",
+    "CAST(b AS BIGINT)",
+    "CAST(b * 1e300 AS BIGINT)",
+    "CAST(CAST(t AS BOOLEAN) AS INT)",
+    "FLOOR(b)",
+    "FLOOR(b * 1e300)",
+    "CEIL(b / 3)",
+    "ROUND(b * 10)",
+    "ROUND(-2.5 + b)",
+    "ROUND(b, 1)",
+    "ROUND(a / 7.0, 2)",
+    "ROUND(b, -400)",
+    "SIGN(b)",
+    "SIGN(a)",
+    "LEAST(a, b, 3)",
+    "GREATEST(a, NULL, b)",
+    "COALESCE(b, a, 0)",
+    "NULLIF(a, 0)",
+    "IF(a > 1, a, b)",
+    "CASE WHEN b > 0 THEN a WHEN s = 'x' THEN 100 ELSE NULL END",
+    "LENGTH(s)",
+    "LENGTH(CONCAT(s, t, NULL))",
+    "LENGTH(SUBSTR(s, 2, 1) || t)",
+    "b BETWEEN -1 AND 1",
+    "s IN ('12', 'x') OR a IN (0, NULL)",
+    "s > '5'",
+    "CAST(t AS BOOLEAN) = TRUE",
+    "(a / b) IS NULL",
+    "(a / b) > 1",
+    "NOT (b > 0)",
+    "1 / 0",
+    "FLOOR(1e300)",
+]
+
+
+def test_data_faults_give_null(ex: SparkExecutor, spark: Any) -> None:
+    f = _frame(_fault_frame())
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default
+    _same_values(ex, f, FAULT_EXPRS)
+    # Faults give NULL whatever the session's ANSI setting.
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        _same_values(ex, f, FAULT_EXPRS)
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+    # Aggregates over groups with a NULL key, of text and infinite values.
+    g = f.groupby("t").agg(n="COUNT(s)", x="SUM(b)", y="AVG(CAST(s AS DOUBLE))", z="MAX(a)")
+    cols = ("t", "n", "x", "y", "z")
+    _same_keys(ex.key_counts(g._plan, cols), PANDAS.key_counts(g._plan, cols), cols)
+    # Predicates (NULL is not true) and aggregated values (infinities are clamped).
+    for expr in ("(a / b) IS NULL", "CAST(s AS DOUBLE) > 1", "LN(b) IS NOT NULL OR a < 0"):
+        _same_counts(ex, f.where(expr)._plan, None)
+    _same_moments(ex, f._plan, None, "b", -10, 10)
+    _same_moments(ex, f._plan, None, "s", -10, 10)
+    _same_moments(ex, f._plan, None, "a * 1000000000000000000", -1e6, 1e6)
+
+
+STRING_EXPRS = [
+    "LOWER(t) || '!'",
+    "UPPER(TRIM(s))",
+    "LTRIM(s) || '|' || RTRIM(s)",
+    "CAST(a AS VARCHAR)",
+    "CAST(b AS VARCHAR)",
+    "CAST(b / 7 AS VARCHAR)",
+    "CAST(b * 1e20 AS VARCHAR)",
+    "CAST(b * 1e-7 AS VARCHAR)",
+    "CAST(a * 1000 AS DOUBLE) || ''",
+    "CAST(b / 10000 AS VARCHAR)",
+    "CAST(-b AS VARCHAR)",
+    "CONCAT(s, '-', t)",
+    "SUBSTRING(t, 0, 3)",
+    "SUBSTR(t, 2)",
+    "SUBSTR(t, -1, 3)",
+    "CAST(b > 0 AS VARCHAR)",
+    "t LIKE '%e%'",
+    "t LIKE '_e_'",
+    "s NOT LIKE '%.%'",
+    "s || 'it''s \\ 100%' LIKE '%\\%'",
+    "COALESCE(s, t, 'none')",
+    "CAST('2021-03-04 05:06:07' AS TIMESTAMP) > '2021-01-01'",
+    "CAST(CAST('2021-03-04 05:06:07' AS DATE) = '2021-03-04' AS VARCHAR)",
+]
+
+
+def test_string_values_match(ex: SparkExecutor, spark: Any) -> None:
+    f = _frame(_fault_frame())
+    _same_values(ex, f, STRING_EXPRS)
+    # Literals read the same when the session does not unescape backslashes in them.
+    spark.conf.set("spark.sql.parser.escapedStringLiterals", "true")
+    try:
+        _same_values(ex, f, STRING_EXPRS)
+    finally:
+        spark.conf.unset("spark.sql.parser.escapedStringLiterals")
+
+
+def test_public_join_matches_null_keys(ex: SparkExecutor) -> None:
+    # pandas merges NULL keys with NULL keys, so the engine joins with <=>.
+    f = _frame(_fault_frame())
+    pub = pd.DataFrame({"a": [1.0, np.nan, 7.0, 1.0], "w": [10, 20, 30, 40]})
+    by_row = Grouping(("rid",), tuple(range(6)))
+    for how in ("inner", "left"):
+        _same_moments(ex, f.join(pub, on="a", how=how)._plan, by_row, "w", 0, 100)
+    texts = pd.DataFrame({"t": ["yes", None, "x"], "w": [1, 2, 3]})
+    _same_moments(ex, f.join(texts, on="t", how="left")._plan, by_row, "w", 0, 100)
+
+
+def test_datetime_columns(ex: SparkExecutor) -> None:
+    df = pd.DataFrame(
+        {
+            "rid": np.arange(4),
+            "d": pd.to_datetime(
+                ["2020-01-01 10:00", "2021-06-30 23:59:59", None, "1999-12-31"], format="ISO8601"
+            ),
+            "k": ["2020-01-01", "2021-06-30 23:59:59", "2021", None],
+        }
+    )
+    f = _frame(df)
+    exprs = ["d > '2020-06-01'", "d = CAST(k AS TIMESTAMP)", "CAST(d AS DATE) = CAST(k AS DATE)"]
+    _same_values(ex, f, exprs)
+    cols = ("d",)
+    _same_keys(ex.key_counts(f._plan, cols), PANDAS.key_counts(f._plan, cols), cols)
+    grouping = Grouping(("d",), (pd.Timestamp("2020-01-01 10:00"), pd.Timestamp("1999-01-01")))
+    _same_counts(ex, f._plan, grouping)
+    _same_counts(
+        ex,
+        f.partition("d", keys=[pd.Timestamp("1999-12-31")])[pd.Timestamp("1999-12-31")]._plan,
+        None,
+    )
+
+
+def test_unsupported_things_are_pinq_errors(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    plan = _frame(pums).where(lambda d: d["age"] > 30)._plan
+    with pytest.raises(PinqError, match="callable"):
+        ex.count(plan, None)
+    with pytest.raises(PinqError, match="callable"):
+        ex.clamped_sum(_frame(pums)._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1)
+    with pytest.raises(PinqError, match="SUBSTR"):
+        ex.count(_frame(pums).where("SUBSTR(CAST(age AS VARCHAR), age) = '1'")._plan, None)
+
+
+def test_engine_errors_hide_their_text(ex: SparkExecutor, spark: Any) -> None:
+    # Spark cannot compare maps, so DISTINCT over one fails inside Spark.
+    sdf = spark.createDataFrame([({"secret-value": 1},)], "m map<string,int>")
+    plan = Distinct(Source(TableRef("t", sdf, None, ("m",))), ("m",))
+    with pytest.raises(PinqError, match="Spark engine failed while counting") as info:
+        ex.count(plan, None)
+    assert "secret" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+# -- Spark sources and conversion -------------------------------------------------------------
+def test_spark_dataframe_source(ex: SparkExecutor, spark: Any) -> None:
+    # Native Spark types: int, float (with NaN), decimal, date; normalized like pandas data.
+    sdf = spark.sql(
+        "SELECT CAST(id AS INT) AS i, CAST(id % 3 AS SMALLINT) AS g, "
+        "CAST(IF(id % 4 = 0, 'NaN', id / 2) AS FLOAT) AS x, CAST(id AS DECIMAL(10, 2)) AS dec, "
+        "date_add(DATE'2020-01-01', CAST(id AS INT)) AS day FROM range(10)"
+    )
+    df = pd.DataFrame(
+        {
+            "i": np.arange(10),
+            "g": np.arange(10) % 3,
+            "x": [np.nan if i % 4 == 0 else i / 2 for i in range(10)],
+            "dec": np.arange(10, dtype=float),
+            "day": pd.date_range("2020-01-01", periods=10),
+        }
+    )
+    plan = _frame(df).where("i > 2 AND day < '2020-01-09'")._plan
+    assert isinstance(plan, Where) and isinstance(plan.child, Source)
+    spark_plan = replace(plan, child=Source(replace(plan.child.table, data=sdf)))
+    grouping = Grouping(("g",), (0, 1, 2))
+    np.testing.assert_array_equal(ex.count(spark_plan, grouping), PANDAS.count(plan, grouping))
+    for expr in ("x", "dec * i"):
+        e = parse_expression(expr)
+        got = ex.clamped_moments(spark_plan, grouping, e, 0, 20)
+        want = PANDAS.clamped_moments(plan, grouping, e, 0, 20)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-9)
+        np.testing.assert_array_equal(got[2], want[2])
+    assert spark_schema(sdf) == {
+        "i": "int",
+        "g": "int",
+        "x": "float",
+        "dec": "float",
+        "day": "datetime",
+    }
+
+
+def test_to_spark_is_exact(spark: Any) -> None:
+    df = pd.DataFrame(
+        {
+            "i": np.array([1, -(2**63), 2**63 - 1], dtype=np.int64),
+            "f": [1.5, np.nan, np.inf],
+            "ni": pd.array([1, None, 3], dtype="Int64"),
+            "nb": pd.array([True, None, False], dtype="boolean"),
+            "ns": pd.array(["a", None, "c"], dtype="string"),
+            "os": pd.Series(["x", None, np.nan], dtype=object),
+            "ob": pd.Series([True, None, False], dtype=object),
+            "dt": pd.to_datetime(
+                ["2020-01-01 10:00:00.123456", None, "1970-01-01"], format="ISO8601"
+            ),
+            "tz": pd.to_datetime(
+                ["2020-01-01 10:00+02:00", None, "2020-01-01 00:00Z"], utc=True, format="ISO8601"
+            ),
+            "td": pd.to_timedelta([1.5, None, 60], unit="s"),
+            "li": pd.Series([[1, 2], [], None], dtype=object),
+            "mixed": pd.Series([1, "a", None], dtype=object),
+            "u": np.array([1, 2**64 - 1, 3], dtype=np.uint64),
+            "cat": pd.Categorical(["p", None, "q"]),
+        }
+    )
+    sdf = to_spark(spark, df)
+    types = {f.name: f.dataType.simpleString() for f in sdf.schema.fields}
+    assert types == {
+        "i": "bigint",
+        "f": "double",
+        "ni": "bigint",
+        "nb": "boolean",
+        "ns": "string",
+        "os": "string",
+        "ob": "boolean",
+        "dt": "timestamp",
+        "tz": "timestamp",
+        "td": "double",
+        "li": "array<bigint>",
+        "mixed": "string",
+        "u": "bigint",
+        "cat": "string",
+    }
+    # Timestamps as wall times in the session's zone, whatever Python's local zone is.
+    cols = [
+        f"CAST(`{c}` AS TIMESTAMP_NTZ) AS `{c}`" if c in ("dt", "tz") else f"`{c}`" for c in types
+    ]
+    sdf.createOrReplaceTempView("__pinq_test_conv")
+    rows = [
+        r.asDict() for r in spark.sql(f"SELECT {', '.join(cols)} FROM __pinq_test_conv").collect()
+    ]
+    spark.catalog.dropTempView("__pinq_test_conv")
+    assert [r["i"] for r in rows] == [1, -(2**63), 2**63 - 1]
+    assert rows[0]["f"] == 1.5 and rows[1]["f"] is None and rows[2]["f"] == math.inf
+    assert [r["ni"] for r in rows] == [1, None, 3]
+    assert [r["nb"] for r in rows] == [True, None, False]
+    assert [r["ns"] for r in rows] == ["a", None, "c"]
+    assert [r["os"] for r in rows] == ["x", None, None]  # never the text 'nan'
+    assert [r["ob"] for r in rows] == [True, None, False]
+    assert [str(r["dt"]) if r["dt"] else None for r in rows] == [
+        "2020-01-01 10:00:00.123456",
+        None,
+        "1970-01-01 00:00:00",
+    ]
+    assert [str(r["tz"]) if r["tz"] else None for r in rows] == [
+        "2020-01-01 08:00:00",
+        None,
+        "2020-01-01 00:00:00",
+    ]
+    assert [r["td"] for r in rows] == [1.5, None, 60.0]
+    assert [r["li"] for r in rows] == [[1, 2], [], None]
+    assert [r["mixed"] for r in rows] == ["1", "a", None]
+    assert [r["u"] for r in rows] == [1, None, 3]  # beyond int64: NULL, as pandas_eval
+    assert [r["cat"] for r in rows] == ["p", None, "q"]
+    plain = df[["i", "f", "ni", "nb", "ns", "os", "ob", "dt", "li"]]
+    assert spark_schema(to_spark(spark, plain)) == schema_from_pandas(plain)
+
+
+def test_session_and_detection(spark: Any, pums: pd.DataFrame) -> None:
+    assert local_session() is spark
+    assert is_spark_dataframe(to_spark(spark, pums.head(3)))
+    assert not is_spark_dataframe(pums)
+    assert not is_spark_dataframe(None)
+    # Importing the module and asking about a pandas frame does not import pyspark.
+    code = (
+        "import sys, pandas as pd\n"
+        "import pinqpy._spark_executor as s\n"
+        "assert not s.is_spark_dataframe(pd.DataFrame())\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_missing_pyspark_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(PinqError, match=r"pip install 'pinqpy\[spark\]'"):
+        SparkExecutor()
+
+
+def test_validate_reads_no_data(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    f = _frame(pums)
+    ex.validate(f.where("age > 3")._plan, parse_expression("income"), numeric=True)
+    with pytest.raises(PinqError, match="callable"):
+        ex.validate(f._plan, PyFunc(lambda d: d["age"], "f"))
+    lists = _frame(pd.DataFrame({"l": [[1], [2]]}))
+    with pytest.raises(PinqError, match="as a number"):
+        ex.validate(lists._plan, parse_expression("l"), numeric=True)
+
+
+# -- generated frames with NULLs --------------------------------------------------------------
+@st.composite
+def _frames(draw: st.DrawFn) -> pd.DataFrame:
+    n = draw(st.integers(0, 12))
+    ints = st.one_of(st.none(), st.integers(-4, 4))
+    floats = st.one_of(st.none(), st.sampled_from([0.0, -1.5, 2.25, 3.0, 1e308, -0.5, -0.0]))
+    strs = st.one_of(st.none(), st.sampled_from(["a", "b", "2", " 3", "x1", "", "1e2", "inf"]))
+    return pd.DataFrame(
+        {
+            "rid": np.arange(n),
+            "i": pd.array(draw(st.lists(ints, min_size=n, max_size=n)), dtype="Int64"),
+            "f": np.array(
+                [
+                    np.nan if v is None else v
+                    for v in draw(st.lists(floats, min_size=n, max_size=n))
+                ],
+                dtype=float,
+            ),
+            "s": pd.Series(draw(st.lists(strs, min_size=n, max_size=n)), dtype=object),
+            "g": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
+        }
+    )
+
+
+GEN_EXPRS = [
+    "i / f",
+    "i % i",
+    "f * f",
+    "i + f",
+    "CAST(s AS INT) * 2",
+    "CAST(s AS DOUBLE)",
+    "LN(f)",
+    "ROUND(f)",
+    "ROUND(f / 3, 2)",
+    "GREATEST(i, f)",
+    "LEAST(i, CAST(s AS INT))",
+    "CASE WHEN i > 0 AND f > 0 THEN i ELSE f END",
+    "IF(s IS NULL OR i < 0, 1, 0)",
+    "COALESCE(i, CAST(s AS INT), -1)",
+    "LENGTH(s || 'z')",
+    "f || s",
+    "i BETWEEN f AND 2",
+    "s IN ('a', '2') OR f IN (0, -1.5)",
+    "NULLIF(f, 0)",
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(df=_frames(), expr=st.sampled_from(GEN_EXPRS), grouping_keys=st.sampled_from([1, 3]))
+def test_generated_frames_match(
+    ex: SparkExecutor, df: pd.DataFrame, expr: str, grouping_keys: int
+) -> None:
+    f = _frame(df)
+    grouping = Grouping(("g",), (*(0, 1, 2, 5)[:grouping_keys], 5))
+    _same_values(ex, f, GEN_EXPRS)
+    combined = f.where("i > 0 OR f < 1 AND s <> 'a'").union(f.where(f"({expr}) IS NULL"))
+    _same_moments(ex, combined._plan, grouping, expr, -10, 10)
