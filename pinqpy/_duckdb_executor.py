@@ -982,10 +982,14 @@ class DuckDBExecutor(Executor):
         items += aggs("r.__pinq_v")
         # NULL values are not counted (and LEAST/GREATEST would turn them into a bound).
         where = " WHERE r.__pinq_v IS NOT NULL" if value is not None and non_null else ""
-        sql = (
-            p.with_clause()
-            + f"SELECT {', '.join(items)} FROM {src}{where} GROUP BY {', '.join(groups)}"
+        # One group: a plain aggregate (a GROUP BY on a constant keeps DuckDB from using
+        # its fast paths, ten times slower for a filtered count).
+        group_by = (
+            ""
+            if groups == ["__pinq_gi"] and grouping is None
+            else (f" GROUP BY {', '.join(groups)}")
         )
+        sql = p.with_clause() + f"SELECT {', '.join(items)} FROM {src}{where}{group_by}"
         try:
             return self._fetch(sql), k
         finally:
@@ -1035,7 +1039,15 @@ class DuckDBExecutor(Executor):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        sums, _, counts = self.clamped_moments(plan, grouping, value, lo, hi)
+        lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
+
+        def aggs(v: str) -> list[str]:
+            return [f"COALESCE(SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})), 0.0)", f"COUNT({v})"]
+
+        rows, k = self._grouped(plan, grouping, value, aggs)
+        sums, counts = np.zeros(k), np.zeros(k, dtype=np.int64)
+        for gi, s, n in rows:
+            sums[int(gi)], counts[int(gi)] = float(s), int(n)
         return sums, counts
 
     def clamped_moments(
