@@ -1,0 +1,999 @@
+"""Engine benchmarks: pinqpy on pandas, DuckDB and Spark against each engine's own code.
+
+Run everything (about an hour and a half on a 2-core machine):
+
+    python benchmarks/bench_engines.py --rows 1e6,1e7,1e8 --engines pandas,duckdb,spark
+
+A quick smoke run: ``python benchmarks/bench_engines.py`` (1e5 rows). Verify that pinqpy and
+the hand-written code compute the same exact aggregates (noise switched off):
+``python benchmarks/bench_engines.py --check``.
+
+Data: generated PUMS-like rows and the bundled real PUMS extract repeated, both written
+straight to parquet by DuckDB SQL under ``--data-dir`` (default /tmp/pinqpy-bench), so that
+1e8 rows never pass through pandas. Every (engine, data, rows, workload, pinqpy | raw)
+measurement runs in a fresh subprocess, so peak memory figures do not mix. The markdown
+report goes to ``--out`` (default benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ENGINES = ("pandas", "duckdb", "spark")
+DATASETS = ("generated", "pums")
+EPS = 1.0
+INCOME = (0, 200_000)
+AGE_KEYS = list(range(18, 68))  # the 50 public keys of the partition count
+MAX_ROWS = 5  # bound_contributions(max_rows=...)
+MEDIAN_STEP = (INCOME[1] - INCOME[0]) / 1000  # pinqpy's candidate grid over the bounds
+TINY_ROWS = 100
+# A public table for the SQL workload's join (PUMS education codes 1..16).
+LEVELS = pd.DataFrame(
+    {
+        "educ": list(range(1, 17)),
+        "level": ["school"] * 8 + ["high school"] + ["some college"] * 3 + ["degree"] * 4,
+    }
+)
+PRIVATE_SQL = """
+SELECT e.level, COUNT(*) AS n, AVG(p.income) AS avg_income
+FROM (SELECT educ, income FROM people WHERE age >= 18) AS p
+JOIN educ_levels AS e ON p.educ = e.educ
+GROUP BY e.level
+"""
+# The same query without privacy: AVG of the values clamped into the declared bounds.
+RAW_SQL = f"""
+SELECT e.level, COUNT(*) AS n, AVG(LEAST(GREATEST(p.income, {INCOME[0]}), {INCOME[1]})) AS avg_income
+FROM (SELECT educ, income FROM {{people}} WHERE age >= 18) AS p
+JOIN educ_levels AS e ON p.educ = e.educ
+GROUP BY e.level
+"""  # noqa: E501
+
+
+def parse_rows(text: str) -> list[int]:
+    return [int(float(t)) for t in text.split(",") if t.strip()]
+
+
+def fmt_rows(n: int) -> str:
+    if n >= 1_000_000 and n % 10 ** int(math.log10(n)) == 0:
+        return f"1e{int(math.log10(n))}"
+    return f"{n:,}"
+
+
+# -- data ------------------------------------------------------------------------------------
+def pums_extract() -> pd.DataFrame:
+    from pinqpy.demo import load_pums
+
+    return load_pums()
+
+
+def data_path(data_dir: Path, dataset: str, rows: int) -> Path:
+    return data_dir / f"{dataset}_{rows}.parquet"
+
+
+def ensure_data(data_dir: Path, dataset: str, rows: int) -> Path:
+    """Write the parquet file once with DuckDB SQL (never through pandas: 1e8 rows would not
+    fit). Values come from hashes of the row number, so every run sees the same data."""
+    import duckdb
+
+    path = data_path(data_dir, dataset, rows)
+    if path.exists():
+        return path
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    users = max(rows // 10, 1)  # about 10 rows per user, Poisson-spread
+    pid = f"CAST(hash(i, 10) % {users} AS BIGINT) AS pid"
+    con = duckdb.connect()
+    con.execute(f"SET temp_directory = '{data_dir / 'duckdb-tmp'}'")
+    if dataset == "generated":
+
+        def h(k: int, m: int) -> str:
+            return f"CAST(hash(i, {k}) % {m} AS BIGINT)"
+
+        select = (
+            f"SELECT {h(1, 100)} AS age, {h(2, 2)} AS sex, 1 + {h(3, 6)} AS race, "
+            f"1 + {h(4, 16)} AS educ, {h(5, 250_000)} AS income, {h(6, 2)} AS latino, "
+            f"{h(7, 2)} AS black, {h(8, 2)} AS asian, {h(9, 2)} AS married, {pid} "
+            f"FROM range({rows}) AS t(i)"
+        )
+    else:
+        src = pums_extract()
+        src = src.assign(__rid=np.arange(len(src)))
+        con.register("pums_src", src)
+        cols = ", ".join(f'p."{c}"' for c in src.columns if c != "__rid")
+        select = (
+            f"SELECT {cols}, {pid} FROM range({rows}) AS t(i) "
+            f"JOIN pums_src AS p ON p.__rid = i % {len(src)}"
+        )
+    con.execute(f"COPY ({select}) TO '{tmp}' (FORMAT parquet)")
+    con.close()
+    tmp.rename(path)
+    return path
+
+
+# -- engines ---------------------------------------------------------------------------------
+class Ctx:
+    """One engine in one worker process: how pinqpy wraps the data, and the raw handles."""
+
+    engine: str
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        self.path = str(path)
+        self.spec = spec
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        raise NotImplementedError
+
+    def child_pids(self) -> list[int]:
+        return []
+
+
+class PandasCtx(Ctx):
+    engine = "pandas"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        super().__init__(path, spec)
+        self.df = pd.read_parquet(path)  # in memory: the pandas engine's own premise
+        release_free_memory()  # so the peak below is the frame's, not the reader's leftovers
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame(self.df, budget, **meta)
+
+
+class DuckDBCtx(Ctx):
+    engine = "duckdb"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        import duckdb
+
+        super().__init__(path, spec)
+        self.con = duckdb.connect()
+        # The same settings for pinqpy and raw; a limit leaves room for whatever else runs.
+        spill = Path(spec["data_dir"]) / "duckdb-tmp"
+        # Measurements run one at a time, so anything here was left by one that was killed.
+        shutil.rmtree(spill, ignore_errors=True)
+        self.con.execute(f"SET memory_limit = '{spec['duckdb_memory_limit']}'")
+        self.con.execute(f"SET temp_directory = '{spill}'")
+        # A cap on spilling, so a query too big for the machine fails instead of filling the
+        # disk that everything else on it shares.
+        self.con.execute(
+            f"SET max_temp_directory_size = '{spec.get('duckdb_spill_limit', '30GB')}'"
+        )
+        self.con.sql("SELECT 42").fetchall()  # warm the connection
+        self.con.register("educ_levels", LEVELS)  # the public table of the raw SQL
+        self.table = f"read_parquet('{self.path}')"
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame.from_parquet(
+            self.path, budget, engine="duckdb", connection=self.con, **meta
+        )
+
+    def sql(self, query: str) -> list[tuple[Any, ...]]:
+        return self.con.sql(query.format(people=self.table)).fetchall()
+
+
+class SparkCtx(Ctx):
+    engine = "spark"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        super().__init__(path, spec)
+        t0 = time.perf_counter()
+        from pyspark.sql import SparkSession
+
+        local = Path(spec["data_dir"]) / "spark-tmp"
+        # pinqpy uses the active session, so both sides run with these settings: those of
+        # pinqpy's own local session, plus memory and a scratch directory for 1e8 rows.
+        self.spark = (
+            SparkSession.builder.master("local[*]")
+            .appName("pinqpy-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.memory", spec["spark_driver_memory"])
+            .config("spark.local.dir", str(local))
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.spark.range(1000).count()  # the first job compiles and loads classes
+        self.startup_s = time.perf_counter() - t0
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame.from_parquet(self.path, budget, engine="spark", **meta)
+
+    def read(self) -> Any:
+        return self.spark.read.parquet(self.path)
+
+    def child_pids(self) -> list[int]:
+        import psutil
+
+        me = psutil.Process()
+        return [p.pid for p in me.children(recursive=True) if p.name() == "java"]
+
+
+CTX: dict[str, type[Ctx]] = {"pandas": PandasCtx, "duckdb": DuckDBCtx, "spark": SparkCtx}
+
+
+# -- workloads -------------------------------------------------------------------------------
+def budget() -> Any:
+    import pinqpy as pq
+
+    return pq.Budget(epsilon=1e9)  # large: no run is ever refused
+
+
+def private_sql(ctx: Ctx) -> Any:
+    import pinqpy as pq
+
+    session = pq.Session()
+    session.register("people", ctx.frame(budget(), bounds={"income": INCOME}))
+    session.register_public("educ_levels", LEVELS)
+    return session.sql(PRIVATE_SQL, epsilon=EPS)
+
+
+def per_key(pairs: Iterable[tuple[Any, Any]]) -> list[int]:
+    """(key, count) rows as counts in AGE_KEYS order, 0 for a key with no rows."""
+    got = {int(k): int(n) for k, n in pairs}
+    return [got.get(k, 0) for k in AGE_KEYS]
+
+
+def sql_rows(rows: Iterable[Iterable[Any]]) -> list[list[Any]]:
+    return sorted([str(level), int(n), float(avg)] for level, n, avg in rows)
+
+
+def pandas_sql(ctx: Any) -> list[list[Any]]:
+    df = ctx.df
+    p = df.loc[df["age"] >= 18, ["educ", "income"]].merge(LEVELS, on="educ")
+    g = p.assign(x=p["income"].clip(*INCOME)).groupby("level")["x"].agg(["size", "mean"])
+    return sql_rows(g.itertuples())
+
+
+def spark_sql(ctx: Any) -> list[list[Any]]:
+    ctx.read().createOrReplaceTempView("people")
+    ctx.spark.createDataFrame(LEVELS).createOrReplaceTempView("educ_levels")
+    return sql_rows(ctx.spark.sql(RAW_SQL.format(people="people")).collect())
+
+
+def spark_clamped(ctx: Any, agg: str) -> float:
+    from pyspark.sql import functions as F
+
+    x = F.least(F.greatest(F.col("income"), F.lit(INCOME[0])), F.lit(INCOME[1]))
+    return float(ctx.read().select(getattr(F, agg)(x)).collect()[0][0])
+
+
+def spark_truncated_count(ctx: Any) -> int:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("pid").orderBy(F.rand())
+    return int(ctx.read().select(F.row_number().over(w).alias("rn")).where("rn <= 5").count())
+
+
+def spark_partition(ctx: Any) -> list[int]:
+    from pyspark.sql import functions as F
+
+    df = ctx.read().where(F.col("age").isin(AGE_KEYS)).groupBy("age").count()
+    return per_key(df.collect())
+
+
+def spark_median(ctx: Any) -> float:
+    from pyspark.sql import functions as F
+
+    return float(ctx.read().select(F.median("income")).collect()[0][0])
+
+
+CLAMP = f"LEAST(GREATEST(income, {INCOME[0]}), {INCOME[1]})"
+IN_KEYS = ", ".join(map(str, AGE_KEYS))
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    label: str
+    private: Callable[[Ctx], Any]  # pinqpy, from data to noisy answer
+    raw: dict[str, Callable[[Any], Any]]  # engine -> the same exact aggregate, no privacy
+    tol: float = 0.0  # how far the exact answers may differ in --check
+
+
+WORKLOADS = [
+    Workload(
+        "filtered_count",
+        "filtered count (`age >= 18`)",
+        lambda c: c.frame(budget()).where("age >= 18").count(epsilon=EPS),
+        {
+            "pandas": lambda c: int((c.df["age"] >= 18).sum()),
+            "duckdb": lambda c: c.sql("SELECT COUNT(*) FROM {people} WHERE age >= 18")[0][0],
+            "spark": lambda c: c.read().where("age >= 18").count(),
+        },
+    ),
+    Workload(
+        "partition_count",
+        "50-key partition count (`age` 18..67)",
+        lambda c: c.frame(budget()).partition("age", keys=AGE_KEYS).count(epsilon=EPS),
+        {
+            "pandas": lambda c: per_key(
+                c.df["age"].value_counts().reindex(AGE_KEYS, fill_value=0).items()
+            ),
+            "duckdb": lambda c: per_key(
+                c.sql(f"SELECT age, COUNT(*) FROM {{people}} WHERE age IN ({IN_KEYS}) GROUP BY age")
+            ),
+            "spark": spark_partition,
+        },
+    ),
+    Workload(
+        "bounded_sum",
+        "bounded sum (`income` in [0, 200000])",
+        lambda c: c.frame(budget()).sum("income", epsilon=EPS, bounds=INCOME),
+        {
+            "pandas": lambda c: float(c.df["income"].clip(*INCOME).sum()),
+            "duckdb": lambda c: float(c.sql(f"SELECT SUM({CLAMP}) FROM {{people}}")[0][0]),
+            "spark": lambda c: spark_clamped(c, "sum"),
+        },
+    ),
+    Workload(
+        "mean",
+        "mean (`income`, same bounds)",
+        lambda c: c.frame(budget()).mean("income", epsilon=EPS, bounds=INCOME),
+        {
+            "pandas": lambda c: float(c.df["income"].clip(*INCOME).mean()),
+            "duckdb": lambda c: float(c.sql(f"SELECT AVG({CLAMP}) FROM {{people}}")[0][0]),
+            "spark": lambda c: spark_clamped(c, "avg"),
+        },
+    ),
+    Workload(
+        "median",
+        "median (`income`, same bounds; raw: exact median)",
+        lambda c: c.frame(budget()).median("income", epsilon=EPS, bounds=INCOME),
+        {
+            "pandas": lambda c: float(c.df["income"].median()),
+            "duckdb": lambda c: float(c.sql("SELECT MEDIAN(income) FROM {people}")[0][0]),
+            "spark": spark_median,
+        },
+        tol=MEDIAN_STEP,  # pinqpy answers on a public grid of 1001 candidates
+    ),
+    Workload(
+        "user_count",
+        f"user-level count (`bound_contributions({MAX_ROWS})`, ~10 rows/user)",
+        lambda c: (
+            c.frame(budget(), privacy_unit="pid")
+            .bound_contributions(max_rows=MAX_ROWS)
+            .count(epsilon=EPS)
+        ),
+        {
+            # The same computation: keep at most 5 random rows per user, then count.
+            "pandas": lambda c: len(c.df.sample(frac=1.0).groupby("pid", sort=False).head(5)),
+            "duckdb": lambda c: c.sql(
+                # DuckDB refuses random() in a window's ORDER BY; draw it one level down.
+                "SELECT COUNT(*) FROM (SELECT row_number() OVER (PARTITION BY pid ORDER BY r) "
+                f"AS rn FROM (SELECT pid, random() AS r FROM {{people}})) WHERE rn <= {MAX_ROWS}"
+            )[0][0],
+            "spark": spark_truncated_count,
+        },
+    ),
+    Workload(
+        "sql",
+        "SQL: subquery + join with a public table, 4 groups",
+        private_sql,
+        {
+            "pandas": pandas_sql,
+            "duckdb": lambda c: sql_rows(c.sql(RAW_SQL)),
+            "spark": spark_sql,
+        },
+        tol=1e-9,
+    ),
+]
+BY_NAME = {w.name: w for w in WORKLOADS}
+
+
+def exact_value(workload: str, value: Any) -> Any:
+    """A pinqpy answer or raw result as plain JSON values, comparable across the two."""
+    if isinstance(value, pd.DataFrame):  # SQL: level, n, avg_income
+        return sql_rows(value[["level", "n", "avg_income"]].itertuples(index=False))
+    if isinstance(value, pd.Series):  # per-key counts, in key order
+        return [int(v) for v in value.to_numpy()]
+    if isinstance(value, list):
+        return value
+    if workload in ("filtered_count", "user_count"):
+        return int(value)
+    return float(value)
+
+
+def agree(a: Any, b: Any, tol: float) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(agree(x, y, tol) for x, y in zip(a, b, strict=True))
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return abs(float(a) - float(b)) <= max(tol, 1e-9 * abs(float(b)))
+
+
+# -- memory ----------------------------------------------------------------------------------
+def _status_kb(pid: int | str, field: str) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def reset_peaks(pids: list[int | str]) -> bool:
+    """Reset the kernel's peak-RSS mark (Linux: clear_refs 5), so the peak measured is that of
+    the queries, not of loading the data or starting the engine."""
+    try:
+        for pid in pids:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def release_free_memory() -> None:
+    """Hand memory freed after loading back to the OS (arrow's pool, then glibc's heap)."""
+    import ctypes
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def peak_mb(pid: int | str = "self") -> float:
+    """Peak RSS since the last reset. Not ``ru_maxrss``: Linux carries the launching
+    process's peak into it across exec, so it never reads below the parent's size."""
+    return _status_kb(pid, "VmHWM") / 1024
+
+
+# -- the worker (one measurement in a fresh process) -----------------------------------------
+def pinqpy_source() -> str:
+    """A short hash of pinqpy's source, to tell whether it changed between measurements."""
+    import hashlib
+
+    import pinqpy
+
+    root = Path(pinqpy.__file__).parent
+    h = hashlib.sha1()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:8]
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    import pinqpy as pq
+
+    path = Path(spec["path"])
+    ctx = CTX[spec["engine"]](path, spec)
+    out: dict[str, Any] = {"pinqpy_src": pinqpy_source()}
+    if isinstance(ctx, SparkCtx):
+        out["startup_s"] = ctx.startup_s
+    if spec["impl"] == "check":  # both sides once, without noise, compared by the parent
+        with pq.testing.no_noise():
+            for name in spec["workloads"]:
+                w = BY_NAME[name]
+                out[name] = {
+                    "pinqpy": exact_value(name, w.private(ctx)),
+                    "raw": exact_value(name, w.raw[ctx.engine](ctx)),
+                }
+        return out
+    w = BY_NAME[spec["workload"]]
+    fn: Callable[[], Any] = (
+        (lambda: w.private(ctx)) if spec["impl"] == "pinqpy" else (lambda: w.raw[ctx.engine](ctx))
+    )
+    jvm = ctx.child_pids()
+    out["base_mb"] = _status_kb("self", "VmRSS") / 1024  # data loaded, engine started
+    out["peak_reset"] = reset_peaks(["self", *jvm])
+    t0 = time.perf_counter()
+    fn()  # warm-up: caches, JIT, page cache, pinqpy's parser tables
+    warm = time.perf_counter() - t0
+    times: list[float] = []
+    if warm > spec["time_budget"]:  # so slow that warming up cannot matter: it is the figure
+        times.append(warm)
+        out["warmup_only"] = True
+    while not out.get("warmup_only") and len(times) < spec["repeat"]:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if sum(times) > spec["time_budget"]:  # a very slow cell: fewer runs, still >= 1
+            break
+    # The 1-minute load average: other work on the machine slows every figure alike.
+    out.update(best_s=min(times), times=times, peak_mb=peak_mb(), load=os.getloadavg()[0])
+    out["peak_method"] = "VmHWM"
+    if jvm:
+        out["jvm_peak_mb"] = sum(peak_mb(p) for p in jvm)
+    return out
+
+
+# -- the parent ------------------------------------------------------------------------------
+def run_worker(spec: dict[str, Any], timeout: float, log: Path) -> dict[str, Any]:
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYTHONWARNINGS="ignore")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    with log.open("a") as fh:
+        fh.write(f"### {json.dumps(spec)}\n{proc.stderr[-20000:]}\n")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            res: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            res["wall_s"] = time.perf_counter() - t0
+            return res
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if proc.returncode < 0:
+        tail = f"killed by signal {-proc.returncode} (out of memory?)"
+    return {"error": tail[:300]}
+
+
+def key_of(spec: dict[str, Any]) -> str:
+    return "|".join(str(spec[k]) for k in ("engine", "dataset", "rows", "workload", "impl"))
+
+
+def skip_reason(engine: str, rows: int, args: argparse.Namespace) -> str | None:
+    if engine == "pandas" and rows > args.pandas_max_rows:
+        gb = rows * 10 * 8 / 2**30
+        return f"skipped: the frame alone is {gb:.0f} GiB in memory (--pandas-max-rows)"
+    if engine == "spark" and rows > args.spark_max_rows:
+        return "skipped, to keep the whole run near two hours (--spark-max-rows)"
+    return None
+
+
+def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]], None]) -> list:
+    data_dir: Path = args.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "workers.log"
+    store: Path = args.json or data_dir / "results.jsonl"
+    done: dict[str, dict[str, Any]] = {}
+    if args.resume and store.exists():
+        for line in store.read_text().splitlines():
+            r = json.loads(line)
+            if "error" not in r or args.report_only:  # a report shows failures too
+                done[key_of(r)] = r
+    elif store.exists():
+        store.unlink()
+    plan = [(d, n) for d in args.datasets for n in rows_of(d, args)]
+    if args.tiny and (DATASETS[0], TINY_ROWS) not in plan:
+        plan.insert(0, (DATASETS[0], TINY_ROWS))
+    results: list[dict[str, Any]] = []
+    for dataset, rows in plan:
+        path = None
+        for engine in args.engines:
+            for wname in args.workloads:
+                for impl in ("raw", "pinqpy"):
+                    spec: dict[str, Any] = {
+                        "engine": engine,
+                        "dataset": dataset,
+                        "rows": rows,
+                        "workload": wname,
+                        "impl": impl,
+                        "repeat": args.repeat if rows < 10**8 else args.repeat_large,
+                        "time_budget": args.time_budget,
+                        "data_dir": str(data_dir),
+                        "duckdb_memory_limit": args.duckdb_memory_limit,
+                        "duckdb_spill_limit": args.duckdb_spill_limit,
+                        "spark_driver_memory": args.spark_driver_memory,
+                    }
+                    reason = skip_reason(engine, rows, args)
+                    if reason:
+                        res: dict[str, Any] = {**spec, "skipped": reason}
+                    elif key_of(spec) in done:
+                        res = done[key_of(spec)]
+                    elif args.report_only:
+                        continue
+                    else:
+                        if path is None:
+                            t0 = time.perf_counter()
+                            path = ensure_data(data_dir, dataset, rows)
+                            print(f"data {path} ({time.perf_counter() - t0:.1f} s)", flush=True)
+                        spec["path"] = str(path)
+                        res = {**spec, **run_worker(spec, args.timeout, log)}
+                        with store.open("a") as fh:
+                            fh.write(json.dumps(res) + "\n")
+                    results.append(res)
+                    print(progress_line(res), flush=True)
+                    on_result(results)  # the report so far, in case the run is cut short
+    return results
+
+
+def rows_of(dataset: str, args: argparse.Namespace) -> list[int]:
+    return args.pums_rows if dataset == "pums" and args.pums_rows else args.rows
+
+
+def progress_line(r: dict[str, Any]) -> str:
+    head = f"{r['engine']:<6} {r['dataset']:<9} {fmt_rows(r['rows']):>7} {r['workload']:<15}"
+    head += f" {r['impl']:<6}"
+    if "skipped" in r:
+        return f"{head} {r['skipped']}"
+    if "error" in r:
+        return f"{head} ERROR {r['error']}"
+    jvm = f" jvm {r['jvm_peak_mb']:,.0f} MB" if "jvm_peak_mb" in r else ""
+    return f"{head} {r['best_s']:9.4f} s  peak {r['peak_mb']:,.0f} MB{jvm}"
+
+
+# -- the report ------------------------------------------------------------------------------
+def fmt_s(s: float) -> str:
+    if s < 0.01:
+        return f"{s * 1000:.2f} ms"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    return f"{s:.2f} s"
+
+
+def fmt_time(r: dict[str, Any]) -> str:
+    """Best time; a cell with fewer timed runs than asked says how many (``(1 run)``)."""
+    if "best_s" not in r:
+        return f"error: {r.get('error', '?')}" if r else ""
+    text = fmt_s(r["best_s"])
+    if r.get("warmup_only"):
+        return text + " (1 run, no warm-up)"
+    if len(r["times"]) < r["repeat"]:
+        text += f" ({len(r['times'])} run{'s' if len(r['times']) > 1 else ''})"
+    return text
+
+
+def fmt_mem(r: dict[str, Any]) -> str:
+    if "peak_mb" not in r:
+        return ""
+    text = f"{r['peak_mb']:,.0f}"
+    if r.get("peak_method") != "VmHWM":  # an early ru_maxrss figure: an upper bound
+        text = "≤ " + text
+    if "jvm_peak_mb" in r:
+        text += f" + {r['jvm_peak_mb']:,.0f}"
+    return text
+
+
+def versions() -> str:
+    import duckdb
+
+    parts = [f"Python {platform.python_version()}", f"pandas {pd.__version__}"]
+    parts.append(f"DuckDB {duckdb.__version__}")
+    try:
+        import pyspark
+
+        parts.append(f"Spark {pyspark.__version__}")
+    except ImportError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(HERE), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        parts.append(f"pinqpy at {commit}")
+    except OSError:
+        pass
+    return ", ".join(parts)
+
+
+def machine() -> str:
+    m = re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text())
+    gib = int(m.group(1)) / 2**20 if m else 0
+    return f"{os.cpu_count()} cores, {gib:.0f} GiB RAM"
+
+
+def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str) -> str:
+    idx = {key_of(r): r for r in results}
+    target = args.target
+
+    def pair(engine: str, dataset: str, rows: int, w: str) -> tuple[dict, dict]:
+        k = f"{engine}|{dataset}|{rows}|{w}"
+        return idx.get(k + "|pinqpy", {}), idx.get(k + "|raw", {})
+
+    def ratio(p: dict, r: dict) -> float | None:
+        if "best_s" in p and "best_s" in r:
+            return float(p["best_s"] / r["best_s"])
+        return None
+
+    lines = [
+        "# Engine benchmark results",
+        "",
+        f"`{command}`, {date.today().isoformat()}: {machine()}; {versions()}.",
+        "",
+        "Times are the best of "
+        f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after one warm-up run; "
+        "pinqpy's include building the plan, the charge, execution and noise, and the raw "
+        "figure is the same exact aggregate hand-written in the engine. Peak memory is the "
+        "peak RSS of the measuring process (a fresh one per cell) from the end of loading "
+        "the data through the last run, in MB; for Spark, `python + JVM`. The pandas figures "
+        "include the DataFrame itself; DuckDB and Spark read parquet files. See README.md for "
+        "the method.",
+        "",
+    ]
+    sources = {r["pinqpy_src"] for r in results if "pinqpy_src" in r}
+    if len(sources) > 1:
+        lines += [
+            f"pinqpy's source changed while this ran ({len(sources)} versions were measured), "
+            "as it was being edited at the same time; the `pinqpy_src` field of the JSON "
+            "results tells which cell ran which.",
+            "",
+        ]
+    loads = [r["load"] for r in results if "load" in r]
+    if loads:
+        lines += [
+            "The machine was shared while this ran: the 1-minute load average at the end of "
+            f"each measurement had median {statistics.median(loads):.1f} and max "
+            f"{max(loads):.1f} on {os.cpu_count()} cores, so single figures are noisy; "
+            "ratios compare runs made minutes apart.",
+            "",
+        ]
+    misses: list[str] = []
+    for dataset in args.datasets:
+        lines += [
+            f"## {'Generated data' if dataset == 'generated' else 'Real PUMS extract, repeated'}",
+            "",
+            "| engine | rows | workload | pinqpy | raw | ratio | peak MB pinqpy | peak MB raw |",
+            "|---|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for engine in args.engines:
+            for rows in rows_of(dataset, args):
+                for w in args.workloads:
+                    p, r = pair(engine, dataset, rows, w)
+                    if not p and not r:
+                        continue
+                    label = BY_NAME[w].label
+                    cells = [engine, fmt_rows(rows), label]
+                    if "skipped" in p:
+                        lines.append("| " + " | ".join([*cells, p["skipped"], "", "", "", ""]))
+                        continue
+                    q = ratio(p, r)
+                    flag = ""
+                    if q is not None and q > target:
+                        flag = " **(over)**"
+                        misses.append(
+                            f"{engine}, {dataset}, {fmt_rows(rows)} rows, {w}: {q:.2f}x "
+                            f"({fmt_s(p['best_s'])} vs {fmt_s(r['best_s'])})"
+                        )
+                    cells += [
+                        fmt_time(p),
+                        fmt_time(r),
+                        f"{q:.2f}{flag}" if q is not None else "",
+                        fmt_mem(p),
+                        fmt_mem(r),
+                    ]
+                    lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += scaling_section(results, args, pair)
+    lines += overhead_section(results, args, pair, ratio)
+    lines += targets_section(results, args, misses, pair)
+    return "\n".join(lines) + "\n"
+
+
+def scaling_section(results: list[dict[str, Any]], args: argparse.Namespace, pair: Any) -> list:
+    every = set(args.rows) | set(args.pums_rows or ())
+    rows_list = sorted(n for n in every if n >= 10**5)
+    if len(rows_list) < 2:
+        return []
+    head = " | ".join(fmt_rows(n) for n in rows_list)
+    out = [
+        "## How time grows with rows",
+        "",
+        "pinqpy's time (raw in brackets); the last column is the growth of pinqpy's time for "
+        f"each 10x rows, from {fmt_rows(rows_list[0])} to the largest size that ran.",
+        "",
+        f"| engine | data | workload | {head} | x per 10x rows |",
+        "|---|---|---|" + "---:|" * (len(rows_list) + 1),
+    ]
+    for engine in args.engines:
+        for dataset in args.datasets:
+            sizes = [n for n in rows_list if n in rows_of(dataset, args)]
+            if len(sizes) < 2:  # one size says nothing about growth
+                continue
+            for w in args.workloads:
+                cells = [engine, dataset, w]
+                ran: list[tuple[int, float]] = []
+                for n in rows_list:
+                    p, r = pair(engine, dataset, n, w)
+                    if "best_s" in p:
+                        raw = f" ({fmt_s(r['best_s'])})" if "best_s" in r else ""
+                        cells.append(fmt_s(p["best_s"]) + raw)
+                        ran.append((n, p["best_s"]))
+                    else:
+                        cells.append("skipped" if "skipped" in p else "")
+                growth = ""
+                if len(ran) >= 2:
+                    (n0, t0), (n1, t1) = ran[0], ran[-1]
+                    growth = f"{(t1 / t0) ** (1 / math.log10(n1 / n0)):.1f}"
+                out.append("| " + " | ".join([*cells, growth]) + " |")
+    return [*out, ""]
+
+
+def overhead_section(
+    results: list[dict[str, Any]], args: argparse.Namespace, pair: Any, ratio: Any
+) -> list:
+    if not args.tiny:
+        return []
+    out = [
+        f"## Fixed overhead per query ({TINY_ROWS}-row table)",
+        "",
+        "| engine | workload | pinqpy | raw | ratio | pinqpy - raw |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for engine in args.engines:
+        for w in args.workloads:
+            p, r = pair(engine, DATASETS[0], TINY_ROWS, w)
+            q = ratio(p, r)
+            if q is None:
+                continue
+            diff = p["best_s"] - r["best_s"]
+            sign = "-" if diff < 0 else ""
+            out.append(
+                f"| {engine} | {w} | {fmt_s(p['best_s'])} | {fmt_s(r['best_s'])} | {q:.2f} | "
+                f"{sign}{fmt_s(abs(diff))} |"
+            )
+    starts = [r["startup_s"] for r in results if "startup_s" in r]
+    if starts:
+        out += [
+            "",
+            f"Spark session start-up (not in any figure above): median "
+            f"{statistics.median(starts):.1f} s, min {min(starts):.1f} s over {len(starts)} "
+            "processes (session creation and one first job).",
+        ]
+    return [*out, ""]
+
+
+def targets_section(
+    results: list[dict[str, Any]], args: argparse.Namespace, misses: list[str], pair: Any
+) -> list:
+    out = ["## Targets", ""]
+    if misses:
+        out.append(f"- pinqpy at most {args.target}x the engine's own time: **missed** on:")
+        out += [f"  - {m}" for m in misses]
+    else:
+        out.append(f"- pinqpy at most {args.target}x the engine's own time: met everywhere.")
+    if "duckdb" in args.engines and 10**8 in args.rows:
+        big = [
+            r
+            for r in results
+            if r["engine"] == "duckdb" and r["rows"] == 10**8 and r["impl"] == "pinqpy"
+        ]
+        ok = [r for r in big if "best_s" in r]
+        peak = max((r["peak_mb"] for r in ok), default=0)
+        verdict = "met" if ok and len(ok) == len(big) else "**missed**"
+        out.append(
+            f"- 1e8 rows on DuckDB: {verdict}: {len(ok)} of {len(big)} pinqpy runs completed, "
+            f"largest peak RSS {peak:,.0f} MB."
+        )
+    if "spark" in args.engines and args.tiny:
+        worse = []
+        for w in args.workloads:
+            p, r = pair("spark", DATASETS[0], TINY_ROWS, w)
+            if "best_s" in p and "best_s" in r and p["best_s"] > args.target * r["best_s"]:
+                worse.append(f"{w} ({p['best_s'] / r['best_s']:.2f}x)")
+        verdict = "met" if not worse else "**missed** on " + ", ".join(worse)
+        out.append(
+            f"- Spark fixed overhead per query no worse than Spark's own (within "
+            f"{args.target}x on a {TINY_ROWS}-row table): {verdict}."
+        )
+    skipped = sorted({f"{r['engine']} at {fmt_rows(r['rows'])}" for r in results if "skipped" in r})
+    if skipped:
+        out.append(f"- Not run: {', '.join(skipped)} (see the tables for why).")
+    return [*out, ""]
+
+
+# -- --check ---------------------------------------------------------------------------------
+def check(args: argparse.Namespace) -> int:
+    rows = 10_000
+    bad = 0
+    log = args.data_dir / "workers.log"
+    for dataset in args.datasets:
+        path = ensure_data(args.data_dir, dataset, rows)
+        for engine in args.engines:
+            spec = {
+                "engine": engine,
+                "dataset": dataset,
+                "rows": rows,
+                "impl": "check",
+                "workloads": args.workloads,
+                "path": str(path),
+                "data_dir": str(args.data_dir),
+                "duckdb_memory_limit": args.duckdb_memory_limit,
+                "spark_driver_memory": args.spark_driver_memory,
+            }
+            res = run_worker(spec, args.timeout, log)
+            if "error" in res:
+                print(f"{engine:<6} {dataset:<9} ERROR {res['error']}")
+                bad += 1
+                continue
+            for w in args.workloads:
+                got = res[w]
+                ok = agree(got["pinqpy"], got["raw"], BY_NAME[w].tol)
+                bad += not ok
+                shown = f"{got['pinqpy']!r:.60}" if ok else f"{got['pinqpy']} != {got['raw']}"
+                print(f"{engine:<6} {dataset:<9} {w:<15} {'ok ' if ok else 'BAD'} {shown}")
+    print(f"{'all agree' if not bad else f'{bad} disagreements'}")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rows", type=parse_rows, default=[100_000], help="e.g. 1e6,1e7,1e8")
+    ap.add_argument(
+        "--pums-rows", type=parse_rows, default=None, help="sizes for the PUMS data (--rows)"
+    )
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs (best is reported)")
+    ap.add_argument("--repeat-large", type=int, default=2, help="timed runs at 1e8 rows")
+    ap.add_argument("--data-dir", type=Path, default=Path("/tmp/pinqpy-bench"))
+    ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    ap.add_argument("--json", type=Path, default=None, help="raw results (JSON lines)")
+    ap.add_argument("--resume", action="store_true", help="reuse results already in --json")
+    ap.add_argument(
+        "--report-only", action="store_true", help="write --out from --json, measure nothing"
+    )
+    ap.add_argument("--no-tiny", dest="tiny", action="store_false", help="skip the 100-row run")
+    ap.add_argument("--pandas-max-rows", type=parse_rows, default=[10**7])
+    ap.add_argument("--spark-max-rows", type=parse_rows, default=[10**8])
+    ap.add_argument("--duckdb-memory-limit", default="12GB")
+    ap.add_argument("--duckdb-spill-limit", default="30GB", help="DuckDB's temp directory cap")
+    ap.add_argument("--spark-driver-memory", default="8g")
+    ap.add_argument(
+        "--time-budget",
+        type=float,
+        default=120,
+        help="stop repeating a measurement once its timed runs took this many seconds",
+    )
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
+    ap.add_argument("--target", type=float, default=1.3)
+    ap.add_argument("--check", action="store_true", help="verify exact answers on 1e4 rows")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--as-command", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        res = worker(json.loads(args.worker))
+        print("RESULT " + json.dumps(res), flush=True)
+        return 0
+    args.engines = [e for e in args.engines.split(",") if e]
+    args.datasets = [d for d in args.datasets.split(",") if d]
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.pandas_max_rows = args.pandas_max_rows[0]
+    args.spark_max_rows = args.spark_max_rows[0]
+    for given, known in [(args.engines, ENGINES), (args.datasets, DATASETS)]:
+        if not set(given) <= set(known):
+            ap.error(f"choose from {', '.join(known)}")
+    if not set(args.workloads) <= set(BY_NAME):
+        ap.error(f"workloads: choose from {', '.join(BY_NAME)}")
+    if args.check:
+        return check(args)
+    args.resume |= args.report_only
+    command = ("python benchmarks/bench_engines.py " + " ".join(sys.argv[1:])).strip()
+    if args.as_command:  # a report rebuilt from stored results names the measuring command
+        command = args.as_command
+
+    def write(results: list[dict[str, Any]]) -> None:
+        args.out.write_text(report(results, args, command))
+
+    write(run_all(args, write))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
