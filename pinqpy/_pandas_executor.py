@@ -329,13 +329,6 @@ class PandasExecutor(Executor):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        if grouping is None:
-            # One group: a plain clip and sum, without group codes or a weighted bincount.
-            clipped = _clip(_numeric(_value(value, self.relation(plan).df)), lo, hi)
-            nulls = np.isnan(clipped)
-            if nulls.any():
-                clipped = clipped[~nulls]
-            return np.array([clipped.sum()]), np.array([clipped.size], dtype=np.int64)
         vals, codes = self._values(plan, grouping, value)
         k = _n_groups(grouping)
         # clip also sends +-inf to the bounds, so they count like any other value.
