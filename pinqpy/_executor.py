@@ -13,8 +13,11 @@ gets zeros.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +25,35 @@ import pandas as pd
 from ._expr.ast import Expr
 from ._plan import PlanNode, PyFunc
 
-__all__ = ["Executor", "Grouping"]
+__all__ = ["Executor", "Grouping", "batch", "batch_memo"]
+
+_BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """One query's checks and reads: within it, executors may keep work they would otherwise
+    repeat (an evaluated plan node, a translation) in :func:`batch_memo`.
+
+    A SQL query asks for several aggregates of one relation (``COUNT(*)`` and ``AVG(x)`` of
+    the same join); without this each would evaluate the join again, and with it every
+    aggregate of one query sees the same truncation of a person's rows. Nested scopes join
+    the outer one; the memo is dropped when the outermost scope ends.
+    """
+    if _BATCH.get() is not None:
+        yield
+        return
+    token = _BATCH.set({})
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+
+
+def batch_memo() -> dict[Any, Any] | None:
+    """The current :func:`batch`'s memo, or None outside one. Plan nodes hash by value (deep
+    and slow), so key entries by ``id(node)`` and keep the node in the value to check it."""
+    return _BATCH.get()
 
 
 @dataclass(frozen=True)

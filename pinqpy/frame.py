@@ -33,7 +33,7 @@ from . import _answers
 from . import _mechanisms as mech
 from ._agents import PartitionAgent, charge_all, flatten
 from ._engine import Wrapped, engine_name, executor_for, read_file, same_engine, wrap
-from ._executor import Grouping
+from ._executor import Grouping, batch
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression, parse_and_check
@@ -1085,7 +1085,16 @@ class PrivateFrame:
         is charged. An aggregation asked before (same plan, same source, same mechanism and
         parameters) returns its earlier answer and charges nothing. ``charged=True`` means
         the caller already charged these aggregations (as part of a larger transaction).
+        The checks and reads share one executor batch, so aggregates of one relation
+        evaluate it once.
         """
+        with batch():
+            return PrivateFrame._run_batch(prepared, target, label, charged)
+
+    @staticmethod
+    def _run_batch(
+        prepared: list[Prepared], target: _Target, label: str | None, charged: bool
+    ) -> list[tuple[np.ndarray, Any]]:
         grouping = None if target is None else target[0]
         lineages = [lineage_of(p.frame._plan) if target is None else target[1] for p in prepared]
         for p, lin in zip(prepared, lineages, strict=True):

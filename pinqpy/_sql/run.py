@@ -8,7 +8,7 @@ import pandas as pd
 
 from .._agents import charge_all
 from .._engine import executor_for
-from .._executor import Grouping
+from .._executor import Grouping, batch
 from .._expr.pandas_eval import evaluate, predicate_mask
 from .._stability import lineage_of
 from ..frame import PrivateFrame
@@ -63,6 +63,13 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
 
 def _with_selected_keys(rel: CompiledRelease, prepared: list, label: str) -> tuple[list, Grouping]:
     """Charge selection and every aggregate in one transaction, then select, then aggregate."""
+    with batch():  # selection and the aggregates read the same relations
+        return _select_then_aggregate(rel, prepared, label)
+
+
+def _select_then_aggregate(
+    rel: CompiledRelease, prepared: list, label: str
+) -> tuple[list, Grouping]:
     assert rel.key_selection is not None and rel.target_lineage is not None
     frame, columns, mechanism = rel.key_selection
     lineage = lineage_of(frame._plan)
