@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Grid", "bucket_query", "uniform_grid"]
+__all__ = ["Grid", "bucket_query", "grid_bucket_counts", "uniform_grid"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,59 @@ def bucket_query(
     k = f"__k0 + CAST(__x >= {c('__k0 + 1')} AS BIGINT) - CAST(__x < {c('__k0')} AS BIGINT)"
     s2 = f"SELECT {group}, __x, {k} AS __k FROM ({s1}) s2"
     return f"SELECT {group}, 2 * __k + CAST(__x <> {c('__k')} AS BIGINT) AS {out} FROM ({s2}) s3"
+
+
+def grid_bucket_counts(
+    values: np.ndarray, codes: np.ndarray | None, groups: int, grid: Grid
+) -> np.ndarray:
+    """numpy's version of :func:`bucket_query`: per group, how many values fall in each bucket,
+    shape ``(groups, 2·size - 1)`` (bucket ``2k`` is ``== c_k``, ``2k + 1`` is between ``c_k``
+    and ``c_{k+1}``).
+
+    ``values`` may hold NaN (not counted) and ``codes`` may hold -1 (a row outside every
+    group; None means one group). The same IEEE operations as in :func:`bucket_query` give the
+    same buckets. Blocks of a few thousand rows keep the dozen passes in cache, which makes
+    this faster than one pass of ``searchsorted`` over the whole array.
+    """
+    start, step, stop, m = grid.start, grid.step, grid.stop, grid.size
+    width = 2 * m  # the last bucket collects NaN
+    flat = np.empty(len(values), dtype=np.intp)  # each row's group and bucket
+    block = 1 << 14
+    x, k, c = np.empty(block), np.empty(block), np.empty(block)
+    t = np.empty(block, dtype=bool)
+    for s in range(0, len(values), block):
+        part = values[s : s + block]
+        n = len(part)
+        if n < block:
+            x, k, c, t = x[:n], k[:n], c[:n], t[:n]
+        np.maximum(part, start, out=x)
+        np.minimum(x, stop, out=x)
+        np.subtract(x, start, out=k)
+        np.divide(k, step, out=k)
+        np.floor(k, out=k)
+        np.maximum(k, 0, out=k)
+        np.minimum(k, m - 1, out=k)
+        # One correction step up, else one down: the quotient may round across a grid point.
+        np.add(k, 1, out=c)
+        np.multiply(c, step, out=c)
+        np.add(c, start, out=c)
+        np.greater_equal(x, c, out=t)
+        np.add(k, t, out=k)
+        np.multiply(k, step, out=c)
+        np.add(c, start, out=c)
+        np.less(x, c, out=t)
+        np.subtract(k, t, out=k)
+        np.multiply(k, step, out=c)
+        np.add(c, start, out=c)
+        np.not_equal(x, c, out=t)
+        np.multiply(k, 2, out=k)
+        np.add(k, t, out=k)
+        np.isnan(part, out=t)
+        k[t] = width - 1
+        b = flat[s : s + n]
+        b[...] = k
+        if codes is not None:  # code -1 goes to an extra group, dropped below
+            g = codes[s : s + n]
+            b += np.where(g < 0, groups, g) * width
+    out = np.bincount(flat, minlength=(groups + 1) * width)
+    return out.reshape(groups + 1, width)[:groups, : width - 1]

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from . import _noise
-from ._executor import Executor, Grouping
+from ._buckets import grid_bucket_counts, uniform_grid
+from ._executor import Executor, Grouping, batch_memo
 from ._expr.ast import Expr
 from ._expr.pandas_eval import evaluate, predicate_mask
 from ._plan import (
@@ -44,10 +45,12 @@ class _Relation:
     df: pd.DataFrame
     mask: np.ndarray | None = None
 
-    def materialize(self) -> pd.DataFrame:
+    def materialize(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows (of only ``columns``, if given) as a frame of their own."""
+        df = self.df if columns is None else self.df[columns]
         if self.mask is None:
-            return self.df
-        return self.df.loc[self.mask].reset_index(drop=True)
+            return df
+        return df.loc[self.mask].reset_index(drop=True)
 
     def row_count(self) -> int:
         return int(self.mask.sum()) if self.mask is not None else len(self.df)
@@ -197,7 +200,13 @@ class _PlanRunner(PlanVisitor[_Relation]):
         return _Relation(rel.df, m if rel.mask is None else (rel.mask & m))
 
     def visit_select(self, node: Select) -> _Relation:
-        df = self.visit(node.child).materialize()
+        child = self.visit(node.child)
+        used = None
+        if not node.keep_all and all(isinstance(e, Expr) for _, e in node.outputs):
+            # Copy out of a where's mask only the columns the outputs read.
+            names = set().union(*(e.columns() for _, e in node.outputs))  # type: ignore[union-attr]
+            used = [c for c in child.df.columns if c in names]
+        df = child.materialize(used)
         new = {name: _value(e, df) for name, e in node.outputs}
         if node.keep_all:
             return _Relation(df.assign(**new))
@@ -282,71 +291,132 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
 
 def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
-    """Per row: the position of its key in ``grouping.keys``, or -1 (not counted)."""
+    """Per row: the position of its key in ``grouping.keys``, or -1 (not counted).
+
+    Kept in the current batch, so a query's aggregates over one grouping look keys up once.
+    """
+    memo = batch_memo()
+    slot = ("pandas-codes", id(rel), grouping)
+    if memo is not None and slot in memo:
+        return memo[slot][1]  # type: ignore[no-any-return]
     n = len(rel.df)
     if grouping is None:
         codes = np.zeros(n, dtype=np.int64)
     elif len(grouping.columns) == 1:
-        col = rel.df[grouping.columns[0]]
-        idx = pd.Index(list(grouping.keys))
-        codes = idx.get_indexer(col).astype(np.int64, copy=False)
+        codes = _key_positions(rel.df[grouping.columns[0]], grouping.keys)
     else:
         keys = pd.MultiIndex.from_tuples(list(grouping.keys), names=list(grouping.columns))
         row_keys = pd.MultiIndex.from_frame(rel.df[list(grouping.columns)])
         codes = keys.get_indexer(row_keys).astype(np.int64, copy=False)
     if rel.mask is not None:
         codes = np.where(rel.mask, codes, -1)
+    if memo is not None:
+        memo[slot] = (rel, codes)  # holding rel keeps its id from being reused
     return codes
+
+
+def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
+    """Per value of ``col``: its position in ``keys``, or -1."""
+    index = pd.Index(list(keys))
+    if col.dtype == object:
+        # Hashing an object column would merge values that compare equal across types
+        # (1 and True); look each row up instead.
+        return index.get_indexer(col).astype(np.int64, copy=False)
+    # Look up each distinct value once: much faster than a lookup per row (string columns
+    # above all), with the same matching, since every row shares its distinct value's answer.
+    row_codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    return index.get_indexer(uniques).astype(np.int64, copy=False)[row_codes]
+
+
+def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
+    """How many values of ``col`` equal each key (NULL keys count NULL values)."""
+    sizes = col.value_counts(dropna=False, sort=False)
+    return sizes.reindex(pd.Index(list(keys)), fill_value=0).to_numpy(dtype=np.int64)
 
 
 def _n_groups(grouping: Grouping | None) -> int:
     return 1 if grouping is None else len(grouping.keys)
 
 
+def _per_group(codes: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Row counts (or sums of ``weights``) per group position; position ``k`` is dropped."""
+    out = np.bincount(codes, weights=weights, minlength=k + 1)[:k]
+    return out if weights is not None else out.astype(np.int64)
+
+
 class PandasExecutor(Executor):
     """The default engine: plans over pandas DataFrames."""
 
     def relation(self, plan: PlanNode) -> _Relation:
-        return _PlanRunner().visit(plan)
+        memo = batch_memo()
+        if memo is None:
+            return _PlanRunner().visit(plan)
+        # One runner per batch: a relation shared by a query's aggregates is evaluated once.
+        runner = memo.get("pandas-runner")
+        if runner is None:
+            runner = memo["pandas-runner"] = _PlanRunner()
+        return runner.visit(plan)  # type: ignore[no-any-return]
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         rel = self.relation(plan)
         if grouping is None:
             return np.array([rel.row_count()], dtype=np.int64)
+        col = rel.df[grouping.columns[0]]
+        if len(grouping.columns) == 1 and isinstance(col.dtype, np.dtype) and col.dtype != object:
+            # Numbers: a hash count of the column, then the keys looked up among its distinct
+            # values, is fastest. Strings and the rest take the group positions, which the
+            # query's other aggregates then reuse from the batch.
+            return _key_counts(col if rel.mask is None else col[rel.mask], grouping.keys)
         codes = _group_index(rel, grouping)
-        return np.bincount(codes[codes >= 0], minlength=_n_groups(grouping)).astype(np.int64)
+        k = _n_groups(grouping)
+        return _per_group(np.where(codes < 0, k, codes), k)
 
     def _values(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Numeric values of non-NULL rows in listed groups, and their group positions."""
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Numeric values, and each row's group position for :func:`_per_group`.
+
+        For one group (``grouping`` None): the values of counted rows (not NULL, inside any
+        ``where``) and None. Otherwise every row's value, and positions where ``K`` (one past
+        the last group) marks a row not counted, so nothing is copied out by a mask.
+        """
         rel = self.relation(plan)
+        series = _value(value, rel.df)
+        vals = _numeric(series)
+        # Integer and boolean columns have no NULL to drop: skip the NaN scan.
+        plain = isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub"
+        nan = None if plain else np.isnan(vals)  # (nullable Int64 can hold NA: scanned)
+        if grouping is None:
+            keep = rel.mask
+            if nan is not None:
+                keep = ~nan if keep is None else keep & ~nan
+            return (vals if keep is None else vals[keep]), None
         codes = _group_index(rel, grouping)
-        vals = _numeric(_value(value, rel.df))
-        ok = (codes >= 0) & ~np.isnan(vals)
-        return vals[ok], codes[ok]
+        skip = codes < 0 if nan is None else (codes < 0) | nan
+        return vals, np.where(skip, _n_groups(grouping), codes)
 
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
         vals, codes = self._values(plan, grouping, value)
-        k = _n_groups(grouping)
         # clip also sends +-inf to the bounds, so they count like any other value.
         clipped = _clip(vals, lo, hi)
-        sums = np.bincount(codes, weights=clipped, minlength=k)
-        counts = np.bincount(codes, minlength=k).astype(np.int64)
-        return sums, counts
+        if codes is None:
+            return np.array([clipped.sum()]), np.array([len(clipped)], dtype=np.int64)
+        k = _n_groups(grouping)
+        return _per_group(codes, k, clipped), _per_group(codes, k)
 
     def clamped_moments(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         vals, codes = self._values(plan, grouping, value)
-        k = _n_groups(grouping)
         clipped = _clip(vals, lo, hi)
-        sums = np.bincount(codes, weights=clipped, minlength=k)
-        sumsq = np.bincount(codes, weights=clipped * clipped, minlength=k)
-        counts = np.bincount(codes, minlength=k).astype(np.int64)
-        return sums, sumsq, counts
+        if codes is None:
+            count = np.array([len(clipped)], dtype=np.int64)
+            return np.array([clipped.sum()]), np.array([np.dot(clipped, clipped)]), count
+        k = _n_groups(grouping)
+        sums = _per_group(codes, k, clipped)
+        return sums, _per_group(codes, k, clipped * clipped), _per_group(codes, k)
 
     def buckets(
         self,
@@ -355,10 +425,23 @@ class PandasExecutor(Executor):
         value: Expr | PyFunc,
         candidates: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        vals, codes = self._values(plan, grouping, value)
         cand = np.asarray(candidates, dtype="float64")
+        grid = uniform_grid(cand)
+        if grid is not None:
+            # pinqpy's default grids: each row's bucket by arithmetic, NaN and unlisted keys
+            # skipped inside (no filtered copies).
+            rel = self.relation(plan)
+            raw = _numeric(_value(value, rel.df))
+            codes = None if grouping is None and rel.mask is None else _group_index(rel, grouping)
+            flat = grid_bucket_counts(raw, codes, _n_groups(grouping), grid)
+            return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+        vals, codes = self._values(plan, grouping, value)
         m = len(cand)
         k = _n_groups(grouping)
+        if codes is None:
+            codes = np.zeros(len(vals), dtype=np.int64)
+        else:  # drop the rows not counted
+            vals, codes = vals[codes < k], codes[codes < k]
         clipped = _clip(vals, cand[0], cand[-1])
         j = np.searchsorted(cand, clipped, side="left")
         j = np.minimum(j, m - 1)

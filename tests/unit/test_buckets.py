@@ -1,5 +1,6 @@
-"""Grid bucketing in SQL places every value exactly where the pandas engine does, including
-values one ulp either side of a candidate, where a floor of the quotient rounds wrongly."""
+"""Grid bucketing, in SQL and in numpy, places every value exactly where a binary search over
+the candidates does, including values one ulp either side of a candidate, where a floor of
+the quotient rounds wrongly."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinqpy._buckets import bucket_query, uniform_grid
+from pinqpy._buckets import bucket_query, grid_bucket_counts, uniform_grid
 from pinqpy._mechanisms import default_candidates
-
-duckdb = pytest.importorskip("duckdb")
 
 
 def reference(values: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -24,6 +23,7 @@ def reference(values: np.ndarray, cand: np.ndarray) -> np.ndarray:
 
 
 def in_duckdb(values: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    duckdb = pytest.importorskip("duckdb")
     grid = uniform_grid(cand)
     assert grid is not None
     con = duckdb.connect()
@@ -59,6 +59,44 @@ def test_default_grids_bucket_exactly(bounds: tuple[float, float]) -> None:
     np.testing.assert_array_equal(in_duckdb(values, cand), reference(values, cand))
 
 
+def in_numpy(values: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Each value's bucket from grid_bucket_counts, one value per group."""
+    grid = uniform_grid(cand)
+    assert grid is not None
+    counts = grid_bucket_counts(values, np.arange(len(values)), len(values), grid)
+    assert (counts.sum(axis=1) == 1).all()
+    return counts.argmax(axis=1)
+
+
+@pytest.mark.parametrize(
+    "bounds", [(0, 100), (0, 500_000), (0.0, 1.0), (-3.5, 7.25), (0.1, 0.7), (18, 90.5), (-1e6, 3)]
+)
+def test_default_grids_bucket_exactly_in_numpy(bounds: tuple[float, float]) -> None:
+    cand = default_candidates(*bounds)
+    values = tricky_values(cand, [-1e9, 1e9, -np.inf, np.inf, bounds[0] - 1, bounds[1] + 1])
+    np.testing.assert_array_equal(in_numpy(values, cand), reference(values, cand))
+
+
+def test_numpy_counts_skip_nan_and_unlisted_rows_across_blocks() -> None:
+    rng = np.random.default_rng(7)
+    cand = default_candidates(0, 1000)
+    n = 70_000  # several blocks of rows, the last one partial
+    values = rng.uniform(-100, 1100, n)
+    values[::3] = values[::3].round()  # many values on candidates
+    values[rng.random(n) < 0.05] = np.nan
+    codes = rng.integers(-1, 3, n)
+    grid = uniform_grid(cand)
+    assert grid is not None
+    got = grid_bucket_counts(values, codes, 3, grid)
+    ok = ~np.isnan(values)
+    buckets = reference(values[ok], cand)
+    for g in range(3):
+        want = np.bincount(buckets[codes[ok] == g], minlength=2 * len(cand) - 1)
+        np.testing.assert_array_equal(got[g], want)
+    one = grid_bucket_counts(values, None, 1, grid)
+    np.testing.assert_array_equal(one[0], np.bincount(buckets, minlength=2 * len(cand) - 1))
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     lo=st.floats(-1e6, 1e6, allow_nan=False),
@@ -71,6 +109,7 @@ def test_random_linspace_grids(lo: float, width: float, m: int, extra: list[floa
     if uniform_grid(cand) is None:
         return  # not an exact arithmetic grid: the engine uses its range join instead
     values = tricky_values(cand, extra)
+    np.testing.assert_array_equal(in_numpy(values, cand), reference(values, cand))
     np.testing.assert_array_equal(in_duckdb(values, cand), reference(values, cand))
 
 
