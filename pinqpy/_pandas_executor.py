@@ -53,7 +53,7 @@ class _Relation:
         return df.loc[self.mask].reset_index(drop=True)
 
     def row_count(self) -> int:
-        return int(self.mask.sum()) if self.mask is not None else len(self.df)
+        return int(np.count_nonzero(self.mask)) if self.mask is not None else len(self.df)
 
 
 def _call(fn: PyFunc, df: pd.DataFrame) -> pd.Series:
