@@ -388,7 +388,7 @@ class PandasExecutor(Executor):
         nan = None if plain else np.isnan(vals)  # (nullable Int64 can hold NA: scanned)
         if grouping is None:
             keep = rel.mask
-            if nan is not None:
+            if nan is not None and nan.any():
                 keep = ~nan if keep is None else keep & ~nan
             return (vals if keep is None else vals[keep]), None
         codes = _group_index(rel, grouping)
