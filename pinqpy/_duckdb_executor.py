@@ -16,9 +16,12 @@ length that are not literal integers.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
-from collections.abc import Callable, Hashable, Sequence
+import re
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +30,7 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import Grid, bucket_query, uniform_grid
-from ._executor import Executor, Grouping
+from ._executor import Executor, Grouping, batch_memo
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -112,10 +115,16 @@ def duckdb_schema(columns: Sequence[str], types: Sequence[str]) -> dict[str, Col
 
 @dataclass(frozen=True)
 class _S:
-    """Translated SQL text and the kind of value it yields (as in pandas_eval)."""
+    """Translated SQL text and the kind of value it yields (as in pandas_eval).
+
+    ``raw``, for some floats, is the same value before non-finite results were made NULL;
+    ``+``, ``-`` and ``*`` may use it, since a non-finite operand makes their result
+    non-finite too, and the single check on the result then stands for every skipped one.
+    """
 
     sql: str
     kind: str
+    raw: str | None = None
 
 
 _NULL = {
@@ -132,23 +141,102 @@ def _null(kind: str) -> _S:
     return _S(_NULL.get(kind, "NULL"), kind)
 
 
-def _finite(sql: str) -> str:
-    """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
-    return (
-        f"NULLIF(NULLIF(NULLIF({sql}, CAST('inf' AS DOUBLE)), CAST('-inf' AS DOUBLE)), "
-        "CAST('nan' AS DOUBLE))"
-    )
-
-
 def _is_null_literal(e: Expr) -> bool:
     return isinstance(e, Literal) and e.value is None
+
+
+# SQL cheap enough to repeat: a column, a literal.
+_SIMPLE = re.compile(
+    r'"(?:[^"]|"")*"|TRUE|FALSE|NULL|CAST\(NULL AS \w+\)|CAST\(-?\d+ AS BIGINT\)'
+    r"|CAST\('[^']*' AS DOUBLE\)|'(?:[^']|'')*'"
+)
+_LET_REF = re.compile(r'"__pinq_l(\d+)"')
+_CTE_REF = re.compile(r"__pinq_n(\d+)")
+# The DuckDB type of a translated value of each kind ("other": DuckDB decides).
+_KIND_TYPES = {
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "bool": "BOOLEAN",
+    "str": "VARCHAR",
+    "datetime": "TIMESTAMP",
+    "null": "DOUBLE",
+}
+
+
+class _Lets:
+    """Sub-expressions computed once, as columns of projections below the query using them.
+
+    SQL has no ``let``: a value needed twice (``x`` in ``x BETWEEN a AND b``, a result checked
+    for being finite) would otherwise be written twice, exponentially often when nested, and
+    DuckDB expands NULLIF into a CASE that repeats its argument as well. Every translated
+    expression is free of errors (faults give NULL), so computing one on every row, not just
+    where a CASE would reach it, is safe.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, int]] = []  # name, SQL, projection level
+
+    def bind(self, v: _S) -> _S:
+        if _SIMPLE.fullmatch(v.sql):
+            return v
+        level = 1 + max((self.items[int(i)][2] for i in self._refs(v.sql)), default=0)
+        name = f"__pinq_l{len(self.items)}"
+        self.items.append((name, v.sql, level))
+        return _S(_ident(name), v.kind)
+
+    def _refs(self, sql: str) -> list[str]:
+        return [i for i in _LET_REF.findall(sql) if int(i) < len(self.items)]
+
+    def names(self, uses: Sequence[str]) -> list[str]:
+        """The bound values that ``uses`` need, directly or through other bound values."""
+        need: set[int] = set()
+        stack = [int(i) for sql in uses for i in self._refs(sql)]
+        while stack:
+            i = stack.pop()
+            if i not in need:
+                need.add(i)
+                stack.extend(int(j) for j in self._refs(self.items[i][1]))
+        return [self.items[i][0] for i in sorted(need)]
+
+    def source(self, child: str, uses: Sequence[str]) -> str:
+        """``child`` with the bound values ``uses`` needs added as columns, as a FROM item."""
+        wanted = set(self.names(uses))
+        out = child
+        top = max((lv for n, _, lv in self.items if n in wanted), default=0)
+        for lv in range(1, top + 1):
+            cols = ", ".join(
+                f"{sql} AS {_ident(n)}"
+                for n, sql, level in self.items
+                if level == lv and n in wanted
+            )
+            if cols:
+                out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
+        return out
+
+    def hide(self, uses: Sequence[str]) -> str:
+        """A star that leaves out the bound columns, for ``SELECT {hide} FROM {source}``."""
+        names = self.names(uses)
+        return f"* EXCLUDE ({', '.join(map(_ident, names))})" if names else "*"
 
 
 class _ExprSql:
     """Translates one expression over a relation with known column kinds."""
 
-    def __init__(self, kinds: dict[str, str]) -> None:
+    def __init__(
+        self, kinds: dict[str, str], lets: _Lets, nan: frozenset[str] = frozenset()
+    ) -> None:
         self.kinds = kinds
+        self.lets = lets
+        self.nan = nan  # stored float columns whose NaN reads as NULL
+        self.unchecked = False  # whether the SQL may be invalid for the engine to decide
+
+    def bind(self, v: _S) -> _S:
+        return self.lets.bind(v)
+
+    def finite(self, sql: str) -> _S:
+        """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
+        x = self.bind(_S(sql, "float")).sql
+        return _S(f"(CASE WHEN isfinite({x}) THEN {x} END)", "float", raw=sql)
 
     # -- leaves ---------------------------------------------------------------------------
     def tr(self, e: Expr) -> _S:
@@ -169,7 +257,7 @@ class _ExprSql:
         if isinstance(e, InList):
             return self.in_list(e)
         if isinstance(e, Between):
-            x = self.tr(e.operand)
+            x = self.bind(self.tr(e.operand))
             v = self.logic(
                 "AND", self.compare(">=", x, self.tr(e.low)), self.compare("<=", x, self.tr(e.high))
             )
@@ -202,7 +290,10 @@ class _ExprSql:
         kind = self.kinds.get(e.name)
         if kind is None:
             raise PinqSyntaxError(f"unknown column '{e.name}'")
-        return _S(_ident(e.name), kind)
+        q = _ident(e.name)
+        if e.name in self.nan:
+            return _S(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)", kind)
+        return _S(q, kind)
 
     # -- coercions ------------------------------------------------------------------------
     def as_double(self, v: _S) -> str:
@@ -252,15 +343,18 @@ class _ExprSql:
             return _null("bool")
         return self.cast(v, "BOOLEAN")
 
-    @staticmethod
-    def result_kind(vs: Sequence[_S]) -> str:
+    def result_kind(self, vs: Sequence[_S]) -> str:
         kinds = {v.kind for v in vs if v.kind != "null"}
         if not kinds:
             return "null"
         if kinds <= _NUMERIC:
             return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
         if len(kinds) == 1:
-            return next(iter(kinds))
+            kind = next(iter(kinds))
+            # Values of types pinqpy does not model (lists, structs) may not combine: only
+            # DuckDB can tell, by binding.
+            self.unchecked |= kind == "other"
+            return kind
         return "str"
 
     # -- arithmetic -----------------------------------------------------------------------
@@ -284,10 +378,15 @@ class _ExprSql:
         if a.kind == "int" and b.kind == "int" and op != "/":
             # DuckDB raises on overflow and on % 0; TRY makes both NULL.
             return _S(f"TRY({a.sql} {op} {b.sql})", "int")
-        x, y = self.as_double(a), self.as_double(b)
+        if op in ("+", "-", "*"):
+            # A non-finite operand gives a non-finite result: the result's check covers it.
+            x = a.raw if a.raw is not None else self.as_double(a)
+            y = b.raw if b.raw is not None else self.as_double(b)
+        else:
+            x, y = self.as_double(a), self.as_double(b)
         if op == "%":
-            return _S(_finite(f"TRY({x} % {y})"), "float")
-        return _S(_finite(f"({x} {op} {y})"), "float")
+            return self.finite(f"TRY({x} % {y})")
+        return self.finite(f"({x} {op} {y})")
 
     def unary(self, e: Unary) -> _S:
         v = self.tr(e.operand)
@@ -331,6 +430,8 @@ class _ExprSql:
         if not e.items:
             return _S("TRUE" if e.negated else "FALSE", "bool")
         x = self.tr(e.operand)
+        if len(e.items) > 1:
+            x = self.bind(x)
         parts = [self.compare("=", x, self.tr(i)).sql for i in e.items]
         v = _S("(" + " OR ".join(parts) + ")", "bool")
         return self.logic_not(v) if e.negated else v
@@ -370,7 +471,7 @@ class _ExprSql:
         return fn(self, [self.tr(a) for a in e.args])
 
     def math1(self, v: _S, fn: str) -> _S:
-        return _S(_finite(f"{fn}({self.as_double(self.numeric(v))})"), "float")
+        return self.finite(f"{fn}({self.as_double(self.numeric(v))})")
 
     def to_int_fn(self, v: _S, fn: str) -> _S:
         v = self.numeric(v)
@@ -424,7 +525,7 @@ class _ExprSql:
             if v.kind == "float":
                 return _S(f"TRY_CAST(round({s}) AS BIGINT)", "int")
             if v.kind == "str":
-                t = f"trim({s})"
+                t = self.bind(_S(f"trim({s})", "str")).sql
                 return _S(
                     f"(CASE WHEN regexp_full_match({t}, '[+-]?[0-9]+') "
                     f"THEN TRY_CAST({t} AS BIGINT) END)",
@@ -433,7 +534,7 @@ class _ExprSql:
             return _null("int")
         if target == "float":
             if v.kind == "str":
-                return _S(_finite(f"TRY_CAST(trim({s}) AS DOUBLE)"), "float")
+                return self.finite(f"TRY_CAST(trim({s}) AS DOUBLE)")
             if v.kind == "datetime":
                 return _null("float")
             return _S(f"CAST({s} AS DOUBLE)", "float")
@@ -445,7 +546,7 @@ class _ExprSql:
             if v.kind in ("int", "float"):
                 return _S(f"({s} <> 0)", "bool")
             if v.kind == "str":
-                t = f"lower(trim({s}))"
+                t = self.bind(_S(f"lower(trim({s}))", "str")).sql
                 yes = ", ".join(_str_lit(w) for w in _TRUE_WORDS)
                 no = ", ".join(_str_lit(w) for w in _FALSE_WORDS)
                 return _S(
@@ -469,8 +570,8 @@ def _round_fn(t: _ExprSql, a: list[_S]) -> _S:
     if len(a) == 1:
         return t.to_int_fn(a[0], "round")
     x = t.as_double(t.numeric(a[0]))
-    scale = f"pow(10.0, trunc({t.as_double(t.numeric(a[1]))}))"
-    return _S(_finite(f"(round({x} * {scale}) / {scale})"), "float")
+    scale = t.bind(_S(f"pow(10.0, trunc({t.as_double(t.numeric(a[1]))}))", "float")).sql
+    return t.finite(f"(round({x} * {scale}) / {scale})")
 
 
 def _abs_fn(t: _ExprSql, a: list[_S]) -> _S:
@@ -492,7 +593,7 @@ def _sign_fn(t: _ExprSql, a: list[_S]) -> _S:
 
 def _power_fn(t: _ExprSql, a: list[_S]) -> _S:
     x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
-    return _S(_finite(f"pow({x}, {y})"), "float")
+    return t.finite(f"pow({x}, {y})")
 
 
 def _coalesce_fn(t: _ExprSql, a: list[_S]) -> _S:
@@ -501,6 +602,7 @@ def _coalesce_fn(t: _ExprSql, a: list[_S]) -> _S:
 
 
 def _nullif_fn(t: _ExprSql, a: list[_S]) -> _S:
+    a = [t.bind(a[0]), a[1]]
     same = t.compare("=", a[0], a[1]).sql
     return _S(f"(CASE WHEN {same} THEN {_null(a[0].kind).sql} ELSE {a[0].sql} END)", a[0].kind)
 
@@ -563,7 +665,14 @@ def _no_callable(value: object, what: str) -> None:
 class _PlanSql(PlanVisitor[str]):
     """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
 
-    A node shared by several parents (``f.concat(f)``) becomes one CTE.
+    A node shared by several parents (``f.concat(f)``) becomes one CTE. Each CTE's schema
+    is derived here where it follows from the translation, so binding a query is needed only
+    for sources and the few nodes whose types DuckDB decides (set operations, lists).
+
+    Floating-point columns are read as they are stored: a NaN in them means NULL, and a CTE
+    lists such columns in ``nan``. Expressions read them as NULL; nodes that compare or
+    group whole values normalize them; plain filters and projections pass them through, so
+    an aggregate of a stored column pays for no normalization (it skips NaN instead).
     """
 
     def __init__(self, ex: DuckDBExecutor) -> None:
@@ -571,29 +680,73 @@ class _PlanSql(PlanVisitor[str]):
         self.ctes: list[tuple[str, str]] = []
         self._memo: dict[int, tuple[PlanNode, str]] = {}
         self._schemas: dict[str, list[tuple[str, str]]] = {}
+        self._nan: dict[str, frozenset[str]] = {}
+        self._translators: list[_ExprSql] = []
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def with_clause(self) -> str:
-        if not self.ctes:
-            return ""
-        return "WITH " + ", ".join(f"{n} AS ({q})" for n, q in self.ctes) + " "
+    def query(self, sql: str) -> str:
+        """``sql`` with the CTEs it reads (and only those) in front."""
+        need: set[int] = set()
+        stack = [int(i) for i in _CTE_REF.findall(sql)]
+        while stack:
+            i = stack.pop()
+            if i not in need and i < len(self.ctes):
+                need.add(i)
+                stack.extend(int(j) for j in _CTE_REF.findall(self.ctes[i][1]))
+        if not need:
+            return sql
+        return (
+            "WITH "
+            + ", ".join(f"{n} AS ({q})" for n, q in self.ctes if int(n[8:]) in need)
+            + (" " + sql)
+        )
 
-    def add(self, sql: str) -> str:
+    def add(
+        self,
+        sql: str,
+        schema: list[tuple[str, str]] | None = None,
+        nan: frozenset[str] = frozenset(),
+    ) -> str:
         name = f"__pinq_n{len(self.ctes)}"
         self.ctes.append((name, sql))
+        if schema is not None:
+            self._schemas[name] = schema
+        if nan:
+            self._nan[name] = nan
         return name
 
     def schema(self, name: str) -> list[tuple[str, str]]:
-        """(column, DuckDB type) of a CTE, found by binding the query (no data is read)."""
+        """(column, DuckDB type) of a CTE; where not derived, found by binding (reads no data)."""
         hit = self._schemas.get(name)
         if hit is None:
-            rel = self.ex._run(lambda c: c.sql(self.with_clause() + f"SELECT * FROM {name}"))
-            hit = [(str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True)]
+            hit = self.ex._bind(self.query(f"SELECT * FROM {name}"))
             self._schemas[name] = hit
         return hit
 
     def kinds(self, name: str) -> dict[str, str]:
         return {c: _kind_of_type(t) for c, t in self.schema(name)}
+
+    def nan(self, name: str) -> frozenset[str]:
+        return self._nan.get(name, frozenset())
+
+    def value(self, name: str, col: str, qual: str = "") -> str:
+        """A column of CTE ``name`` as pinqpy reads it (NaN as NULL)."""
+        q = qual + _ident(col)
+        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(name) else q
+
+    def normalized(self, name: str, columns: Sequence[str] | None = None) -> str:
+        """CTE ``name`` with NaN made NULL in ``columns`` (default: all)."""
+        todo = [
+            c for c in (columns if columns is not None else self.nan(name)) if c in self.nan(name)
+        ]
+        if not todo:
+            return name
+        items = ", ".join(f"{self.value(name, c)} AS {_ident(c)}" for c in todo)
+        return self.add(
+            f"SELECT * REPLACE ({items}) FROM {name}",
+            self.schema(name),
+            self.nan(name) - frozenset(todo),
+        )
 
     def visit(self, node: PlanNode) -> str:
         hit = self._memo.get(id(node))
@@ -603,66 +756,118 @@ class _PlanSql(PlanVisitor[str]):
         self._memo[id(node)] = (node, name)
         return name
 
-    def expr(self, e: Expr | PyFunc, child: str, what: str) -> _S:
+    def translator(self, child: str, lets: _Lets) -> _ExprSql:
+        t = _ExprSql(self.kinds(child), lets, self.nan(child))
+        self._translators.append(t)
+        return t
+
+    @property
+    def unchecked(self) -> bool:
+        """Whether some SQL here is valid only if DuckDB says so (validate then binds it)."""
+        return any(t.unchecked for t in self._translators)
+
+    def expr(self, e: Expr | PyFunc, child: str, lets: _Lets, what: str) -> _S:
         _no_callable(e, what)
         assert isinstance(e, Expr)
-        return _ExprSql(self.kinds(child)).tr(e)
+        return self.translator(child, lets).tr(e)
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
         raw = self.ex._table(node.table.data)
-        cols = []
-        for c, t in self.ex._schema_of(raw):
+        cols, schema, nan = [], [], set()
+        for c, t in self.ex._table_schema(node.table.data):
             q = _ident(c)
             u = t.upper()
             if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
                 cols.append(f"CAST({q} AS BIGINT) AS {q}")
+                t = "BIGINT"
             elif u in ("UBIGINT", "HUGEINT", "UHUGEINT"):
                 cols.append(f"TRY_CAST({q} AS BIGINT) AS {q}")
-            elif u in ("FLOAT", "REAL") or u.startswith("DECIMAL"):
-                cols.append(f"CAST({q} AS DOUBLE) AS {q}")
-            elif u == "DOUBLE":
-                cols.append(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END) AS {q}")
+                t = "BIGINT"
+            elif u in ("FLOAT", "REAL", "DOUBLE") or u.startswith("DECIMAL"):
+                cols.append(q if u == "DOUBLE" else f"CAST({q} AS DOUBLE) AS {q}")
+                t = "DOUBLE"
+                if not u.startswith("DECIMAL"):
+                    nan.add(c)
             elif u.startswith("ENUM"):
                 cols.append(f"CAST({q} AS VARCHAR) AS {q}")
+                t = "VARCHAR"
             else:
                 cols.append(q)
-        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}")
+            schema.append((c, t))
+        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}", schema, frozenset(nan))
 
     def visit_part_source(self, node: PartSource) -> str:
         parent = self.visit(node.partition.parent)
         kinds = self.kinds(parent)
         key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
         conds = [
-            _key_match(_ident(c), kinds[c], k)
+            _key_match(self.value(parent, c), kinds[c], k)
             for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
         ]
-        return self.add(f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}")
+        return self.add(
+            f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}",
+            self.schema(parent),
+            self.nan(parent),
+        )
 
     def visit_where(self, node: Where) -> str:
         child = self.visit(node.child)
-        t = _ExprSql(self.kinds(child))
+        lets = _Lets()
         _no_callable(node.predicate, "where")
-        pred = t.boolean(t.tr(node.predicate))  # type: ignore[arg-type]
-        return self.add(f"SELECT * FROM {child} WHERE {pred.sql}")
+        t = self.translator(child, lets)
+        pred = t.boolean(t.tr(node.predicate)).sql  # type: ignore[arg-type]
+        return self.add(
+            f"SELECT {lets.hide([pred])} FROM {lets.source(child, [pred])} WHERE {pred}",
+            self.schema(child),
+            self.nan(child),
+        )
 
     def visit_select(self, node: Select) -> str:
         child = self.visit(node.child)
-        outs = [(n, self.expr(e, child, "select")) for n, e in node.outputs]
-        items = [f"{_typed(v)} AS {_ident(n)}" for n, v in outs]
+        types = dict(self.schema(child))
+        nan = self.nan(child)
+        lets = _Lets()
+        items: dict[str, str] = {}
+        out_types: dict[str, str | None] = {}
+        out_nan: set[str] = set()
+        for n, e in node.outputs:
+            if isinstance(e, Column) and e.name in nan:
+                # A stored column passes through as stored; its readers skip NaN.
+                items[n], out_types[n] = f"{_ident(e.name)} AS {_ident(n)}", types[e.name]
+                out_nan.add(n)
+                continue
+            v = self.expr(e, child, lets, "select")
+            items[n] = f"{_typed(v)} AS {_ident(n)}"
+            if isinstance(e, Column):
+                out_types[n] = types[e.name]
+            else:
+                out_types[n] = _KIND_TYPES.get(v.kind)  # None: DuckDB decides
+        src = lets.source(child, list(items.values()))
         if node.keep_all:
             # pandas assign replaces an existing column in place, appends new ones.
             order = [c for c, _ in self.schema(child)]
-            mapping = dict(zip([n for n, _ in outs], items, strict=True))
-            cols = [mapping.get(c, _ident(c)) for c in order]
-            cols += [mapping[n] for n, _ in outs if n not in order]
-            return self.add(f"SELECT {', '.join(cols)} FROM {child}")
-        return self.add(f"SELECT {', '.join(items) or '1 AS __pinq_empty'} FROM {child}")
+            cols = [items.get(c, _ident(c)) for c in order]
+            cols += [items[n] for n in items if n not in order]
+            names = order + [n for n in items if n not in order]
+            full = {**types, **out_types}
+            kept_nan = {c for c in nan if c not in items}
+            sql = f"SELECT {', '.join(cols)} FROM {src}"
+        else:
+            names, full, kept_nan = list(items), out_types, set()
+            sql = f"SELECT {', '.join(items.values()) or '1 AS __pinq_empty'} FROM {src}"
+        schema: list[tuple[str, str]] | None = [(c, full[c]) for c in names]  # type: ignore[misc]
+        if not names or any(t is None for _, t in schema):  # type: ignore[union-attr]
+            schema = None
+        return self.add(sql, schema, frozenset(kept_nan | out_nan))
 
     def visit_distinct(self, node: Distinct) -> str:
         child = self.visit(node.child)
-        cols = ", ".join(_ident(c) for c in node.columns)
-        return self.add(f"SELECT DISTINCT {cols} FROM {child}")
+        types = dict(self.schema(child))
+        cols = ", ".join(f"{self.value(child, c)} AS {_ident(c)}" for c in node.columns)
+        return self.add(
+            f"SELECT DISTINCT {cols} FROM {child}", [(c, types[c]) for c in node.columns]
+        )
 
     def visit_explode(self, node: Explode) -> str:
         child = self.visit(node.child)
@@ -670,49 +875,77 @@ class _PlanSql(PlanVisitor[str]):
         kind = dict(self.schema(child))[node.column]
         if not kind.endswith("[]"):
             # A scalar explodes to itself; NULL carries nothing.
-            return self.add(f"SELECT * FROM {child} WHERE {q} IS NOT NULL")
+            return self.add(
+                f"SELECT * FROM {child} WHERE {self.value(child, node.column)} IS NOT NULL",
+                self.schema(child),
+                self.nan(child),
+            )
         items = f"list_slice(list_filter({q}, lambda x: x IS NOT NULL), 1, {int(node.max_items)})"
-        return self.add(f"SELECT * REPLACE (unnest({items}) AS {q}) FROM {child}")
+        return self.add(
+            f"SELECT * REPLACE (unnest({items}) AS {q}) FROM {child}", None, self.nan(child)
+        )
 
     def visit_group_by(self, node: GroupBy) -> str:
-        child = self.visit(node.child)
-        t = _ExprSql(self.kinds(child))
+        child = self.normalized(self.visit(node.child), node.keys)
+        types = dict(self.schema(child))
+        lets = _Lets()
+        t = self.translator(child, lets)
         keys = [_ident(k) for k in node.keys]
         items = list(keys)
+        schema = [(k, types[k]) for k in node.keys]
         for name, call in node.aggs:
             items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
-        return self.add(f"SELECT {', '.join(items)} FROM {child} GROUP BY ALL")
+            counts = call.name.upper() == "COUNT"
+            schema.append((name, "BIGINT" if counts else "DOUBLE"))
+        return self.add(
+            f"SELECT {', '.join(items)} FROM {lets.source(child, items)} GROUP BY ALL", schema
+        )
 
     def truncate(self, child: str, columns: Sequence[str], limit: int) -> str:
         """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
+        child = self.normalized(child, columns)
         salt = _str_lit(_noise.current_source().bytes(8).hex())
         all_cols = [_ident(c) for c, _ in self.schema(child)]
         prio = f"hash({', '.join([salt, *all_cols])})"
         part = ", ".join(_ident(c) for c in columns)
-        # The priority is computed below the window, so the window sorts one column and
-        # columns unused later can be dropped before it (2x faster, a third less memory).
+        # The priority is computed below the window, so the window sorts one column, and
+        # columns unused above are pruned before it. The rank is compared as rank - 1 < limit:
+        # DuckDB turns "rank <= limit" into a top-n aggregate per key, which is several times
+        # slower than this sort with a million keys and runs out of memory with ten million.
         prioritized = f"SELECT *, {prio} AS __pinq_prio FROM {child}"
         inner = (
-            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY __pinq_prio) "
+            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY __pinq_prio) - 1 "
             f"AS __pinq_rank FROM ({prioritized})"
         )
         return self.add(
             f"SELECT * EXCLUDE (__pinq_rank, __pinq_prio) FROM ({inner}) "
-            f"WHERE __pinq_rank <= {int(limit)}"
+            f"WHERE __pinq_rank < {int(limit)}",
+            self.schema(child),
+            self.nan(child),
         )
 
     def merge(self, left: str, right: str, on: Sequence[str], how: str, suffix: str) -> str:
-        lcols = [c for c, _ in self.schema(left)]
-        rcols = [c for c, _ in self.schema(right)]
+        left, right = self.normalized(left, on), self.normalized(right, on)
+        lschema, rschema = self.schema(left), self.schema(right)
+        lcols = [c for c, _ in lschema]
         items = [f"l.{_ident(c)}" for c in lcols]
-        for c in rcols:
+        schema = list(lschema)
+        nan = set(self.nan(left))
+        for c, t in rschema:
             if c in on:
                 continue
             out = c + suffix if c in lcols else c
             items.append(f"r.{_ident(c)} AS {_ident(out)}")
+            schema.append((out, t))
+            if c in self.nan(right):
+                nan.add(out)
         cond = " AND ".join(f"l.{_ident(c)} IS NOT DISTINCT FROM r.{_ident(c)}" for c in on)
         join = "JOIN" if how == "inner" else "LEFT JOIN"
-        return self.add(f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}")
+        return self.add(
+            f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}",
+            schema,
+            frozenset(nan),
+        )
 
     def visit_join(self, node: Join) -> str:
         left = self.visit(node.left)
@@ -724,22 +957,30 @@ class _PlanSql(PlanVisitor[str]):
 
     def visit_public_join(self, node: PublicJoin) -> str:
         child = self.visit(node.child)
-        pub = self.add(f"SELECT * FROM {self.ex._table(node.public.data)}")
+        data = node.public.data
+        pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
         return self.merge(child, pub, node.on, node.how, "_public")
 
     def visit_set_op(self, node: SetOp) -> str:
         left = self.visit(node.left)
         right = self.visit(node.right)
+        # Columns of the same names and types keep them; otherwise DuckDB decides.
+        same = dict(self.schema(left)) == dict(self.schema(right))
+        schema = self.schema(left) if same else None
+        if node.kind == "concat":
+            # Rows are kept as they are, so NaN may stay (it is read as NULL later).
+            return self.add(
+                f"SELECT * FROM {left} UNION ALL BY NAME SELECT * FROM {right}",
+                schema,
+                self.nan(left) | self.nan(right),
+            )
+        # The others compare whole rows: NaN must be NULL first.
+        left, right = self.normalized(left), self.normalized(right)
+        if node.kind == "union":
+            return self.add(f"SELECT * FROM {left} UNION BY NAME SELECT * FROM {right}", schema)
         cols = ", ".join(_ident(c) for c, _ in self.schema(left))
-        op = {
-            "concat": "UNION ALL BY NAME",
-            "union": "UNION BY NAME",
-            "intersect": "INTERSECT",
-            "difference": "EXCEPT",
-        }[node.kind]
-        if node.kind in ("concat", "union"):
-            return self.add(f"SELECT * FROM {left} {op} SELECT * FROM {right}")
-        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}")
+        op = "INTERSECT" if node.kind == "intersect" else "EXCEPT"
+        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}", schema)
 
     def visit_bound_contributions(self, node: BoundContributions) -> str:
         return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
@@ -757,7 +998,7 @@ def _aggregate(t: _ExprSql, call: Call) -> str:
     arg = t.tr(call.args[0])
     if func == "COUNT":
         return f"COUNT({'DISTINCT ' if call.distinct else ''}{arg.sql})"
-    x = _numeric_value(t, arg)
+    x = _numeric_value(arg)
     sql_fn = {
         "SUM": "SUM",
         "AVG": "AVG",
@@ -774,7 +1015,7 @@ def _aggregate(t: _ExprSql, call: Call) -> str:
     return f"CAST({sql_fn}({x}) AS DOUBLE)"
 
 
-def _numeric_value(t: _ExprSql, v: _S) -> str:
+def _numeric_value(v: _S) -> str:
     """Values as DOUBLE with NULL for anything that is not a number (as pandas' _numeric)."""
     if v.kind in _NUMERIC:
         return f"CAST({v.sql} AS DOUBLE)"
@@ -833,11 +1074,11 @@ def _key_match(col_sql: str, col_kind: str, key: object) -> str:
     return f"({col_sql} = {_key_literal(key, kind)})"
 
 
-def _key_frame(
-    columns: Sequence[str], kinds: Sequence[str], keys: Sequence[Hashable], single: bool
-) -> pd.DataFrame:
-    """A table of the listed keys (position in ``__pinq_g``) typed like the plan's columns;
-    keys that can never match a column's values are left out (they count 0)."""
+def _key_rows(
+    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> list[tuple[Any, ...]]:
+    """The listed keys as rows (position in the list, values...); keys that can never match
+    a column's values are left out (they count 0)."""
     rows: list[tuple[Any, ...]] = []
     for i, key in enumerate(keys):
         parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
@@ -854,21 +1095,83 @@ def _key_frame(
                 break
         if ok:
             rows.append((i, *vals))
-    data: dict[str, Any] = {_GI: np.array([r[0] for r in rows], dtype=np.int64)}
+    return rows
+
+
+def _table_type(kind: str, vals: Sequence[Any]) -> str:
+    """The DuckDB type of a key table's column of a plan column's kind, given its values."""
+    if kind in ("int", "float"):
+        ints = kind == "int" and all(v is None or _value_kind(v) == "int" for v in vals)
+        return "BIGINT" if ints else "DOUBLE"
+    return {"bool": "BOOLEAN", "datetime": "TIMESTAMP", "str": "VARCHAR"}.get(kind, "")
+
+
+def _rows_frame(
+    columns: Sequence[str], kinds: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> pd.DataFrame:
+    """Rows of public values as a DataFrame typed like the plan's columns, to register."""
+    data: dict[str, Any] = {}
     for j, (c, kind) in enumerate(zip(columns, kinds, strict=True)):
-        vals = [r[j + 1] for r in rows]
-        if kind in ("int", "float"):
-            if all(v is None or _value_kind(v) == "int" for v in vals) and kind == "int":
-                data[c] = pd.array(vals, dtype="Int64")
-            else:
-                data[c] = np.array([np.nan if v is None else float(v) for v in vals])
-        elif kind == "bool":
+        vals = [r[j] for r in rows]
+        sql_type = _table_type(kind, vals)
+        if sql_type == "BIGINT":
+            data[c] = pd.array(vals, dtype="Int64")
+        elif sql_type == "DOUBLE":
+            data[c] = np.array([np.nan if v is None else float(v) for v in vals])
+        elif sql_type == "BOOLEAN":
             data[c] = pd.array(vals, dtype="boolean")
-        elif kind == "datetime":
+        elif sql_type == "TIMESTAMP":
             data[c] = pd.to_datetime(pd.Series(vals, dtype=object))
         else:
             data[c] = pd.Series(vals, dtype=object)
     return pd.DataFrame(data)
+
+
+_INLINE_ROWS = 5000
+
+
+def _rows_sql(
+    columns: Sequence[str], kinds: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> str | None:
+    """Rows of public values as a FROM item written into the query (typed lists unnested
+    side by side), or None when too many or of a type not written here (then register
+    :func:`_rows_frame`). Typed as :func:`_rows_frame` types them."""
+    if len(rows) > _INLINE_ROWS:
+        return None
+    cols = []
+    for j, (c, kind) in enumerate(zip(columns, kinds, strict=True)):
+        vals = [r[j] for r in rows]
+        sql_type = _table_type(kind, vals)
+        if sql_type == "BIGINT":
+            items = ["NULL" if v is None else str(int(v)) for v in vals]
+        elif sql_type == "DOUBLE":
+            # As text, which DuckDB reads exactly (as every float literal here).
+            items = ["NULL" if v is None else _str_lit(repr(float(v))) for v in vals]
+        elif sql_type == "BOOLEAN":
+            items = ["NULL" if v is None else ("TRUE" if v else "FALSE") for v in vals]
+        elif sql_type == "VARCHAR" and kind == "str":
+            items = ["NULL" if v is None else _str_lit(str(v)) for v in vals]
+        else:
+            return None
+        cols.append(f"unnest(CAST([{', '.join(items)}] AS {sql_type}[])) AS {_ident(c)}")
+    return f"(SELECT {', '.join(cols)})"
+
+
+def _int_bucket_query(rows: str, grid: Grid) -> str:
+    """:func:`~pinqpy._buckets.bucket_query` for integer values (``__pinq_v``) on a grid of
+    integers, where integer arithmetic is exact and needs no correction step. The grid's
+    points are exact doubles (below 2**53), so a value's bucket is the one pandas finds."""
+    start, step, stop = (_key_literal(int(x), "int") for x in (grid.start, grid.step, grid.stop))
+    d = f"LEAST(GREATEST(__pinq_v, {start}), {stop}) - {start}"
+    return (
+        f"SELECT __pinq_gi, 2 * (__d // {step}) + CAST(__d % {step} <> 0 AS BIGINT) AS __pinq_b "
+        f"FROM (SELECT __pinq_gi, {d} AS __d FROM ({rows}) s0) s1"
+    )
+
+
+def _integral(x: float) -> bool:
+    """An integer that a double holds exactly."""
+    return float(x).is_integer() and abs(x) <= 2**53
 
 
 class DuckDBExecutor(Executor):
@@ -876,6 +1179,10 @@ class DuckDBExecutor(Executor):
 
     Sources are pandas DataFrames (registered with the connection) or DuckDB relations of
     the same connection. ``connection`` defaults to a new in-memory database.
+
+    Within one :func:`~pinqpy._executor.batch` (one query's checks and reads) a plan is
+    translated once: the check before the charge translates it, and the reads run the same
+    SQL, with the same truncation salt, so a query's aggregates all see the same rows.
     """
 
     def __init__(self, connection: Any = None) -> None:
@@ -884,11 +1191,18 @@ class DuckDBExecutor(Executor):
         self._duckdb = duckdb
         self.con = connection if connection is not None else duckdb.connect()
         self._registered: dict[int, tuple[Any, str]] = {}
+        self._schemas: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
+        self._view_schemas: weakref.WeakKeyDictionary[Any, list[tuple[str, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._names = itertools.count()
 
     # -- engine plumbing ------------------------------------------------------------------
     def _run(self, fn: Callable[[Any], Any]) -> Any:
         """Run a DuckDB call; its errors become PinqErrors that quote no data."""
+        from ._engine import drop_pending_views
+
+        drop_pending_views()
         try:
             return fn(self.con)
         except PinqError:
@@ -921,120 +1235,195 @@ class DuckDBExecutor(Executor):
         self._registered[id(data)] = (data, _ident(name))
         return _ident(name)
 
-    def _schema_of(self, table: str) -> list[tuple[str, str]]:
-        rel = self._run(lambda c: c.sql(f"SELECT * FROM {table}"))
+    def _table_schema(self, data: Any) -> list[tuple[str, str]]:
+        """(column, DuckDB type) of a source or public table, bound once per table (tables
+        must not change while frames over them are in use)."""
+        from ._engine import DuckDBTable
+
+        if isinstance(data, DuckDBTable):
+            if data.columns:
+                return list(data.columns)
+            schema = self._view_schemas.get(data)
+            if schema is None:
+                schema = self._bind(f"SELECT * FROM {_ident(data.view)}")
+                self._view_schemas[data] = schema
+            return schema
+        hit = self._schemas.get(id(data))
+        if hit is None or hit[0] is not data:
+            hit = (data, self._bind(f"SELECT * FROM {self._table(data)}"))
+            self._schemas[id(data)] = hit
+        return hit[1]
+
+    def _bind(self, sql: str) -> list[tuple[str, str]]:
+        """The (column, DuckDB type) of a query, from binding it (no data is read)."""
+        rel = self._run(lambda c: c.sql(sql))
         return [(str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True)]
 
     def _fetch(self, sql: str) -> list[tuple[Any, ...]]:
-        return self._run(lambda c: c.sql(sql).fetchall())  # type: ignore[no-any-return]
+        """Run a query and read its rows."""
+
+        # execute binds once, where a relation (con.sql) binds on its own first. Views of
+        # dropped frames are dropped between reads (drop_pending_views), never during one.
+        return self._run(lambda c: c.execute(sql).fetchall())  # type: ignore[no-any-return]
+
+    def _translation(self) -> _PlanSql:
+        """The current batch's translator (so a check's translation serves the reads)."""
+        memo = batch_memo()
+        if memo is None:
+            return _PlanSql(self)
+        slot = ("duckdb-plans", id(self))
+        hit = memo.get(slot)
+        if hit is None or hit[0] is not self:
+            hit = memo[slot] = (self, _PlanSql(self))
+        return hit[1]  # type: ignore[no-any-return]
+
+    @contextlib.contextmanager
+    def _rows(
+        self, columns: Sequence[str], kinds: Sequence[str], rows: Sequence[tuple[Any, ...]]
+    ) -> Iterator[str]:
+        """A table of public values (keys, candidates) as a FROM item: written into the query
+        when small, else registered for the duration."""
+        inline = _rows_sql(columns, kinds, rows)
+        if inline is not None:
+            yield inline
+            return
+        frame = _rows_frame(columns, kinds, rows)
+        name = self._table(frame)
+        try:
+            yield name
+        finally:
+            self._unregister(frame)
 
     def _grouped(
         self,
         plan: PlanNode,
         grouping: Grouping | None,
         value: Expr | PyFunc | None,
-        aggs: Callable[[str], list[str]],
-        extra: Callable[[str, _PlanSql], tuple[str, str, str]] | None = None,
-        non_null: bool = True,
-        staged: Callable[[str], str] | None = None,
+        aggs: Callable[[str, str], list[str]],
+        extra: Callable[[str, str], tuple[str, str, str]] | None = None,
+        as_stored: bool = False,
+        ints: bool = False,
+        staged: Callable[[str, str], str] | None = None,
     ) -> tuple[list[tuple[Any, ...]], int]:
-        """Run ``aggs(v)`` per listed group; rows are (group position, [extra key,] aggs...).
+        """Run ``aggs(v, kind)`` per listed group; rows are (group position, [extra key,]
+        aggs...).
 
-        ``v`` is the SQL of ``value`` as DOUBLE (pandas' numeric view). ``extra`` may add a
-        join (FROM suffix, select item, group item) given the value SQL.
+        ``v`` is the SQL of ``value`` as pandas' numeric view, a DOUBLE of kind "float"
+        whose NULLs are left out; with ``ints``, an integer value stays BIGINT (kind "int").
+        With ``as_stored`` it is the value as translated, NULLs included. ``extra`` may add a
+        join (FROM suffix, select item, group item) given ``v`` and its kind.
         """
-        p = _PlanSql(self)
+        p = self._translation()
         rel = p.visit(plan)
-        vsql = "NULL"
-        if value is not None:
-            v = p.expr(value, rel, "an aggregation")
-            vsql = _numeric_value(_ExprSql({}), v) if extra is None else v.sql
-            if extra is not None and v.kind == "null":
-                vsql = "NULL"
-            self._value_kind = v.kind
         k = 1 if grouping is None else len(grouping.keys)
-        src = f"(SELECT *, {vsql} AS __pinq_v FROM {rel}) AS r"
-        gi = "0"
-        if grouping is not None:
-            kinds = p.kinds(rel)
-            cols = list(grouping.columns)
-            frame = _key_frame(cols, [kinds[c] for c in cols], grouping.keys, single=len(cols) == 1)
-            if len(frame) == 0:
-                return [], k
-            keys = self._table(frame)
-            cond = " AND ".join(f"r.{_ident(c)} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols)
-            src += f" JOIN {keys} AS g ON {cond}"
-            gi = f"g.{_GI}"
-        if staged is not None:
-            inner = f"SELECT {gi} AS __pinq_gi, r.__pinq_v AS __pinq_v FROM {src}"
-            inner += " WHERE r.__pinq_v IS NOT NULL"
-            sql = p.with_clause() + (
-                f"SELECT __pinq_gi, __pinq_b, COUNT(*) FROM ({staged(inner)}) GROUP BY ALL"
-            )
-            try:
-                return self._fetch(sql), k
-            finally:
-                if grouping is not None:
-                    self._unregister(frame)
-        items = [f"{gi} AS __pinq_gi"]
-        groups = ["__pinq_gi"]
-        if extra is not None:
-            join, item, group = extra("r.__pinq_v", p)
-            src += join
-            items.append(item)
-            groups.append(group)
-        items += aggs("r.__pinq_v")
-        # NULL values are not counted (and LEAST/GREATEST would turn them into a bound).
-        where = " WHERE r.__pinq_v IS NOT NULL" if value is not None and non_null else ""
-        # One group: a plain aggregate (a GROUP BY on a constant keeps DuckDB from using
-        # its fast paths, ten times slower for a filtered count).
-        group_by = (
-            ""
-            if groups == ["__pinq_gi"] and grouping is None
-            else (f" GROUP BY {', '.join(groups)}")
-        )
-        sql = p.with_clause() + f"SELECT {', '.join(items)} FROM {src}{where}{group_by}"
-        try:
-            return self._fetch(sql), k
-        finally:
+        lets = _Lets()
+        vsql, kind, keep = "NULL", "null", ""
+        if value is None:
+            src = f"{rel} AS r"
+        else:
+            if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
+                # A stored float column: NaN is skipped as NULL is, and no value is rewritten.
+                vsql, kind = _ident(value.name), "float"
+                keep = f" WHERE NOT isnan(r.{vsql})"
+            else:
+                v = p.expr(value, rel, lets, "an aggregation")
+                if as_stored:
+                    vsql, kind = ("NULL" if v.kind == "null" else v.sql), v.kind
+                elif ints and v.kind in ("int", "bool"):
+                    vsql = v.sql if v.kind == "int" else f"CAST({v.sql} AS BIGINT)"
+                    kind = "int"
+                else:
+                    vsql, kind = _numeric_value(v), "float"
+                if not as_stored:
+                    # On a stored numeric column DuckDB reads this test from the file's
+                    # statistics; on a computed value it must test every row.
+                    test = "r.__pinq_v"
+                    if isinstance(value, Column) and v.kind in _NUMERIC:
+                        test = f"r.{_ident(value.name)}"
+                    keep = f" WHERE {test} IS NOT NULL"
+            src = f"(SELECT *, {vsql} AS __pinq_v FROM {lets.source(rel, [vsql])}) AS r"
+        with contextlib.ExitStack() as stack:
+            gi = "0"
             if grouping is not None:
-                self._unregister(frame)
+                kinds = p.kinds(rel)
+                cols = list(grouping.columns)
+                ckinds = [kinds[c] for c in cols]
+                rows = _key_rows(ckinds, grouping.keys, single=len(cols) == 1)
+                if not rows:
+                    return [], k
+                keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
+                cond = " AND ".join(
+                    f"{p.value(rel, c, 'r.')} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols
+                )
+                src += f" JOIN {keys} AS g ON {cond}"
+                gi = f"g.{_GI}"
+            if staged is not None:
+                inner = f"SELECT {gi} AS __pinq_gi, r.__pinq_v AS __pinq_v FROM {src}{keep}"
+                # One group: grouped by the bucket alone (a constant key costs a hash).
+                head, by = ("0", "__pinq_b") if grouping is None else ("__pinq_gi", "ALL")
+                sql = (
+                    f"SELECT {head}, __pinq_b, COUNT(*) FROM ({staged(inner, kind)}) GROUP BY {by}"
+                )
+                return self._fetch(p.query(sql)), k
+            items = [f"{gi} AS __pinq_gi"]
+            groups = ["__pinq_gi"]
+            if extra is not None:
+                join, item, group = extra("r.__pinq_v", kind)
+                src += join
+                items.append(item)
+                groups.append(group)
+            items += aggs("r.__pinq_v", kind)
+            # One group: a plain aggregate (a GROUP BY on a constant keeps DuckDB from using
+            # its fast paths, ten times slower for a filtered count).
+            group_by = (
+                "" if len(groups) == 1 and grouping is None else f" GROUP BY {', '.join(groups)}"
+            )
+            return self._fetch(p.query(f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}")), k
 
     def _unregister(self, data: pd.DataFrame) -> None:
         hit = self._registered.pop(id(data), None)
+        self._schemas.pop(id(data), None)
         if hit is not None:
             name = hit[1][1:-1]
             self._run(lambda c: c.unregister(name))
 
     def rows(self, plan: PlanNode) -> pd.DataFrame:
         """The plan's rows. For tests of stability only; never reachable from the public API."""
-        p = _PlanSql(self)
-        rel = p.visit(plan)
-        return self._run(lambda c: c.sql(p.with_clause() + f"SELECT * FROM {rel}").df())
+        p = self._translation()
+        rel = p.normalized(p.visit(plan))
+        return self._run(lambda c: c.sql(p.query(f"SELECT * FROM {rel}")).df())
 
     # -- the Executor interface -----------------------------------------------------------
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
     ) -> None:
-        # Translating binds every CTE (DuckDB resolves types without reading rows), so
-        # callables, unknown columns and unaggregatable types surface before the charge.
-        p = _PlanSql(self)
+        # Translating finds callables, unknown columns and unaggregatable types, before the
+        # charge. It derives each node's types, except where DuckDB decides them (set
+        # operations, lists) or alone can tell whether values combine (lists, structs):
+        # there DuckDB binds the SQL now (resolving types, reading no rows), so whatever it
+        # would refuse is refused before the charge too.
+        p = self._translation()
         rel = p.visit(plan)
-        if value is None:
-            return
-        v = p.expr(value, rel, "an aggregation")
-        if numeric and v.kind == "other":
-            what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
-            types = dict(p.schema(rel))
-            shown = types.get(value.name, "") if isinstance(value, Column) else ""
-            raise PinqError(
-                f"the DuckDB engine cannot aggregate {what}"
-                + (f" of type {shown}" if shown else "")
-                + " as a number; select or CAST a numeric value instead"
-            )
+        lets = _Lets()
+        vsql = "NULL"
+        if value is not None:
+            v = p.expr(value, rel, lets, "an aggregation")
+            if numeric and v.kind == "other":
+                what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
+                types = dict(p.schema(rel))
+                shown = types.get(value.name, "") if isinstance(value, Column) else ""
+                raise PinqError(
+                    f"the DuckDB engine cannot aggregate {what}"
+                    + (f" of type {shown}" if shown else "")
+                    + " as a number; select or CAST a numeric value instead"
+                )
+            vsql = _typed(v)
+        p.schema(rel)
+        if p.unchecked:
+            self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}"))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        rows, k = self._grouped(plan, grouping, None, lambda v: ["COUNT(*)"])
+        rows, k = self._grouped(plan, grouping, None, lambda v, kind: ["COUNT(*)"])
         out = np.zeros(k, dtype=np.int64)
         for gi, n in rows:
             out[int(gi)] = int(n)
@@ -1043,15 +1432,22 @@ class DuckDBExecutor(Executor):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
+        # Integers clamped to integer bounds are summed exactly as integers: the float sum
+        # pandas computes is the same number while it is exact (below 2**53) and its
+        # rounding otherwise; DuckDB sums integers faster than doubles.
+        ints = _integral(lo) and _integral(hi)
 
-        def aggs(v: str) -> list[str]:
+        def aggs(v: str, kind: str) -> list[str]:
+            if kind == "int":
+                lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
+                return [f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s}))", f"COUNT({v})"]
+            lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
             return [f"COALESCE(SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})), 0.0)", f"COUNT({v})"]
 
-        rows, k = self._grouped(plan, grouping, value, aggs)
+        rows, k = self._grouped(plan, grouping, value, aggs, ints=ints)
         sums, counts = np.zeros(k), np.zeros(k, dtype=np.int64)
         for gi, s, n in rows:
-            sums[int(gi)], counts[int(gi)] = float(s), int(n)
+            sums[int(gi)], counts[int(gi)] = float(s or 0), int(n)
         return sums, counts
 
     def clamped_moments(
@@ -1059,7 +1455,7 @@ class DuckDBExecutor(Executor):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
 
-        def aggs(v: str) -> list[str]:
+        def aggs(v: str, kind: str) -> list[str]:
             c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
             return [
                 f"COALESCE(SUM({c}), 0.0)",
@@ -1095,28 +1491,26 @@ class DuckDBExecutor(Executor):
             j2 = firsts[i + 1] if i + 1 < len(firsts) else None
             hi = float(cand[j2]) if j2 is not None else None
             rows.append((float(cand[j]), hi, 2 * j, (2 * j2 - 1) if j2 is not None else -1))
-        intervals = pd.DataFrame(
-            rows, columns=["__pinq_lo", "__pinq_hi", "__pinq_eq", "__pinq_gap"]
-        ).astype({"__pinq_hi": "float64"})
         lo_s = _key_literal(float(cand[0]), "float")
         hi_s = _key_literal(float(cand[-1]), "float")
-        table = self._table(intervals)
+        names = ["__pinq_lo", "__pinq_hi", "__pinq_eq", "__pinq_gap"]
+        with self._rows(names, ["float", "float", "int", "int"], rows) as table:
 
-        def extra(v: str, p: _PlanSql) -> tuple[str, str, str]:
-            c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
-            join = (
-                f" JOIN {table} AS b ON {c} >= b.__pinq_lo AND "
-                f"(b.__pinq_hi IS NULL OR {c} < b.__pinq_hi)"
-            )
-            item = f"CASE WHEN {c} = b.__pinq_lo THEN b.__pinq_eq ELSE b.__pinq_gap END AS __pinq_b"
-            return join, item, "__pinq_b"
+            def extra(v: str, kind: str) -> tuple[str, str, str]:
+                c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
+                join = (
+                    f" JOIN {table} AS b ON {c} >= b.__pinq_lo AND "
+                    f"(b.__pinq_hi IS NULL OR {c} < b.__pinq_hi)"
+                )
+                item = (
+                    f"CASE WHEN {c} = b.__pinq_lo THEN b.__pinq_eq ELSE b.__pinq_gap END "
+                    "AS __pinq_b"
+                )
+                return join, item, "__pinq_b"
 
-        try:
             rows_out, k = self._grouped(
-                plan, grouping, value, lambda v: [f"COUNT({v})"], extra=self._numeric_extra(extra)
+                plan, grouping, value, lambda v, kind: [f"COUNT({v})"], extra=extra
             )
-        finally:
-            self._unregister(intervals)
         width = 2 * m - 1
         flat = np.zeros((k, width), dtype=np.int64)
         for gi, b, n in rows_out:
@@ -1131,39 +1525,29 @@ class DuckDBExecutor(Executor):
         grid: Grid,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Buckets on an exact arithmetic grid, without a join (see :mod:`pinqpy._buckets`)."""
-        rows, k = self._grouped(
-            plan,
-            grouping,
-            value,
-            lambda v: [],
-            staged=lambda inner: bucket_query(
-                inner, "__pinq_gi", "__pinq_v", "__pinq_b", grid, lambda x: _key_literal(x, "float")
-            ),
-        )
+
+        def staged(inner: str, kind: str) -> str:
+            if kind == "int":
+                return _int_bucket_query(inner, grid)
+            lit = lambda x: _key_literal(x, "float")  # noqa: E731
+            return bucket_query(inner, "__pinq_gi", "__pinq_v", "__pinq_b", grid, lit)
+
+        ints = _integral(grid.start) and _integral(grid.step) and _integral(grid.stop)
+        rows, k = self._grouped(plan, grouping, value, lambda v, kind: [], ints=ints, staged=staged)
         flat = np.zeros((k, 2 * grid.size - 1), dtype=np.int64)
         for gi, b, n in rows:
             flat[int(gi), int(b)] += int(n)
         return flat[:, 0::2], flat[:, 1::2]
 
-    def _numeric_extra(
-        self, extra: Callable[[str, _PlanSql], tuple[str, str, str]]
-    ) -> Callable[[str, _PlanSql], tuple[str, str, str]]:
-        """Wrap ``extra`` so it sees the value as DOUBLE (``_grouped`` passes it raw)."""
-
-        def wrapped(v: str, p: _PlanSql) -> tuple[str, str, str]:
-            return extra(_numeric_value(_ExprSql({}), _S(v, self._value_kind)), p)
-
-        return wrapped
-
     def key_counts(
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
-        p = _PlanSql(self)
+        p = self._translation()
         rel = p.visit(plan)
-        cols = ", ".join(_ident(c) for c in columns)
+        cols = ", ".join(f"{p.value(rel, c)} AS {_ident(c)}" for c in columns)
         order = ", ".join(f"{_ident(c)} ASC NULLS LAST" for c in columns)
         rows = self._fetch(
-            p.with_clause() + f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}"
+            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}")
         )
         if len(columns) == 1:
             keys: list[Hashable] = [r[0] for r in rows]
@@ -1179,45 +1563,39 @@ class DuckDBExecutor(Executor):
         candidates: tuple[Hashable, ...],
     ) -> np.ndarray:
         n = len(candidates)
-        holder: dict[str, pd.DataFrame] = {}
+        with contextlib.ExitStack() as stack:
 
-        def extra(v: str, p: _PlanSql) -> tuple[str, str, str]:
-            kind = self._value_kind
-            # First position of each candidate value, as Index.get_indexer finds it.
-            seen: set[Any] = set()
-            uniq: list[tuple[int, Any]] = []
-            for j, c in enumerate(candidates):
-                ck = _value_kind(c)
-                marker = (ck, c) if ck is not None else (None, None)
-                if ck is not None and not _compatible(kind, ck):
-                    continue
-                try:
-                    if marker in seen:
+            def extra(v: str, kind: str) -> tuple[str, str, str]:
+                # First position of each candidate value, as Index.get_indexer finds it.
+                seen: set[Any] = set()
+                uniq: list[tuple[int, Any]] = []
+                for j, c in enumerate(candidates):
+                    ck = _value_kind(c)
+                    marker = (ck, c) if ck is not None else (None, None)
+                    if ck is not None and not _compatible(kind, ck):
                         continue
-                    seen.add(marker)
-                except TypeError:
-                    pass
-                uniq.append((j, c))
-            frame = (
-                _key_frame(["__pinq_c"], [kind], [c for _, c in uniq], single=True)
-                if kind not in ("null", "other")
-                else pd.DataFrame(
-                    {_GI: np.array([], dtype=np.int64), "__pinq_c": np.array([], dtype=float)}
-                )
-            )
-            frame[_GI] = np.array([uniq[i][0] for i in frame[_GI]], dtype=np.int64)
-            holder["frame"] = frame
-            table = self._table(frame)
-            join = f" JOIN {table} AS cnd ON {v} IS NOT DISTINCT FROM cnd.__pinq_c"
-            return join, f"cnd.{_GI} AS __pinq_j", "__pinq_j"
+                    try:
+                        if marker in seen:
+                            continue
+                        seen.add(marker)
+                    except TypeError:
+                        pass
+                    uniq.append((j, c))
+                rows: list[tuple[Any, ...]] = []
+                ckind = kind
+                if kind in ("null", "other"):
+                    ckind = "float"  # no candidate matches; an empty table of some type
+                else:
+                    found = _key_rows([kind], [c for _, c in uniq], single=True)
+                    rows = [(uniq[i][0], c) for i, c in found]
+                cols = [_GI, "__pinq_c"]
+                table = stack.enter_context(self._rows(cols, ["int", ckind], rows))
+                join = f" JOIN {table} AS cnd ON {v} IS NOT DISTINCT FROM cnd.__pinq_c"
+                return join, f"cnd.{_GI} AS __pinq_j", "__pinq_j"
 
-        try:
             rows, k = self._grouped(
-                plan, grouping, value, lambda v: ["COUNT(*)"], extra=extra, non_null=False
+                plan, grouping, value, lambda v, kind: ["COUNT(*)"], extra=extra, as_stored=True
             )
-        finally:
-            if "frame" in holder:
-                self._unregister(holder["frame"])
         out = np.zeros((k, n), dtype=np.int64)
         for gi, j, c in rows:
             out[int(gi), int(j)] = int(c)

@@ -85,10 +85,12 @@ def set_default_engine(engine: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class DuckDBTable:
-    """A DuckDB source: the connection it lives in and a view over it there."""
+    """A DuckDB source: the connection it lives in, a view over it there, and the view's
+    (column, DuckDB type) pairs from when it was wrapped."""
 
     connection: Any = field(repr=False)
     view: str
+    columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -153,19 +155,28 @@ def _own_duckdb() -> Any:
     return _OWN_DUCKDB[0]
 
 
-def _duckdb_view(connection: Any, make: Any, what: str) -> Wrapped:
+def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False) -> Wrapped:
     """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
-    data)."""
+    data). ``foreign``: ``make`` returns the user's relation, which may belong to another
+    connection."""
     from ._duckdb_executor import duckdb_schema
 
     duckdb = _import_duckdb()
+    drop_pending_views()
     view = f"__pinq_src{next(_VIEWS)}"
     try:
         rel = make(connection)
         rel.create_view(view, replace=True)
-        bound = connection.sql(f'SELECT * FROM "{view}"')
-        columns = [str(c) for c in bound.columns]
-        types = [str(t) for t in bound.types]
+        # The relation is bound already: its columns are the view's (no second bind).
+        columns = [str(c) for c in rel.columns]
+        types = [str(t) for t in rel.types]
+        if foreign:
+            # A relation makes its view in its own connection, which may not be this one.
+            found = connection.sql(
+                f"SELECT count(*) FROM duckdb_views() WHERE view_name = '{view}'"
+            ).fetchall()
+            if found[0][0] == 0:
+                raise duckdb.CatalogException("view not in this connection")
     except duckdb.CatalogException:
         raise PinqError(
             f"{what} is not in this DuckDB connection; pass the connection it belongs to as "
@@ -174,15 +185,24 @@ def _duckdb_view(connection: Any, make: Any, what: str) -> Wrapped:
     except duckdb.Error as exc:
         raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
     _check_columns(columns)
-    table = DuckDBTable(connection, view)
-    # The view keeps its source (a DataFrame, a file scan) alive; drop it with the frame.
-    weakref.finalize(table, _drop_view, connection, view)
+    table = DuckDBTable(connection, view, tuple(zip(columns, types, strict=True)))
+    # The view keeps its source (a DataFrame, a file scan) alive; drop it after the frame.
+    weakref.finalize(table, _PENDING_DROPS.append, (connection, view))
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
-def _drop_view(connection: Any, view: str) -> None:
-    with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
-        connection.execute(f'DROP VIEW IF EXISTS "{view}"')
+# Views of frames that are gone, dropped the next time pinqpy uses DuckDB. A finalizer runs
+# whenever the garbage collector does, and a statement run then on the connection would
+# discard a result being read on it (pinqpy's own or the user's).
+_PENDING_DROPS: list[tuple[Any, str]] = []
+
+
+def drop_pending_views() -> None:
+    """Drop the views of DuckDB frames that no longer exist."""
+    while _PENDING_DROPS:
+        connection, view = _PENDING_DROPS.pop()
+        with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
+            connection.execute(f'DROP VIEW IF EXISTS "{view}"')
 
 
 def _spark_session() -> Any:
@@ -225,7 +245,7 @@ def wrap(data: object, engine: str | None, connection: Any = None) -> Wrapped:
         if engine not in (None, "duckdb"):
             raise PinqError(f"a DuckDB relation runs on the duckdb engine, not {engine!r}")
         con = connection if connection is not None else _import_duckdb().default_connection()
-        return _duckdb_view(con, lambda c: data, "this relation")
+        return _duckdb_view(con, lambda c: data, "this relation", foreign=True)
     if _is_spark_frame(data):
         if engine not in (None, "spark"):
             raise PinqError(f"a Spark DataFrame runs on the spark engine, not {engine!r}")

@@ -64,9 +64,5 @@ def engine(request: pytest.FixtureRequest):
         and any(h in request.node.nodeid for h in _SPARK_HEAVY)
     ):
         pytest.skip("long on Spark: run with PINQPY_ALL_ENGINES=1")
-    if request.param == "duckdb" and "test_kmeans" in request.node.nodeid:
-        # Its nested nearest-centre expression repeats sub-expressions in the generated SQL,
-        # which grows exponentially with nesting (tens of GB): a known DuckDB-translator gap.
-        pytest.skip("the DuckDB translator does not yet share repeated sub-expressions")
     with pq.testing.engine(request.param):
         yield request.param

@@ -346,3 +346,295 @@ def test_generated_frames_match(df: pd.DataFrame, expr: str) -> None:
         k if isinstance(k, str) else None for k in want[0]
     ]
     np.testing.assert_array_equal(got[1], want[1])
+
+
+# -- shared sub-expressions -------------------------------------------------------------------
+def _sql_of(plan: PlanNode) -> str:
+    """The SQL the DuckDB engine writes for a plan's rows."""
+    from pinqpy._duckdb_executor import _PlanSql
+
+    p = _PlanSql(DuckDBExecutor())
+    return p.query(f"SELECT * FROM {p.visit(plan)}")
+
+
+# Each step writes the previous expression once, and its translation needs it more than once
+# (BETWEEN and IN compare it repeatedly, NULLIF compares and returns it, a division and a
+# power are checked for being finite, text read as an integer is tested, then cast).
+NESTINGS = {
+    "between": lambda e: f"CAST((({e}) * 3) BETWEEN -5 AND 5 AS INT) * 2 + 1",
+    "in": lambda e: f"CAST(({e}) IN (1, 3, 5) AS INT) + x",
+    "nullif": lambda e: f"NULLIF(({e}) / 3 + 1, 2)",
+    "greatest": lambda e: f"GREATEST(POWER(({e}) - 1, 2), x) / 7",
+    "case": lambda e: f"CASE WHEN ({e}) BETWEEN 0 AND 4 THEN 1 WHEN x > 2 THEN 2 ELSE 3 END",
+    "cast": lambda e: f"CAST(CAST(({e}) AS VARCHAR) AS INT) + 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTINGS))
+def test_translation_grows_linearly_with_nesting(name: str) -> None:
+    df = pd.DataFrame({"x": pd.array([0, 1, 2, 3, 4, 5, 6, 7, None], dtype="Int64")})
+    f = _frame(df)
+    exprs = ["x"]
+    for _ in range(12):
+        exprs.append(NESTINGS[name](exprs[-1]))
+    sqls = [_sql_of(f.assign(y=e)._plan) for e in exprs]
+    # DuckDB itself rewrites NULLIF(a, b) into a CASE that repeats a: none may be written.
+    assert "NULLIF" not in sqls[-1].upper()
+    sizes = [len(sql) for sql in sqls]
+    steps = np.diff(sizes)
+    # Each level adds about the same amount of SQL (written once, then referred to by name);
+    # a repeated sub-expression would double (or triple) it at every level.
+    assert steps.max() <= 2 * steps[1:].min()
+    assert sizes[-1] < 15 * sizes[1]
+    # And the deepest one gives pandas' answers.
+    deep = f.assign(y=exprs[-1])
+    _same_moments(deep._plan, None, "y", -1e6, 1e6)
+    _same_counts(deep.where("y IS NULL")._plan, None)
+    _same_counts(deep.where("y > 1")._plan, None)
+
+
+def test_kmeans_style_nearest_centre_translates_once() -> None:
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(rng.normal(0, 2, size=(300, 8)), columns=[f"x{i}" for i in range(8)])
+    centres = rng.normal(0, 2, size=(3, 8))
+    d = [" + ".join(f"POWER(x{i} - ({float(c[i])!r}), 2)" for i in range(8)) for c in centres]
+    expr = (
+        f"CASE WHEN ({d[0]}) <= ({d[1]}) AND ({d[0]}) <= ({d[2]}) THEN 0 "
+        f"WHEN ({d[1]}) <= ({d[2]}) THEN 1 ELSE 2 END"
+    )
+    f = _frame(df).assign(cluster=expr)
+    assert len(_sql_of(f._plan)) < 20 * len(expr)
+    grouping = Grouping(("cluster",), (0, 1, 2))
+    _same_counts(f._plan, grouping)
+    _same_moments(f._plan, grouping, "x3", -10, 10)
+
+
+# -- NaN stored in DuckDB is NULL, wherever it goes ------------------------------------------
+def _swap_sources(plan: PlanNode, data: object) -> PlanNode:
+    """The same plan over ``data`` (every source replaced), sharing what the plan shares."""
+    from dataclasses import fields, replace
+
+    from pinqpy._plan import PartitionRef, Source
+
+    memo: dict[int, object] = {}
+
+    def go(node: object) -> object:
+        if id(node) in memo:
+            return memo[id(node)]
+        if isinstance(node, Source):
+            out: object = Source(replace(node.table, data=data))
+        elif isinstance(node, PlanNode | PartitionRef):
+            changes = {
+                fl.name: go(getattr(node, fl.name))
+                for fl in fields(node)  # type: ignore[arg-type]
+                if isinstance(getattr(node, fl.name), PlanNode | PartitionRef)
+            }
+            out = replace(node, **changes)  # type: ignore[type-var]
+        else:
+            out = node
+        memo[id(node)] = out
+        return out
+
+    return go(plan)  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def nan_tables() -> tuple[pd.DataFrame, object, object]:
+    """The same rows in pandas (NaN) and in DuckDB, where half the missing floats are NaN
+    (which DuckDB keeps apart from NULL) and the others NULL; also a FLOAT column."""
+    rng = np.random.default_rng(11)
+    n = 400
+    x = rng.choice([0.5, 1.0, 2.0, 3.5, -1.0, 1e6, np.nan], size=n)
+    df = pd.DataFrame(
+        {
+            "k": np.arange(n) % 7,
+            "u": np.arange(n) % 31,
+            "x": x,
+            "y": rng.choice([1.0, 2.0, np.nan], size=n).astype("float32"),
+        }
+    )
+    con = duckdb.connect()
+    con.register("src", df)
+    con.execute(
+        "CREATE TABLE t AS SELECT k, u, CASE WHEN x IS NULL AND k % 2 = 0 THEN 'nan'::DOUBLE "
+        "ELSE x END AS x, CASE WHEN y IS NULL AND u % 2 = 1 THEN 'nan'::FLOAT "
+        "ELSE y::FLOAT END AS y FROM src"
+    )
+    assert con.sql("SELECT count(*) FROM t WHERE isnan(x)").fetchall()[0][0] > 0
+    assert con.sql("SELECT count(*) FROM t WHERE x IS NULL").fetchall()[0][0] > 0
+    return df, con, con.sql("SELECT * FROM t")
+
+
+NAN_PLANS = [
+    lambda f: f,
+    lambda f: f.where("x > 1 OR x IS NULL"),
+    lambda f: f.where("x BETWEEN 0 AND 3 AND y IS NOT NULL"),
+    lambda f: f.select("x", "k"),
+    lambda f: f.assign(z="x * 2").select("z", "x", "k"),
+    lambda f: f.assign(x="COALESCE(x, -5)"),
+    lambda f: f.distinct("x", "k"),
+    lambda f: f.distinct("y"),
+    lambda f: f.groupby("x").agg(n="COUNT(*)", m="COUNT(y)", s="SUM(x)"),
+    lambda f: f.concat(f.where("k = 1")),
+    lambda f: f.union(f.where("k = 1")),
+    lambda f: f.intersect(f.where("k < 4")),
+    lambda f: f.difference(f.where("k < 4")),
+    lambda f: f.explode("x", 3),
+    # Bounds no key reaches: which rows a truncation keeps differs between engines.
+    lambda f: f.where("k < 2").join(
+        f.select("x", "u").where("u < 5"), on="x", max_rows_per_key=(100, 100)
+    ),
+    lambda f: f.partition("x", keys=[None, 0.5, 3.5])[0.5].where("k > 0"),
+    lambda f: f.partition("y", keys=[None, 1.0])[1.0],
+]
+
+
+@pytest.mark.parametrize("build", NAN_PLANS)
+def test_stored_nan_reads_as_null(nan_tables, build) -> None:
+    df, con, rel = nan_tables
+    plan = build(_frame(df))._plan
+    dplan = _swap_sources(plan, rel)
+    d = DuckDBExecutor(con)
+    columns = [c for c in ("k", "x", "y", "z", "n", "m", "s") if c in PANDAS.rows(plan).columns]
+    groupings = [None]
+    if "k" in columns:
+        groupings.append(Grouping(("k",), (0, 1, 2, 6)))
+    if "x" in columns:
+        groupings.append(Grouping(("x",), (None, 0.5, 1e6, 7.0)))
+    for grouping in groupings:
+        np.testing.assert_array_equal(d.count(dplan, grouping), PANDAS.count(plan, grouping))
+        for col in columns:
+            e = parse_expression(col)
+            want = PANDAS.clamped_sum(plan, grouping, e, -2, 3)
+            got = d.clamped_sum(dplan, grouping, e, -2, 3)
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+            np.testing.assert_array_equal(got[1], want[1])
+            cands = np.array([-2.0, 0.5, 1.0, 2.0, 3.0])
+            for a, b in zip(
+                d.buckets(dplan, grouping, e, cands),
+                PANDAS.buckets(plan, grouping, e, cands),
+                strict=True,
+            ):
+                np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(
+                d.candidate_counts(dplan, grouping, e, (None, 0.5, 3.5, 1.0)),
+                PANDAS.candidate_counts(plan, grouping, e, (None, 0.5, 3.5, 1.0)),
+            )
+    for col in columns:
+        keys, counts = d.key_counts(dplan, (col,))
+        want_keys, want_counts = PANDAS.key_counts(plan, (col,))
+        assert [None if k is None or k != k else k for k in keys] == [
+            None if k is None or k != k else k for k in want_keys
+        ]
+        np.testing.assert_array_equal(counts, want_counts)
+    got_rows = d.rows(dplan)
+    assert not any(
+        np.isnan(got_rows[c].to_numpy(dtype=float, na_value=0.0)).any()
+        for c in got_rows.columns
+        if got_rows[c].dtype.kind == "f"
+    )
+
+
+# -- integer sums and buckets, inline key tables ----------------------------------------------
+def _int_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    n = 500
+    v = rng.integers(-40, 260, size=n).astype(object)
+    v[rng.random(n) < 0.1] = None
+    return pd.DataFrame(
+        {
+            "v": pd.array(v, dtype="Int64"),
+            "b": pd.array(rng.random(n) < 0.3, dtype="boolean"),
+            "g": rng.choice(["a", "b", "it's", None], size=n),
+            "h": rng.choice([0.1, 0.2, 0.30000000000000004, np.nan], size=n),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("expr", "lo", "hi"),
+    [("v", 0, 200), ("v", -10, 10), ("v", 0.5, 99.5), ("b", 0, 1), ("v * 3", -100, 700)],
+)
+def test_integer_sums_match_pandas(expr: str, lo: float, hi: float) -> None:
+    plan = _frame(_int_frame())._plan
+    e = parse_expression(expr)
+    for grouping in (None, Grouping(("g",), ("a", "it's", None, "zz"))):
+        want = PANDAS.clamped_sum(plan, grouping, e, lo, hi)
+        got = DuckDBExecutor().clamped_sum(plan, grouping, e, lo, hi)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize(
+    "cands",
+    [
+        np.arange(0.0, 201.0, 2.0),  # an integer grid
+        np.linspace(-30.0, 270.0, 101),  # integers, step 3
+        np.arange(-5.0, 6.0),  # every integer
+        np.linspace(0.0, 1.0, 11),  # not integers
+    ],
+)
+def test_grid_buckets_match_pandas(cands: np.ndarray) -> None:
+    plan = _frame(_int_frame()).where("v <> 7")._plan
+    for expr in ("v", "b", "v / 4"):
+        e = parse_expression(expr)
+        for grouping in (None, Grouping(("g",), ("a", "b", None))):
+            for got, want in zip(
+                DuckDBExecutor().buckets(plan, grouping, e, cands),
+                PANDAS.buckets(plan, grouping, e, cands),
+                strict=True,
+            ):
+                np.testing.assert_array_equal(got, want)
+
+
+def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pinqpy._duckdb_executor as dx
+
+    df = _int_frame()
+    plan = _frame(df)._plan
+    groupings = [
+        Grouping(("g",), ("a", "it's", None, "zz")),
+        Grouping(("h",), (0.1, 0.30000000000000004, 0.3, None)),
+        Grouping(("b",), (True, False, None)),
+        Grouping(("v",), (*range(-40, 260), None, 3.5)),
+        Grouping(("g", "b"), (("a", True), ("it's", None), (None, False))),
+    ]
+    for small in (True, False):  # written into the query, or registered
+        if not small:
+            monkeypatch.setattr(dx, "_INLINE_ROWS", 0)
+        for grouping in groupings:
+            _same_counts(plan, grouping)
+            _same_moments(plan, grouping, "v", 0, 100)
+            np.testing.assert_array_equal(
+                DuckDBExecutor().candidate_counts(
+                    plan, grouping, parse_expression("h"), (0.1, 0.2)
+                ),
+                PANDAS.candidate_counts(plan, grouping, parse_expression("h"), (0.1, 0.2)),
+            )
+
+
+# -- one translation per query ----------------------------------------------------------------
+def test_a_query_translates_once_and_sees_one_truncation() -> None:
+    from pinqpy._executor import batch
+
+    df = pd.DataFrame({"u": np.arange(600) % 20, "x": np.arange(600, dtype=float)})
+    plan = _frame(df, privacy_unit="u").bound_contributions(3)._plan
+    ex = DuckDBExecutor()
+    x = parse_expression("x")
+    with batch():
+        ex.validate(plan, x, numeric=True)
+        first = ex.clamped_sum(plan, None, x, 0, 1000)
+        again = ex.clamped_sum(plan, None, x, 0, 1000)
+        counts = ex.count(plan, None)
+    np.testing.assert_array_equal(first[0], again[0])  # the same rows kept
+    assert counts[0] == first[1][0] == 60
+
+
+def test_values_only_duckdb_can_check_are_refused_before_the_charge() -> None:
+    con = duckdb.connect()
+    rel = con.sql("SELECT [1, 2] AS l, {'a': 1} AS s, 1 AS n")
+    budget = pq.Budget(1.0)
+    f = pq.PrivateFrame(rel, budget, connection=con)
+    with pytest.raises(PinqError, match="DuckDB"):
+        f.where("COALESCE(l, s) IS NULL").count(epsilon=0.5)
+    assert budget.spent.epsilon == 0
