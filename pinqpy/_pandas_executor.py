@@ -315,23 +315,48 @@ def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
     return codes
 
 
+def _is_null(key: object) -> bool:
+    return pd.api.types.is_scalar(key) and bool(pd.isna(key))
+
+
+def _split_keys(keys: tuple[Hashable, ...]) -> tuple[pd.Index, np.ndarray, int]:
+    """The non-NULL keys as an index, their positions in ``keys`` (with -1 appended, for
+    "not found"), and the position of the NULL key (-1 if none).
+
+    NULL is looked up apart: ``pd.Index([None])`` is an object index that matches no NaN,
+    while ``pd.Index([None, 1.0])`` is a float index that does.
+    """
+    plain = [(i, k) for i, k in enumerate(keys) if not _is_null(k)]
+    null_at = next((i for i, k in enumerate(keys) if _is_null(k)), -1)
+    where = np.array([i for i, _ in plain] + [-1], dtype=np.int64)
+    return pd.Index([k for _, k in plain]), where, null_at
+
+
 def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
-    """Per value of ``col``: its position in ``keys``, or -1."""
-    index = pd.Index(list(keys))
+    """Per value of ``col``: its position in ``keys``, or -1 (a NULL key matches NULLs)."""
+    index, where, null_at = _split_keys(keys)
     if col.dtype == object:
         # Hashing an object column would merge values that compare equal across types
         # (1 and True); look each row up instead.
-        return index.get_indexer(col).astype(np.int64, copy=False)
+        pos = where[index.get_indexer(col)]
+        pos[col.isna().to_numpy()] = null_at
+        return pos
     # Look up each distinct value once: much faster than a lookup per row (string columns
     # above all), with the same matching, since every row shares its distinct value's answer.
-    row_codes, uniques = pd.factorize(col, use_na_sentinel=False)
-    return index.get_indexer(uniques).astype(np.int64, copy=False)[row_codes]
+    row_codes, uniques = pd.factorize(col)  # NULL is code -1
+    table = np.append(where[index.get_indexer(uniques)], null_at)
+    return table[row_codes]
 
 
 def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
-    """How many values of ``col`` equal each key (NULL keys count NULL values)."""
-    sizes = col.value_counts(dropna=False, sort=False)
-    return sizes.reindex(pd.Index(list(keys)), fill_value=0).to_numpy(dtype=np.int64)
+    """How many values of ``col`` equal each key (a NULL key counts NULL values)."""
+    index, where, null_at = _split_keys(keys)
+    out = np.zeros(len(keys), dtype=np.int64)
+    sizes = col.value_counts(sort=False)
+    out[where[:-1]] = sizes.reindex(index, fill_value=0).to_numpy(dtype=np.int64)
+    if null_at >= 0:
+        out[null_at] = int(col.isna().sum())
+    return out
 
 
 def _n_groups(grouping: Grouping | None) -> int:
