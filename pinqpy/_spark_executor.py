@@ -1,9 +1,12 @@
 """Run plans inside Apache Spark and return only the small exact aggregates mechanisms need.
 
-Each plan node becomes one Spark SQL query over temporary views (dropped after the call), and
-only the final aggregate is collected: one Spark action per executor call. Expressions are
-translated from the AST into Spark SQL that follows :mod:`pinqpy._expr.pandas_eval`, whatever
-the session's ANSI setting:
+A plan becomes one Spark SQL query: a common table expression per plan node over a temporary
+view per source (made once, dropped when the source DataFrame is gone), with each node's
+column kinds worked out in Python, so Spark analyses a query once, when it runs, and only the
+final aggregate is collected: one Spark action per executor call. The calls of one query (the
+check before the charge, then each aggregate) share one translation
+(:func:`~pinqpy._executor.batch_memo`). Expressions are translated from the AST into Spark SQL
+that follows :mod:`pinqpy._expr.pandas_eval`, whatever the session's ANSI setting:
 
 * NULL propagates; a fault that depends on the data (division by zero, integer overflow, a
   bad CAST, the logarithm of a negative, a non-finite float) gives NULL, never an error.
@@ -44,15 +47,17 @@ import re
 import sys
 import uuid
 import weakref
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from . import _noise
-from ._executor import Executor, Grouping
+from ._buckets import bucket_query, uniform_grid
+from ._executor import Executor, Grouping, batch_memo
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -110,7 +115,7 @@ _FLOAT_TEXT = rf"^{_WS}*([+-]?{_NUM}){_WS}*$"
 _FLOAT_OR_INF_TEXT = rf"^{_WS}*([+-]?(?:{_NUM}|(?i:inf|infinity))){_WS}*$"
 # Java's %e format: "-1.2345e+07".
 _SCI_TEXT = r"^-?([0-9])\.([0-9]+)e([+-][0-9]+)$"
-_TWO63 = "CAST('9.223372036854775808E18' AS DOUBLE)"
+_TWO63 = "9.223372036854775808E18D"
 
 
 # -- pyspark, imported only when used -----------------------------------------------------------
@@ -443,15 +448,24 @@ def _float_lit(v: float) -> str:
         return "CAST(NULL AS DOUBLE)"
     if math.isinf(v):
         return f"CAST('{'-' if v < 0 else ''}Infinity' AS DOUBLE)"
-    return f"CAST('{v!r}' AS DOUBLE)"
+    # A double literal reads its digits as Java's Double.parseDouble does, so repr's shortest
+    # digits give back exactly v (and parse faster than a CAST of text).
+    text = repr(abs(v)) + "D"
+    return f"(-{text})" if math.copysign(1.0, v) < 0 else text
 
 
 @dataclass(frozen=True)
 class _S:
-    """Translated SQL text and the kind of value it yields (as in pandas_eval)."""
+    """Translated SQL text and the kind of value it yields (as in pandas_eval).
+
+    ``raw``, for some floats, is the same value before non-finite results were made NULL:
+    ``+``, ``-`` and ``*`` of a non-finite operand are non-finite too, so they may use it and
+    let the one check on their own result stand for the skipped ones (fewer nested lets).
+    """
 
     sql: str
     kind: str
+    raw: str | None = None
 
 
 _NULL = {
@@ -469,7 +483,8 @@ def _null(kind: str) -> _S:
 
 
 _SIMPLE = re.compile(
-    r"`(?:[^`]|``)*`|\(?-?\d+L\)?|TRUE|FALSE|NULL|CAST\(NULL AS \w+\)|CAST\('[^'\\]*' AS DOUBLE\)"
+    r"`(?:[^`]|``)*`|\(?-?\d+L\)?|\(?-?[\d.]+(?:e[+-]?\d+)?D\)?|TRUE|FALSE|NULL"
+    r"|CAST\(NULL AS \w+\)|CAST\('-?Infinity' AS DOUBLE\)"
 )
 _LET_REF = re.compile(r"`__pinq_l(\d+)`")
 
@@ -484,26 +499,40 @@ class _Lets:
     """
 
     def __init__(self) -> None:
-        self.items: list[tuple[str, str, int]] = []
+        self.items: list[tuple[str, str, int]] = []  # name, SQL, projection level
 
     def bind(self, v: _S) -> _S:
         if _SIMPLE.fullmatch(v.sql):
             return v
-        level = 1 + max(
-            (self.items[int(i)][2] for i in _LET_REF.findall(v.sql) if int(i) < len(self.items)),
-            default=0,
-        )
+        level = 1 + max((self.items[i][2] for i in self._refs(v.sql)), default=0)
         name = f"__pinq_l{len(self.items)}"
         self.items.append((name, v.sql, level))
         return _S(_ident(name), v.kind)
 
-    def source(self, child: str) -> str:
-        """``child`` with every bound value added, as a FROM item."""
+    def _refs(self, sql: str) -> list[int]:
+        return [int(i) for i in _LET_REF.findall(sql) if int(i) < len(self.items)]
+
+    def source(self, child: str, uses: Sequence[str]) -> str:
+        """``child`` with the bound values that ``uses`` need (directly or through other
+        bound values) added as columns, as a FROM item. Values bound but no longer used (a
+        finite check that a sum skipped) are left out."""
+        need: set[int] = set()
+        stack = [i for sql in uses for i in self._refs(sql)]
+        while stack:
+            i = stack.pop()
+            if i not in need:
+                need.add(i)
+                stack.extend(self._refs(self.items[i][1]))
         out = child
-        top = max((lv for _, _, lv in self.items), default=0)
+        top = max((self.items[i][2] for i in need), default=0)
         for lv in range(1, top + 1):
-            cols = ", ".join(f"{sql} AS {_ident(n)}" for n, sql, level in self.items if level == lv)
-            out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
+            cols = ", ".join(
+                f"{sql} AS {_ident(n)}"
+                for i, (n, sql, level) in enumerate(self.items)
+                if level == lv and i in need
+            )
+            if cols:
+                out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
         return out
 
 
@@ -532,6 +561,12 @@ class _ExprSql:
     def __init__(self, kinds: dict[str, str], lets: _Lets) -> None:
         self.kinds = kinds
         self.lets = lets
+        self.unchecked = False  # whether only Spark can tell if the SQL is valid
+        # Sub-expressions written more than once (k-means' distances) are translated once
+        # and computed once, as lets.
+        self._uses: Counter[Expr] = Counter()
+        self._done: dict[Expr, _S] = {}
+        self._depth = 0
 
     def bind(self, v: _S) -> _S:
         return self.lets.bind(v)
@@ -540,7 +575,9 @@ class _ExprSql:
         """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
         x = self.bind(_S(sql, "float")).sql
         # NaN compares greater than infinity in Spark, so this drops it too.
-        return _S(f"(CASE WHEN abs({x}) < CAST('Infinity' AS DOUBLE) THEN {x} END)", "float")
+        return _S(
+            f"(CASE WHEN abs({x}) < CAST('Infinity' AS DOUBLE) THEN {x} END)", "float", raw=sql
+        )
 
     # -- leaves ---------------------------------------------------------------------------
     def tr(self, e: Expr) -> _S:
@@ -548,6 +585,22 @@ class _ExprSql:
             return self.literal(e.value)
         if isinstance(e, Column):
             return self.column(e)
+        if self._depth == 0:
+            self._uses.update(n for n in e.walk() if not isinstance(n, Literal | Column))
+        hit = self._done.get(e)
+        if hit is not None:
+            return hit
+        self._depth += 1
+        try:
+            v = self.node(e)
+        finally:
+            self._depth -= 1
+        if self._uses[e] > 1 and not _SIMPLE.fullmatch(v.sql):
+            v = _S(self.bind(v).sql, v.kind, v.raw)
+        self._done[e] = v
+        return v
+
+    def node(self, e: Expr) -> _S:
         if isinstance(e, Binary):
             return self.binary(e)
         if isinstance(e, Unary):
@@ -697,15 +750,17 @@ class _ExprSql:
             return _null("bool")
         return self.cast(v, "BOOLEAN")
 
-    @staticmethod
-    def result_kind(vs: Sequence[_S]) -> str:
+    def result_kind(self, vs: Sequence[_S]) -> str:
         kinds = {v.kind for v in vs if v.kind != "null"}
         if not kinds:
             return "null"
         if kinds <= _NUMERIC:
             return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
         if len(kinds) == 1:
-            return next(iter(kinds))
+            kind = next(iter(kinds))
+            # Values of types pinqpy does not model (arrays, maps) may not combine.
+            self.unchecked |= kind == "other"
+            return kind
         return "str"
 
     # -- arithmetic -----------------------------------------------------------------------
@@ -730,7 +785,12 @@ class _ExprSql:
             # The try_ forms give NULL on overflow and on % 0, whatever the ANSI setting.
             fn = {"+": "try_add", "-": "try_subtract", "*": "try_multiply", "%": "try_mod"}[op]
             return _S(f"{fn}({a.sql}, {b.sql})", "int")
-        x, y = self.as_double(a), self.as_double(b)
+        if op in ("+", "-", "*"):
+            # A non-finite operand gives a non-finite result: the result's check covers it.
+            x = a.raw if a.raw is not None else self.as_double(a)
+            y = b.raw if b.raw is not None else self.as_double(b)
+        else:
+            x, y = self.as_double(a), self.as_double(b)
         if op == "/":
             return self.finite(f"try_divide({x}, {y})")
         if op == "%":
@@ -814,6 +874,13 @@ class _ExprSql:
             )
         if name in ("SUBSTR", "SUBSTRING"):
             return self.substr(e)
+        if name in ("POWER", "POW") and len(e.args) == 2 and _positive_number(e.args[1]):
+            # A non-finite base to a positive power is non-finite: the result's check covers
+            # the base's (so sums of squares need no lets per term).
+            base = self.numeric(self.tr(e.args[0]))
+            x = base.raw if base.raw is not None else self.as_double(base)
+            y = self.as_double(self.numeric(self.tr(e.args[1])))
+            return self.finite(f"pow({x}, {y})")
         fn = _FUNCTIONS.get(name)
         if fn is None:
             raise PinqSyntaxError(f"unknown function '{e.name}'")
@@ -920,6 +987,11 @@ class _ExprSql:
         if upper == "DATE":
             out = f"date_trunc('DAY', {out})"
         return _S(out, "datetime")
+
+
+def _positive_number(e: Expr) -> bool:
+    v = e.value if isinstance(e, Literal) else None
+    return type(v) in (int, float) and math.isfinite(v) and v > 0  # type: ignore[arg-type]
 
 
 def _round_fn(t: _ExprSql, a: list[_S]) -> _S:
@@ -1116,7 +1188,7 @@ def _naive(v: object) -> pd.Timestamp:
     return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
 
 
-def _key_literal(v: object, kind: str) -> str:
+def _key_literal(v: object, kind: str, tz: str) -> str:
     if kind == "bool":
         return "TRUE" if v else "FALSE"
     if kind == "int":
@@ -1125,17 +1197,17 @@ def _key_literal(v: object, kind: str) -> str:
         return _float_lit(float(v))  # type: ignore[arg-type]
     if kind == "str":
         return _str_lit(str(v))
-    return f"CAST({_str_lit(str(_naive(v)))} AS TIMESTAMP)"
+    return f"timestamp_micros({_int_lit(_micros([v], tz)[0])})"  # type: ignore[arg-type]
 
 
-def _key_match(col_sql: str, col_kind: str, key: object) -> str:
+def _key_match(col_sql: str, col_kind: str, key: object, tz: str) -> str:
     """SQL true exactly where the column equals a public key (NULL keys match NULL)."""
     kind = _value_kind(key)
     if kind is None:
         return f"({col_sql} IS NULL)"
     if not _compatible(col_kind, kind):
         return "FALSE"
-    return f"({col_sql} = {_key_literal(key, kind)})"
+    return f"({col_sql} = {_key_literal(key, kind, tz)})"
 
 
 def _key_rows(
@@ -1159,7 +1231,57 @@ def _key_rows(
     return rows
 
 
-def _key_arrow(values: list[Any], kind: str, tz: str) -> tuple[Any, Any]:
+def _micros(values: Sequence[Any], tz: str) -> list[int | None]:
+    """Timestamps as microseconds since the epoch, read exactly as :func:`to_spark` reads a
+    column of them (naive wall times in the session's zone)."""
+    import pyarrow as pa
+
+    stamps = pd.Series(pd.to_datetime([pd.NaT if v is None else _naive(v) for v in values]))
+    arr, _ = _arrow_values(stamps, "datetime", tz)
+    return arr.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+
+
+def _key_column(values: Sequence[Any], kind: str, tz: str) -> list[str]:
+    """One key column as SQL literals typed like the plan's column it is matched against
+    (``None`` is NULL): the values and types :func:`_key_arrow` gives."""
+    if kind in ("int", "float"):
+        if kind == "int" and all(v is None or _value_kind(v) == "int" for v in values):
+            return [_NULL["int"] if v is None else _int_lit(int(v)) for v in values]
+        return [_NULL["float"] if v is None else _float_lit(float(v)) for v in values]
+    if kind == "bool":
+        return [_NULL["bool"] if v is None else "TRUE" if v else "FALSE" for v in values]
+    if kind == "datetime":
+        return [
+            _NULL["datetime"] if m is None else f"timestamp_micros({_int_lit(m)})"
+            for m in _micros(values, tz)
+        ]
+    return [
+        _NULL["str"] if v is None else _str_lit(v if isinstance(v, str) else str(v)) for v in values
+    ]
+
+
+def _key_type(values: Sequence[Any], kind: str) -> str:
+    """The SQL type of a key column made by :func:`_key_column`."""
+    if kind in ("int", "float"):
+        ints = all(v is None or _value_kind(v) == "int" for v in values)
+        return "BIGINT" if kind == "int" and ints else "DOUBLE"
+    return {"bool": "BOOLEAN", "datetime": "TIMESTAMP"}.get(kind, "STRING")
+
+
+def _key_value(v: Any, sql_type: str) -> Any:
+    """A key as Spark returns a value of ``sql_type`` equal to it (None for NULL)."""
+    if v is None:
+        return None
+    if sql_type == "BIGINT":
+        return int(v)
+    if sql_type == "DOUBLE":
+        return float(v)
+    if sql_type == "BOOLEAN":
+        return bool(v)
+    return v if isinstance(v, str) else str(v)
+
+
+def _key_arrow(values: Sequence[Any], kind: str, tz: str) -> tuple[Any, Any]:
     """One key column typed like the plan's column it is matched against."""
     if kind in ("int", "float"):
         ints = all(v is None or _value_kind(v) == "int" for v in values)
@@ -1176,26 +1298,98 @@ def _key_arrow(values: list[Any], kind: str, tz: str) -> tuple[Any, Any]:
 
 
 # -- plans -------------------------------------------------------------------------------------
+# Key and candidate tables up to this many rows are written into the query (VALUES), which
+# costs Spark nothing extra; larger ones are sent as a DataFrame.
+_INLINE_ROWS = 1000
+
+
+def _normalized_type(data_type: Any) -> Any:
+    """The Spark type of :func:`_normalized` applied to a column of ``data_type``."""
+    T = _types()
+    name = type(data_type).__name__
+    if name in ("ByteType", "ShortType", "IntegerType"):
+        return T.LongType()
+    if name in ("FloatType", "DecimalType"):
+        return T.DoubleType()
+    if name in ("DateType", "TimestampNTZType"):
+        return T.TimestampType()
+    if name in ("CharType", "VarcharType", "NullType"):
+        return T.StringType()
+    return data_type
+
+
+@dataclass(frozen=True)
+class _Col:
+    """A column of a translated relation; ``dtype`` is its Spark type where pinqpy needs it
+    (arrays, maps, structs: kind "other"), None when not known."""
+
+    name: str
+    kind: str
+    dtype: Any = None
+
+
+@dataclass(frozen=True)
+class _Rel:
+    """A translated plan node: the name to read it by (a common table expression or a source
+    view) and its columns. ``sure`` is false when only Spark can tell whether its SQL is
+    valid (values of types pinqpy does not model, such as maps in a DISTINCT)."""
+
+    name: str
+    cols: tuple[_Col, ...]
+    sure: bool = True
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return {c.name: c.kind for c in self.cols}
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.cols]
+
+    def col_list(self) -> str:
+        return ", ".join(_ident(c.name) for c in self.cols)
+
+
+def _col_of(v: _S, name: str, child: _Rel) -> _Col:
+    """The column an expression makes (an untyped NULL is stored as DOUBLE, see _typed)."""
+    if v.kind == "other":
+        # Only a column reference keeps a type pinqpy does not model (see _ExprSql.column).
+        src = next((c for c in child.cols if _ident(c.name) == v.sql), None)
+        return _Col(name, "other", src.dtype if src is not None else None)
+    return _Col(name, "float" if v.kind == "null" else v.kind)
+
+
+def _public_nulls(data: Any, on: Sequence[str]) -> list[bool] | None:
+    """Which key columns of a public table hold a NULL (None: not known). Public rows may
+    be read freely."""
+    if not isinstance(data, pd.DataFrame):
+        return None
+    try:
+        return [bool(data[c].isna().any()) for c in on]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _values_table(names: Sequence[str], columns: Sequence[Sequence[str]]) -> str:
+    """A small table written as a VALUES list, as a FROM item."""
+    rows = ", ".join("(" + ", ".join(r) + ")" for r in zip(*columns, strict=True))
+    cols = ", ".join(_ident(n) for n in names)
+    return f"(SELECT * FROM VALUES {rows} AS __pinq_t({cols}))"
+
+
 class _Call:
-    """One executor call: the temporary views it creates, dropped when it ends."""
+    """One executor call: what it is doing (for error messages) and the temporary views it
+    makes for large key tables, dropped when it ends."""
 
     def __init__(self, ex: SparkExecutor, what: str) -> None:
         self.ex = ex
         self.what = what
         self.views: list[str] = []
-        self.frames: dict[str, DataFrame] = {}
 
     def run(self, fn: Callable[[], Any]) -> Any:
         return _guard(self.what, fn)
 
-    def view(self, df: DataFrame) -> str:
-        name = f"{self.ex._prefix}{next(self.ex._names)}"
-        self.run(lambda: df.createOrReplaceTempView(name))
-        self.views.append(name)
-        self.frames[_ident(name)] = df
-        return _ident(name)
-
     def sql(self, text: str) -> DataFrame:
+        """Spark's analysis of a query (reads no rows)."""
         return self.run(lambda: self.ex.spark.sql(text))  # type: ignore[no-any-return]
 
     def collect(self, text: str) -> list[tuple[Any, ...]]:
@@ -1203,174 +1397,272 @@ class _Call:
         return [tuple(r) for r in rows]
 
     def table(self, columns: Sequence[str], arrays: Sequence[tuple[Any, Any]]) -> str:
-        """A small typed table (keys, candidates) as a view."""
+        """A typed table (keys, candidates) as a view."""
         import pyarrow as pa
 
         T = _types()
         fields = [T.StructField(c, t, True) for c, (_, t) in zip(columns, arrays, strict=True)]
         table = pa.Table.from_arrays([a for a, _ in arrays], names=list(columns))
         df = self.run(lambda: self.ex.spark.createDataFrame(table, schema=T.StructType(fields)))
-        return self.view(df)
+        name = f"{self.ex._prefix}t{next(self.ex._names)}"
+        self.run(lambda: df.createOrReplaceTempView(name))
+        self.views.append(name)
+        return _ident(name)
 
     def close(self) -> None:
         for name in self.views:
             with contextlib.suppress(Exception):
                 _guard(self.what, lambda n=name: self.ex.spark.catalog.dropTempView(n))
         self.views.clear()
-        self.frames.clear()
 
 
-class _PlanSql(PlanVisitor[str]):
-    """Turns a plan into one view per node; each visit returns the node's view name.
+class _PlanSql(PlanVisitor[_Rel]):
+    """Turns plans into SQL: one common table expression per node, whose columns and their
+    kinds are worked out here (as Spark would), so that a query costs Spark one analysis,
+    when it runs, instead of one per node. A node shared by several parents (``f.concat(f)``)
+    is one expression.
 
-    A node shared by several parents (``f.concat(f)``) becomes one view.
+    One translator serves all the calls of one query (:func:`~pinqpy._executor.batch_memo`):
+    the check before the charge and every aggregate share the translation, and so the
+    truncation salts.
     """
 
-    def __init__(self, call: _Call) -> None:
-        self.call = call
-        self._memo: dict[int, tuple[PlanNode, str]] = {}
+    def __init__(self, ex: SparkExecutor) -> None:
+        self.ex = ex
+        self.call = _Call(ex, "translating a query")
+        # CTE name -> (its query, the CTE names it reads), in the order of definition.
+        self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._memo: dict[int, tuple[PlanNode, _Rel]] = {}
+        self._values: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+        self._typed: dict[str, _Rel] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def add(self, sql: str) -> str:
-        return self.call.view(self.call.sql(sql))
+    def add(self, sql: str, cols: Sequence[_Col], reads: Sequence[_Rel], sure: bool = True) -> _Rel:
+        name = _ident(f"__pinq_n{len(self.ctes)}")
+        self.ctes[name] = (sql, tuple(r.name for r in reads if r.name in self.ctes))
+        sure = sure and all(r.sure for r in reads) and all(c.kind != "other" for c in cols)
+        return _Rel(name, tuple(cols), sure)
 
-    def fields(self, name: str) -> list[Any]:
-        df = self.call.frames[name]
+    def query(self, text: str, *reads: _Rel) -> str:
+        """``text`` (a SELECT over ``reads``) with the definitions it needs."""
+        need: set[str] = set()
+        stack = [r.name for r in reads if r.name in self.ctes]
+        while stack:
+            n = stack.pop()
+            if n not in need:
+                need.add(n)
+                stack.extend(self.ctes[n][1])
+        defs = [f"{n} AS ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
+        return f"WITH {', '.join(defs)} {text}" if defs else text
+
+    def analysed(self, rel: _Rel) -> list[Any]:
+        """Spark's own fields of ``rel`` (one analysis), for what pinqpy does not model."""
+        df = self.call.sql(self.query(f"SELECT * FROM {rel.name}", rel))
         return list(self.call.run(lambda: df.schema).fields)
 
-    def columns(self, name: str) -> list[str]:
-        return [f.name for f in self.fields(name)]
+    def typed(self, rel: _Rel) -> _Rel:
+        """``rel`` with the Spark type of every column known."""
+        if all(c.kind != "other" or c.dtype is not None for c in rel.cols):
+            return rel
+        hit = self._typed.get(rel.name)
+        if hit is None:
+            fields = self.analysed(rel)
+            cols = tuple(_Col(f.name, _kind_of(f.dataType), f.dataType) for f in fields)
+            hit = self._typed[rel.name] = _Rel(rel.name, cols, rel.sure)
+        return hit
 
-    def kinds(self, name: str) -> dict[str, str]:
-        return {f.name: _kind_of(f.dataType) for f in self.fields(name)}
-
-    def visit(self, node: PlanNode) -> str:
+    def visit(self, node: PlanNode) -> _Rel:
         hit = self._memo.get(id(node))
         if hit is not None and hit[0] is node:
             return hit[1]
-        name = node.accept(self)
-        self._memo[id(node)] = (node, name)
-        return name
+        rel = node.accept(self)
+        self._memo[id(node)] = (node, rel)
+        return rel
 
-    def expr(self, e: Expr | PyFunc, child: str, lets: _Lets, what: str) -> _S:
+    def translator(self, rel: _Rel) -> tuple[_ExprSql, _Lets]:
+        lets = _Lets()
+        return _ExprSql(rel.kinds, lets), lets
+
+    def expr(self, e: Expr | PyFunc, t: _ExprSql, what: str) -> _S:
         _no_callable(e, what)
         assert isinstance(e, Expr)
-        return _ExprSql(self.kinds(child), lets).tr(e)
+        return t.tr(e)
 
-    def cols(self, name: str) -> str:
-        return ", ".join(_ident(c) for c in self.columns(name))
+    def values(
+        self, rel: _Rel, values: Sequence[Expr | PyFunc], numeric: bool
+    ) -> tuple[str, list[str], list[str], bool]:
+        """Aggregated values over ``rel``: (FROM item with their lets, their SQL, their kinds,
+        whether only Spark can vouch for them). Translated once per query."""
+        key = (rel.name, tuple(id(v) for v in values), numeric)
+        hit = self._values.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], values, strict=True)):
+            return hit[1]
+        t, lets = self.translator(rel)
+        vs = [self.expr(v, t, "an aggregation") for v in values]
+        sqls = [_numeric_value(v) if numeric else _typed(v) for v in vs]
+        kinds = [v.kind for v in vs]
+        out = (lets.source(rel.name, sqls), sqls, kinds, t.unchecked or "other" in kinds)
+        self._values[key] = (tuple(values), out)
+        return out
 
-    def normalized(self, data: Any) -> str:
-        """A view of a source in the engine's value model (bigint, double without NaN, ...)."""
-        df, clean = self.call.ex._frame(data)
-        raw = self.call.view(df)
-        if clean:
-            return raw
+    def source(self, data: Any) -> _Rel:
+        """A source in the engine's value model (bigint, double without NaN, ...)."""
+        df, clean = self.ex._frame(data)
+        view = self.ex._view(df, self.call)
         fields = self.call.run(lambda: df.schema).fields
-        cols = [f"{_normalized(_ident(f.name), f.dataType)} AS {_ident(f.name)}" for f in fields]
-        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}")
+        items = [f"{_normalized(_ident(f.name), f.dataType)} AS {_ident(f.name)}" for f in fields]
+        if clean or all(_normalized("", f.dataType) == "" for f in fields):
+            # Already in the value model (bigint, double without NaN, ...): read the view.
+            return _Rel(view, tuple(_Col(f.name, _kind_of(f.dataType), f.dataType) for f in fields))
+        cols = []
+        for f in fields:
+            dt = _normalized_type(f.dataType)
+            cols.append(_Col(f.name, _kind_of(dt), dt))
+        rel = _Rel(view, ())
+        return self.add(f"SELECT {', '.join(items) or '*'} FROM {view}", cols, [rel])
 
     # -- nodes ----------------------------------------------------------------------------
-    def visit_source(self, node: Source) -> str:
-        return self.normalized(node.table.data)
+    def visit_source(self, node: Source) -> _Rel:
+        return self.source(node.table.data)
 
-    def visit_part_source(self, node: PartSource) -> str:
+    def visit_part_source(self, node: PartSource) -> _Rel:
         parent = self.visit(node.partition.parent)
-        kinds = self.kinds(parent)
+        kinds = parent.kinds
         key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
+        tz = _session_tz(self.ex.spark)
         conds = [
-            _key_match(_ident(c), kinds[c], k)
+            _key_match(_ident(c), kinds[c], k, tz)
             for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
         ]
-        return self.add(f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}")
+        sql = f"SELECT {parent.col_list()} FROM {parent.name} WHERE {' AND '.join(conds)}"
+        return self.add(sql, parent.cols, [parent])
 
-    def visit_where(self, node: Where) -> str:
+    def visit_where(self, node: Where) -> _Rel:
         child = self.visit(node.child)
         _no_callable(node.predicate, "where")
-        lets = _Lets()
-        t = _ExprSql(self.kinds(child), lets)
-        pred = t.boolean(t.tr(node.predicate))  # type: ignore[arg-type]
-        return self.add(f"SELECT {self.cols(child)} FROM {lets.source(child)} WHERE {pred.sql}")
+        t, lets = self.translator(child)
+        pred = t.boolean(t.tr(node.predicate)).sql  # type: ignore[arg-type]
+        src = lets.source(child.name, [pred])
+        sql = f"SELECT {child.col_list()} FROM {src} WHERE {pred}"
+        return self.add(sql, child.cols, [child], not t.unchecked)
 
-    def visit_select(self, node: Select) -> str:
+    def visit_select(self, node: Select) -> _Rel:
         child = self.visit(node.child)
-        lets = _Lets()
-        outs = [(n, self.expr(e, child, lets, "select")) for n, e in node.outputs]
-        items = [f"{_typed(v)} AS {_ident(n)}" for n, v in outs]
-        src = lets.source(child)
+        t, lets = self.translator(child)
+        outs = [(n, self.expr(e, t, "select")) for n, e in node.outputs]
+        items = {n: f"{_typed(v)} AS {_ident(n)}" for n, v in outs}
+        made = {n: _col_of(v, n, child) for n, v in outs}
         if node.keep_all:
             # pandas assign replaces an existing column in place, appends new ones.
-            order = self.columns(child)
-            mapping = dict(zip([n for n, _ in outs], items, strict=True))
-            cols = [mapping.get(c, _ident(c)) for c in order]
-            cols += [mapping[n] for n, _ in outs if n not in order]
-            return self.add(f"SELECT {', '.join(cols)} FROM {src}")
-        return self.add(f"SELECT {', '.join(items) or '1 AS __pinq_empty'} FROM {src}")
+            names = child.names() + [n for n in items if n not in child.kinds]
+            sqls = [items.get(n, _ident(n)) for n in names]
+            old = {c.name: c for c in child.cols}
+            cols = [made[n] if n in made else old[n] for n in names]
+        else:
+            sqls, cols = list(items.values()), list(made.values())
+        src = lets.source(child.name, sqls)
+        if not sqls:
+            sqls, cols = ["1 AS __pinq_empty"], [_Col("__pinq_empty", "int")]
+        sql = f"SELECT {', '.join(sqls)} FROM {src}"
+        return self.add(sql, cols, [child], not t.unchecked)
 
-    def visit_distinct(self, node: Distinct) -> str:
+    def visit_distinct(self, node: Distinct) -> _Rel:
         child = self.visit(node.child)
-        cols = ", ".join(_ident(c) for c in node.columns)
-        return self.add(f"SELECT DISTINCT {cols} FROM {child}")
+        kinds = {c.name: c for c in child.cols}
+        cols = [kinds[c] for c in node.columns]
+        sql = f"SELECT DISTINCT {', '.join(_ident(c) for c in node.columns)} FROM {child.name}"
+        return self.add(sql, cols, [child])
 
-    def visit_explode(self, node: Explode) -> str:
+    def visit_explode(self, node: Explode) -> _Rel:
         child = self.visit(node.child)
-        types = {f.name: f.dataType for f in self.fields(child)}
+        col = next(c for c in child.cols if c.name == node.column)
+        if col.kind == "other" and col.dtype is None:
+            child = self.typed(child)
+            col = next(c for c in child.cols if c.name == node.column)
         q = _ident(node.column)
-        data_type = types[node.column]
-        if type(data_type).__name__ != "ArrayType":
+        if col.kind != "other" or type(col.dtype).__name__ != "ArrayType":
             # A scalar explodes to itself; NULL carries nothing.
-            return self.add(f"SELECT * FROM {child} WHERE {q} IS NOT NULL")
+            sql = f"SELECT {child.col_list()} FROM {child.name} WHERE {q} IS NOT NULL"
+            return self.add(sql, child.cols, [child])
         # Items in the engine's value model (so NaN is NULL), NULL items dropped, then cut.
-        item = _normalized("__pinq_x", data_type.elementType)
+        elem = col.dtype.elementType
+        item = _normalized("__pinq_x", elem)
         items = (
             f"slice(filter(transform({q}, __pinq_x -> {item}), __pinq_x -> __pinq_x IS NOT NULL)"
             f", 1, {max(int(node.max_items), 0)})"
         )
-        cols = [f"explode({items}) AS {q}" if c == node.column else _ident(c) for c in types]
-        return self.add(f"SELECT {', '.join(cols)} FROM {child}")
+        sqls = [
+            f"explode({items}) AS {q}" if c.name == node.column else _ident(c.name)
+            for c in child.cols
+        ]
+        out_type = _normalized_type(elem)
+        cols = [
+            _Col(c.name, _kind_of(out_type), out_type) if c.name == node.column else c
+            for c in child.cols
+        ]
+        return self.add(f"SELECT {', '.join(sqls)} FROM {child.name}", cols, [child])
 
-    def visit_group_by(self, node: GroupBy) -> str:
+    def visit_group_by(self, node: GroupBy) -> _Rel:
         child = self.visit(node.child)
-        lets = _Lets()
-        t = _ExprSql(self.kinds(child), lets)
+        t, lets = self.translator(child)
+        by_name = {c.name: c for c in child.cols}
         keys = [_ident(k) for k in node.keys]
         items = list(keys)
+        cols = [by_name[k] for k in node.keys]
         for name, call in node.aggs:
             items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
-        return self.add(
-            f"SELECT {', '.join(items)} FROM {lets.source(child)} GROUP BY {', '.join(keys)}"
-        )
+            counts = call.star or call.name.upper() == "COUNT"
+            cols.append(_Col(name, "int" if counts else "float"))
+        src = lets.source(child.name, items)
+        sql = f"SELECT {', '.join(items)} FROM {src} GROUP BY {', '.join(keys)}"
+        return self.add(sql, cols, [child], not t.unchecked)
 
-    def truncate(self, child: str, columns: Sequence[str], limit: int) -> str:
+    def truncate(self, child: _Rel, columns: Sequence[str], limit: int) -> _Rel:
         """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
         salt = _str_lit(_noise.current_source().bytes(8).hex())
-        fields = self.fields(child)
+        child = self.typed(child)
         # A row's priority depends only on its own values and the salt (maps cannot be hashed).
-        hashed = [_ident(f.name) for f in fields if type(f.dataType).__name__ != "MapType"]
+        hashed = [_ident(c.name) for c in child.cols if type(c.dtype).__name__ != "MapType"]
         prio = f"xxhash64({', '.join([salt, *hashed])})"
         part = ", ".join(_ident(c) for c in columns)
         inner = (
             f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {prio}) AS __pinq_rank "
-            f"FROM {child}"
+            f"FROM {child.name}"
         )
-        return self.add(
-            f"SELECT {self.cols(child)} FROM ({inner}) AS t WHERE __pinq_rank <= {int(limit)}"
-        )
+        sql = f"SELECT {child.col_list()} FROM ({inner}) AS t WHERE __pinq_rank <= {int(limit)}"
+        return self.add(sql, child.cols, [child])
 
-    def merge(self, left: str, right: str, on: Sequence[str], how: str, suffix: str) -> str:
-        lcols = self.columns(left)
-        rcols = self.columns(right)
-        items = [f"l.{_ident(c)}" for c in lcols]
-        for c in rcols:
-            if c in on:
+    def merge(
+        self,
+        left: _Rel,
+        right: _Rel,
+        on: Sequence[str],
+        how: str,
+        suffix: str,
+        nulls: Sequence[bool] | None = None,
+    ) -> _Rel:
+        """Join on ``on``, NULL matching NULL as in pandas. ``nulls`` says which key columns of
+        ``right`` may hold NULL (None: any): a plain equality joins the others, which Spark
+        does with a much faster hash join than a NULL-safe one."""
+        lnames = set(left.names())
+        items = [f"l.{_ident(c)}" for c in left.names()]
+        cols = list(left.cols)
+        for c in right.cols:
+            if c.name in on:
                 continue
-            out = c + suffix if c in lcols else c
-            items.append(f"r.{_ident(c)} AS {_ident(out)}")
-        cond = " AND ".join(f"l.{_ident(c)} <=> r.{_ident(c)}" for c in on)
+            out = c.name + suffix if c.name in lnames else c.name
+            items.append(f"r.{_ident(c.name)} AS {_ident(out)}")
+            cols.append(_Col(out, c.kind, c.dtype))
+        safe = nulls if nulls is not None else [True] * len(on)
+        cond = " AND ".join(
+            f"l.{_ident(c)} {'<=>' if n else '='} r.{_ident(c)}"
+            for c, n in zip(on, safe, strict=True)
+        )
         join = "JOIN" if how == "inner" else "LEFT JOIN"
-        return self.add(f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}")
+        sql = f"SELECT {', '.join(items)} FROM {left.name} AS l {join} {right.name} AS r ON {cond}"
+        return self.add(sql, cols, [left, right])
 
-    def visit_join(self, node: Join) -> str:
+    def visit_join(self, node: Join) -> _Rel:
         left = self.visit(node.left)
         right = self.visit(node.right)
         if node.bounds is not None:
@@ -1378,35 +1670,64 @@ class _PlanSql(PlanVisitor[str]):
             right = self.truncate(right, node.on, node.bounds[1])
         return self.merge(left, right, node.on, "inner", "_right")
 
-    def visit_public_join(self, node: PublicJoin) -> str:
+    def visit_public_join(self, node: PublicJoin) -> _Rel:
         child = self.visit(node.child)
-        pub = self.normalized(node.public.data)
-        return self.merge(child, pub, node.on, node.how, "_public")
+        pub = self.source(node.public.data)
+        nulls = _public_nulls(node.public.data, node.on)
+        return self.merge(child, pub, node.on, node.how, "_public", nulls)
 
-    def visit_set_op(self, node: SetOp) -> str:
+    def visit_set_op(self, node: SetOp) -> _Rel:
         left = self.visit(node.left)
         right = self.visit(node.right)
         # The frames have the same columns in the same order: line them up by name anyway.
-        cols = self.cols(left)
+        cols = left.col_list()
         op = {
             "concat": "UNION ALL",
             "union": "UNION",
             "intersect": "INTERSECT",
             "difference": "EXCEPT",
         }[node.kind]
-        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}")
+        sql = f"SELECT {cols} FROM {left.name} {op} SELECT {cols} FROM {right.name}"
+        rkinds = right.kinds
+        out: list[_Col] = []
+        for c in left.cols:
+            k = rkinds.get(c.name)
+            if k == c.kind and c.kind != "other":
+                out.append(c)
+            elif {k, c.kind} == {"int", "float"}:
+                out.append(_Col(c.name, "float"))
+            else:  # Spark finds the common type
+                rel = self.add(sql, left.cols, [left, right], sure=False)
+                fields = self.analysed(rel)
+                cols_ = tuple(_Col(f.name, _kind_of(f.dataType), f.dataType) for f in fields)
+                return _Rel(rel.name, cols_, False)
+        return self.add(sql, out, [left, right])
 
-    def visit_bound_contributions(self, node: BoundContributions) -> str:
+    def visit_bound_contributions(self, node: BoundContributions) -> _Rel:
         return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
 
 
 # -- the executor ------------------------------------------------------------------------------
 @dataclass
 class _Base:
-    """Rows of a plan in listed groups: SQL with columns ``__pinq_gi`` and ``__pinq_v``."""
+    """Rows of a plan in listed groups, over ``rel``: a query with the columns ``group`` that
+    tell a row's group, then one ``__pinq_v<i>`` per value, of kinds ``kinds``.
+
+    ``group`` is ``__pinq_gi``, the group's position, or the key columns themselves, whose
+    values ``positions`` maps to positions; no columns for a single group (the query then
+    has a column ``__pinq_gi`` of 0s).
+    """
 
     sql: str
-    kind: str
+    kinds: list[str]
+    rel: _Rel
+    group: list[str] = field(default_factory=list)
+    positions: dict[tuple[Any, ...], list[int]] | None = None
+
+    @property
+    def carry(self) -> list[str]:
+        """The columns a query over this one keeps to be grouped the same way."""
+        return self.group or ["__pinq_gi"]
 
 
 class SparkExecutor(Executor):
@@ -1422,6 +1743,8 @@ class SparkExecutor(Executor):
         self._prefix = f"__pinq_{uuid.uuid4().hex[:12]}_"
         self._names = itertools.count()
         self._converted: dict[int, tuple[weakref.ref[Any], DataFrame]] = {}
+        self._views: dict[int, tuple[weakref.ref[Any], str]] = {}
+        self._dead_views: list[str] = []
 
     # -- engine plumbing ------------------------------------------------------------------
     def _frame(self, data: Any) -> tuple[DataFrame, bool]:
@@ -1442,62 +1765,173 @@ class SparkExecutor(Executor):
         weakref.finalize(data, self._converted.pop, key, None)
         return df, True
 
+    def _view(self, df: DataFrame, call: _Call) -> str:
+        """A temporary view of a source, made once and kept while the DataFrame lives (making
+        one costs Spark an analysis)."""
+        key = id(df)
+        hit = self._views.get(key)
+        if hit is not None and hit[0]() is df:
+            return hit[1]
+        name = f"{self._prefix}{next(self._names)}"
+        call.run(lambda: df.createOrReplaceTempView(name))
+        self._views[key] = (weakref.ref(df), _ident(name))
+        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange.
+        fin = weakref.finalize(df, self._forget_view, key, name)
+        fin.atexit = False
+        return _ident(name)
+
+    def _forget_view(self, key: int, name: str) -> None:
+        hit = self._views.get(key)
+        if hit is not None and hit[1] == _ident(name):
+            del self._views[key]
+        self._dead_views.append(name)
+
+    def _drop_dead_views(self) -> None:
+        while self._dead_views:
+            name = self._dead_views.pop()
+            with contextlib.suppress(Exception):
+                _guard("dropping a view", lambda n=name: self.spark.catalog.dropTempView(n))
+
     @contextlib.contextmanager
-    def _call(self, what: str) -> Iterator[_Call]:
+    def _call(self, what: str) -> Iterator[tuple[_Call, _PlanSql]]:
+        """One executor call and the query's translator (shared within a batch)."""
+        self._drop_dead_views()
         call = _Call(self, what)
+        memo = batch_memo()
+        p: _PlanSql | None = None
+        if memo is not None:
+            hit = memo.get(("spark", id(self)))
+            if hit is not None and hit[0] is self:
+                p = hit[1]
+        if p is None:
+            p = _PlanSql(self)
+            if memo is not None:
+                memo[("spark", id(self))] = (self, p)
+        p.call = call
         try:
-            yield call
+            yield call, p
         finally:
             call.close()
 
     def _base(
         self,
         call: _Call,
+        p: _PlanSql,
         plan: PlanNode,
         grouping: Grouping | None,
-        value: Expr | PyFunc | None,
+        values: Sequence[Expr | PyFunc],
         numeric: bool = True,
     ) -> _Base | None:
-        """The plan's rows in listed groups with their value (a DOUBLE when ``numeric``);
+        """The plan's rows in listed groups with their values (DOUBLEs when ``numeric``);
         None when no listed key can match."""
-        p = _PlanSql(call)
         rel = p.visit(plan)
-        lets = _Lets()
-        vsql, kind = _NULL["float"], "null"
-        if value is not None:
-            v = p.expr(value, rel, lets, "an aggregation")
-            kind = v.kind
-            vsql = _numeric_value(v) if numeric else _typed(v)
-        inner = f"SELECT *, {vsql} AS __pinq_v FROM {lets.source(rel)}"
+        src, sqls, kinds = rel.name, [], []
+        if values:
+            src, sqls, kinds, _ = p.values(rel, values, numeric)
+        vs = [f"{v} AS __pinq_v{i}" for i, v in enumerate(sqls)]
+        vcols = [f"__pinq_v{i}" for i in range(len(vs))]
         if grouping is None:
-            return _Base(f"SELECT 0L AS __pinq_gi, __pinq_v FROM ({inner}) AS r", kind)
-        kinds = p.kinds(rel)
+            return _Base(f"SELECT {', '.join(['0L AS __pinq_gi', *vs])} FROM {src}", kinds, rel)
         cols = list(grouping.columns)
-        missing = [c for c in cols if c not in kinds]
+        missing = [c for c in cols if c not in rel.kinds]
         if missing:
             raise PinqSyntaxError(f"unknown column '{missing[0]}'")
-        col_kinds = [kinds[c] for c in cols]
+        col_kinds = [rel.kinds[c] for c in cols]
         rows = _key_rows(col_kinds, grouping.keys, single=len(cols) == 1)
         if not rows:
             return None
         tz = _session_tz(self.spark)
-        arrays = [_arrow_values(pd.Series([i for i, _ in rows], dtype="int64"), "int", tz)]
-        for j, kind_j in enumerate(col_kinds):
-            arrays.append(_key_arrow([vals[j] for _, vals in rows], kind_j, tz))
-        keys = call.table([_GI, *cols], arrays)
-        cond = " AND ".join(f"r.{_ident(c)} <=> g.{_ident(c)}" for c in cols)
-        return _Base(
-            f"SELECT /*+ BROADCAST(g) */ g.{_GI} AS __pinq_gi, r.__pinq_v FROM ({inner}) AS r "
-            f"JOIN {keys} AS g ON {cond}",
-            kind,
+        nulls = [any(vals[j] is None for _, vals in rows) for j in range(len(cols))]
+        columns = [[vals[j] for _, vals in rows] for j in range(len(cols))]
+        if (
+            len(rows) <= _INLINE_ROWS
+            and all(k in ("int", "float", "str", "bool") for k in col_kinds)
+            and (len(cols) == 1 or not any(nulls))
+        ):
+            # Few keys of plain types: keep the rows whose key is listed (a hash lookup in
+            # Spark, and no join) and group by the key itself; each key's position is found
+            # here, by the value Spark compared.
+            types = [_key_type(col, kind) for col, kind in zip(columns, col_kinds, strict=True)]
+            keys = [f"__pinq_k{j}" for j in range(len(cols))]
+            items = [
+                f"CAST({_ident(c)} AS {t}) AS {k}"
+                for c, t, k in zip(cols, types, keys, strict=True)
+            ]
+            lits = [
+                _key_column(col, kind, tz) for col, kind in zip(columns, col_kinds, strict=True)
+            ]
+            listed = [i for i, (_, vals) in enumerate(rows) if not any(v is None for v in vals)]
+            conds = []
+            if listed:
+                lhs = keys[0] if len(keys) == 1 else f"({', '.join(keys)})"
+                tuples = [
+                    lits[0][i] if len(keys) == 1 else f"({', '.join(col[i] for col in lits)})"
+                    for i in listed
+                ]
+                conds.append(f"{lhs} IN ({', '.join(tuples)})")
+            if nulls[0] and len(keys) == 1:
+                conds.append(f"{keys[0]} IS NULL")
+            positions: dict[tuple[Any, ...], list[int]] = {}
+            for pos, vals in rows:
+                key = tuple(_key_value(v, t) for v, t in zip(vals, types, strict=True))
+                positions.setdefault(key, []).append(pos)
+            inner = f"SELECT {', '.join(items + vs)} FROM {src}"
+            return _Base(
+                f"SELECT {', '.join(keys + vcols)} FROM ({inner}) AS r WHERE {' OR '.join(conds)}",
+                kinds,
+                rel,
+                keys,
+                positions,
+            )
+        if len(rows) <= _INLINE_ROWS:
+            lits = [[_int_lit(i) for i, _ in rows]]
+            lits += [
+                _key_column(col, kind, tz) for col, kind in zip(columns, col_kinds, strict=True)
+            ]
+            table = _values_table([_GI, *cols], lits)
+        else:
+            arrays = [_arrow_values(pd.Series([i for i, _ in rows], dtype="int64"), "int", tz)]
+            for col, kind in zip(columns, col_kinds, strict=True):
+                arrays.append(_key_arrow(col, kind, tz))
+            table = call.table([_GI, *cols], arrays)
+        idents = [_ident(c) for c in cols]
+        inner = f"SELECT {', '.join(idents + vs)} FROM {src}"
+        cond = " AND ".join(
+            f"r.{c} {'<=>' if n else '='} g.{c}" for c, n in zip(idents, nulls, strict=True)
         )
+        items = ", ".join([f"g.{_GI} AS __pinq_gi", *(f"r.{v}" for v in vcols)])
+        return _Base(
+            f"SELECT /*+ BROADCAST(g) */ {items} FROM ({inner}) AS r JOIN {table} AS g ON {cond}",
+            kinds,
+            rel,
+            ["__pinq_gi"],
+        )
+
+    def _per_group(
+        self, call: _Call, p: _PlanSql, base: _Base, rows: str, aggs: str, by: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """``aggs`` per group (and per value of the columns ``by``) over ``rows``, a query over
+        ``base``'s columns: one Spark action. Each result row starts with the group's
+        position; a single group is not grouped at all (its position is 0)."""
+        if not base.group:
+            if by:
+                text = f"SELECT 0L, {by}, {aggs} FROM ({rows}) AS x GROUP BY {by}"
+            else:
+                text = f"SELECT 0L, {aggs} FROM ({rows}) AS x"
+            return call.collect(p.query(text, base.rel))
+        keys = ", ".join([*base.group, by] if by else base.group)
+        text = f"SELECT {keys}, {aggs} FROM ({rows}) AS x GROUP BY {keys}"
+        found = call.collect(p.query(text, base.rel))
+        if base.positions is None:
+            return found
+        n = len(base.group)
+        return [(gi, *r[n:]) for r in found for gi in base.positions.get(tuple(r[:n]), ())]
 
     def rows(self, plan: PlanNode) -> pd.DataFrame:
         """The plan's rows. For tests of stability only; never reachable from the public API."""
-        with self._call("reading rows") as call:
-            p = _PlanSql(call)
+        with self._call("reading rows") as (call, p):
             rel = p.visit(plan)
-            kinds = p.kinds(rel)
+            kinds = rel.kinds
             columns = list(kinds)
             items = [
                 f"CAST({_ident(c)} AS TIMESTAMP_NTZ) AS {_ident(c)}"
@@ -1505,71 +1939,127 @@ class SparkExecutor(Executor):
                 else _ident(c)
                 for c in columns
             ]
-            rows = call.collect(f"SELECT {', '.join(items)} FROM {rel}")
+            rows = call.collect(p.query(f"SELECT {', '.join(items)} FROM {rel.name}", rel))
         return pd.DataFrame(rows, columns=columns)
 
     # -- the Executor interface -----------------------------------------------------------
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
     ) -> None:
-        # Spark analyses each node's query without reading rows, so callables, unknown
-        # columns and types that cannot be aggregated surface before anything is charged.
-        with self._call("checking a query") as call:
-            p = _PlanSql(call)
+        # Callables, unknown columns and types that cannot be aggregated are found by the
+        # translation itself, before anything is charged. Where the SQL's validity depends on
+        # types pinqpy does not model, Spark analyses the query (it reads no rows).
+        with self._call("checking a query") as (call, p):
             rel = p.visit(plan)
-            if value is None:
-                return
-            v = p.expr(value, rel, _Lets(), "an aggregation")
-            if numeric and v.kind == "other":
-                what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
-                raise PinqError(
-                    f"the Spark engine cannot aggregate {what} as a number; select or CAST a "
-                    "numeric value instead"
-                )
+            src, vsql, sure = rel.name, _NULL["float"], rel.sure
+            if value is not None:
+                src, sqls, kinds, unsure = p.values(rel, [value], numeric)
+                vsql, kind, sure = sqls[0], kinds[0], sure and not unsure
+                if numeric and kind == "other":
+                    what = (
+                        f"column {value.name!r}" if isinstance(value, Column) else "this expression"
+                    )
+                    raise PinqError(
+                        f"the Spark engine cannot aggregate {what} as a number; select or CAST "
+                        "a numeric value instead"
+                    )
+            if not sure:
+                call.sql(p.query(f"SELECT {vsql} AS __pinq_v FROM {src}", rel))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        k = 1 if grouping is None else len(grouping.keys)
-        out = np.zeros(k, dtype=np.int64)
-        with self._call("counting rows") as call:
-            base = self._base(call, plan, grouping, None)
-            if base is None:
-                return out
-            rows = call.collect(
-                f"SELECT __pinq_gi, COUNT(*) FROM ({base.sql}) AS b GROUP BY __pinq_gi"
-            )
-        for gi, n in rows:
-            out[int(gi)] = int(n)
-        return out
+        counts: np.ndarray = self._aggregates("counting rows", plan, grouping, [("count",)])[0]
+        return counts
 
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        sums, _, counts = self.clamped_moments(plan, grouping, value, lo, hi)
-        return sums, counts
+        request = ("clamped_sum", value, lo, hi)
+        out: tuple[np.ndarray, np.ndarray] = self._aggregates(
+            "summing values", plan, grouping, [request]
+        )[0]
+        return out
 
     def clamped_moments(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        request = ("clamped_moments", value, lo, hi)
+        out: tuple[np.ndarray, np.ndarray, np.ndarray] = self._aggregates(
+            "summing values", plan, grouping, [request]
+        )[0]
+        return out
+
+    def many(
+        self, plan: PlanNode, grouping: Grouping | None, requests: Sequence[tuple[Any, ...]]
+    ) -> list[Any]:
+        """Several aggregates of one plan in the same groups, computed by one Spark job (a
+        SQL query's ``COUNT(*)`` and ``AVG(x)`` would otherwise scan and join twice). Each
+        request is ``("count",)``, ``("clamped_sum", value, lo, hi)`` or
+        ``("clamped_moments", value, lo, hi)``; its answer is what that method returns."""
+        return self._aggregates("computing aggregates", plan, grouping, requests)
+
+    def _aggregates(
+        self,
+        what: str,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        requests: Sequence[tuple[Any, ...]],
+    ) -> list[Any]:
+        if not requests:
+            return []
         k = 1 if grouping is None else len(grouping.keys)
-        sums, sumsq = np.zeros(k), np.zeros(k)
-        counts = np.zeros(k, dtype=np.int64)
-        lo_s, hi_s = _float_lit(float(lo)), _float_lit(float(hi))
-        with self._call("summing values") as call:
-            base = self._base(call, plan, grouping, value)
-            if base is None:
-                return sums, sumsq, counts
+        values: list[Expr | PyFunc] = []
+        for r in requests:
+            if r[0] not in ("count", "clamped_sum", "clamped_moments"):
+                raise PinqError(f"unknown aggregate {r[0]!r}")
+            if r[0] != "count" and not any(r[1] is v for v in values):
+                values.append(r[1])
+        # Per request: the SQL of its clamped values (None for a count), then its aggregates.
+        clamps: list[str] = []
+        aggs: list[str] = []
+        for r in requests:
+            if r[0] == "count":
+                aggs.append("COUNT(*)")
+                continue
+            i = next(j for j, v in enumerate(values) if v is r[1])
+            lo_s, hi_s = _float_lit(float(r[2])), _float_lit(float(r[3]))
             # NULL values are not counted (and least/greatest would turn them into a bound).
-            clamped = (
-                f"SELECT __pinq_gi, least(greatest(__pinq_v, {lo_s}), {hi_s}) AS c "
-                f"FROM ({base.sql}) AS b WHERE __pinq_v IS NOT NULL"
+            c = f"__pinq_c{len(clamps)}"
+            clamps.append(
+                f"CASE WHEN __pinq_v{i} IS NOT NULL THEN "
+                f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END AS {c}"
             )
-            rows = call.collect(
-                f"SELECT __pinq_gi, sum(c), sum(c * c), COUNT(*) FROM ({clamped}) AS x "
-                "GROUP BY __pinq_gi"
-            )
-        for gi, s, s2, n in rows:
-            sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(s), float(s2), int(n)
-        return sums, sumsq, counts
+            squares = f"sum({c} * {c})" if r[0] == "clamped_moments" else "0.0D"
+            aggs.extend([f"sum({c})", squares, f"COUNT({c})"])
+        counts = [np.zeros(k, dtype=np.int64) for _ in requests]
+        sums = [np.zeros(k) for _ in requests]
+        sumsq = [np.zeros(k) for _ in requests]
+        with self._call(what) as (call, p):
+            base = self._base(call, p, plan, grouping, values)
+            if base is not None:
+                rows_sql = f"SELECT {', '.join([*base.carry, *clamps])} FROM ({base.sql}) AS b"
+                rows = self._per_group(call, p, base, rows_sql, ", ".join(aggs))
+            else:
+                rows = []
+        for row in rows:
+            gi, at = int(row[0]), 1
+            for j, r in enumerate(requests):
+                if r[0] == "count":
+                    counts[j][gi] = int(row[at])
+                    at += 1
+                    continue
+                s_, s2, n = row[at : at + 3]
+                at += 3
+                if n:  # a single group with no values sums to NULL
+                    sums[j][gi], sumsq[j][gi], counts[j][gi] = float(s_), float(s2), int(n)
+        out: list[Any] = []
+        for j, r in enumerate(requests):
+            if r[0] == "count":
+                out.append(counts[j])
+            elif r[0] == "clamped_sum":
+                out.append((sums[j], counts[j]))
+            else:
+                out.append((sums[j], sumsq[j], counts[j]))
+        return out
 
     def buckets(
         self,
@@ -1582,14 +2072,34 @@ class SparkExecutor(Executor):
         cand = np.asarray(candidates, dtype="float64") + 0.0
         m = len(cand)
         k = 1 if grouping is None else len(grouping.keys)
-        width = 2 * m - 1
-        flat = np.zeros((k, width), dtype=np.int64)
-        steps = max(m.bit_length(), 1)
-        lo_s, hi_s = _float_lit(float(cand[0])), _float_lit(float(cand[-1]))
-        with self._call("counting values between quantile candidates") as call:
-            base = self._base(call, plan, grouping, value)
+        flat = np.zeros((k, 2 * m - 1), dtype=np.int64)
+        with self._call("counting values between quantile candidates") as (call, p):
+            base = self._base(call, p, plan, grouping, [value])
             if base is None:
                 return flat[:, 0::2], flat[:, 1::2]
+            group = ", ".join(base.carry)
+            values = f"SELECT {group}, __pinq_v0 + 0.0D AS __pinq_v FROM ({base.sql}) AS b "
+            values += "WHERE __pinq_v0 IS NOT NULL"
+            grid = uniform_grid(cand)
+            if grid is not None:
+                # pinqpy's default grids: each value's bucket by arithmetic (see _buckets).
+                bucketed = bucket_query(values, group, "__pinq_v", "bk", grid, _float_lit)
+            else:
+                bucketed = self._searched(call, values, group, cand)
+            rows = self._per_group(call, p, base, bucketed, "COUNT(*)", by="bk")
+        for gi, b, n in rows:
+            flat[int(gi), int(b)] += int(n)
+        return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+
+    def _searched(self, call: _Call, values: str, group: str, cand: np.ndarray) -> str:
+        """Buckets of ``values`` by binary search over any sorted candidates: columns
+        ``group`` and ``bk``."""
+        m = len(cand)
+        steps = max(m.bit_length(), 1)
+        lo_s, hi_s = _float_lit(float(cand[0])), _float_lit(float(cand[-1]))
+        if m <= _INLINE_ROWS:
+            grid = f"(SELECT array({', '.join(_float_lit(float(c)) for c in cand)}) AS __pinq_a)"
+        else:
             T = _types()
             import pyarrow as pa
 
@@ -1597,47 +2107,40 @@ class SparkExecutor(Executor):
                 ["__pinq_a"],
                 [(pa.array([cand.tolist()], pa.list_(pa.float64())), T.ArrayType(T.DoubleType()))],
             )
-            # n = #{candidates < c} by binary search over the sorted candidates (numpy's
-            # searchsorted(side="left")); c == a[n] goes to eq[n] (bucket 2n), otherwise it
-            # lies between a[n-1] and a[n] (bucket 2n - 1).
-            step = f"shiftleft(1, {steps - 1} - i)"
-            search = (
-                f"aggregate(sequence(0, {steps - 1}), 0, (acc, i) -> "
-                f"IF(try_element_at(a, acc + {step}) < c, acc + {step}, acc))"
-            )
-            clamped = (
-                f"SELECT __pinq_gi, least(greatest(__pinq_v + 0.0D, {lo_s}), {hi_s}) AS c "
-                f"FROM ({base.sql}) AS b WHERE __pinq_v IS NOT NULL"
-            )
-            searched = (
-                f"SELECT /*+ BROADCAST(cb) */ __pinq_gi, c, cb.__pinq_a AS a, {search} AS n "
-                f"FROM ({clamped}) AS x CROSS JOIN {grid} AS cb"
-            )
-            bucketed = (
-                "SELECT __pinq_gi, IF(try_element_at(a, n + 1) = c, 2 * n, 2 * n - 1) AS bk "
-                f"FROM ({searched}) AS s"
-            )
-            rows = call.collect(
-                f"SELECT __pinq_gi, bk, COUNT(*) FROM ({bucketed}) AS y GROUP BY __pinq_gi, bk"
-            )
-        for gi, b, n in rows:
-            flat[int(gi), int(b)] += int(n)
-        return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
+        # n = #{candidates < c} by binary search over the sorted candidates (numpy's
+        # searchsorted(side="left")); c == a[n] goes to eq[n] (bucket 2n), otherwise it
+        # lies between a[n-1] and a[n] (bucket 2n - 1).
+        step = f"shiftleft(1, {steps - 1} - i)"
+        search = (
+            f"aggregate(sequence(0, {steps - 1}), 0, (acc, i) -> "
+            f"IF(try_element_at(a, acc + {step}) < c, acc + {step}, acc))"
+        )
+        clamped = (
+            f"SELECT {group}, least(greatest(__pinq_v, {lo_s}), {hi_s}) AS c FROM ({values}) AS v"
+        )
+        searched = (
+            f"SELECT /*+ BROADCAST(cb) */ {group}, c, cb.__pinq_a AS a, {search} AS n "
+            f"FROM ({clamped}) AS x CROSS JOIN {grid} AS cb"
+        )
+        return (
+            f"SELECT {group}, IF(try_element_at(a, n + 1) = c, 2 * n, 2 * n - 1) AS bk "
+            f"FROM ({searched}) AS s"
+        )
 
     def key_counts(
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
-        with self._call("counting keys") as call:
-            p = _PlanSql(call)
+        with self._call("counting keys") as (call, p):
             rel = p.visit(plan)
-            kinds = p.kinds(rel)
+            kinds = rel.kinds
             # Timestamps come back as wall times (collect would use Python's local zone).
             items = [
                 f"CAST({_ident(c)} AS TIMESTAMP_NTZ)" if kinds.get(c) == "datetime" else _ident(c)
                 for c in columns
             ]
             group = ", ".join(_ident(c) for c in columns)
-            rows = call.collect(f"SELECT {', '.join(items)}, COUNT(*) FROM {rel} GROUP BY {group}")
+            text = f"SELECT {', '.join(items)}, COUNT(*) FROM {rel.name} GROUP BY {group}"
+            rows = call.collect(p.query(text, rel))
 
         def restore(v: Any, c: str) -> Any:
             if v is not None and kinds.get(c) == "datetime":
@@ -1664,16 +2167,17 @@ class SparkExecutor(Executor):
         n = len(candidates)
         k = 1 if grouping is None else len(grouping.keys)
         out = np.zeros((k, n), dtype=np.int64)
-        with self._call("counting candidates") as call:
-            base = self._base(call, plan, grouping, value, numeric=False)
-            if base is None or base.kind in ("null", "other"):
+        with self._call("counting candidates") as (call, p):
+            base = self._base(call, p, plan, grouping, [value], numeric=False)
+            if base is None or base.kinds[0] in ("null", "other"):
                 return out
+            kind = base.kinds[0]
             # First position of each candidate value, as Index.get_indexer finds it.
             seen: set[Any] = set()
             uniq: list[tuple[int, Any]] = []
             for j, c in enumerate(candidates):
                 ck = _value_kind(c)
-                if ck is not None and not _compatible(base.kind, ck):
+                if ck is not None and not _compatible(kind, ck):
                     continue
                 # Equal numbers are one candidate (1 and 1.0), as in a pandas Index.
                 family = "num" if ck in ("int", "float") else ck
@@ -1688,18 +2192,29 @@ class SparkExecutor(Executor):
             if not uniq:
                 return out
             tz = _session_tz(self.spark)
-            table = call.table(
-                [_GI, "__pinq_c"],
-                [
-                    _arrow_values(pd.Series([j for j, _ in uniq], dtype="int64"), "int", tz),
-                    _key_arrow([c for _, c in uniq], base.kind, tz),
-                ],
+            if len(uniq) <= _INLINE_ROWS:
+                table = _values_table(
+                    [_GI, "__pinq_c"],
+                    [
+                        [_int_lit(j) for j, _ in uniq],
+                        _key_column([c for _, c in uniq], kind, tz),
+                    ],
+                )
+            else:
+                table = call.table(
+                    [_GI, "__pinq_c"],
+                    [
+                        _arrow_values(pd.Series([j for j, _ in uniq], dtype="int64"), "int", tz),
+                        _key_arrow([c for _, c in uniq], kind, tz),
+                    ],
+                )
+            eq = "<=>" if any(c is None for _, c in uniq) else "="
+            carry = ", ".join(f"b.{c}" for c in base.carry)
+            joined = (
+                f"SELECT /*+ BROADCAST(cnd) */ {carry}, cnd.{_GI} AS __pinq_j "
+                f"FROM ({base.sql}) AS b JOIN {table} AS cnd ON b.__pinq_v0 {eq} cnd.__pinq_c"
             )
-            rows = call.collect(
-                f"SELECT /*+ BROADCAST(cnd) */ b.__pinq_gi, cnd.{_GI}, COUNT(*) "
-                f"FROM ({base.sql}) AS b JOIN {table} AS cnd ON b.__pinq_v <=> cnd.__pinq_c "
-                f"GROUP BY b.__pinq_gi, cnd.{_GI}"
-            )
+            rows = self._per_group(call, p, base, joined, "COUNT(*)", by="__pinq_j")
         for gi, j, c in rows:
             out[int(gi), int(j)] = int(c)
         return out

@@ -7,6 +7,7 @@ every value of every row in one job.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import subprocess
@@ -26,13 +27,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._executor import Grouping
+from pinqpy._executor import Grouping, batch
 from pinqpy._expr.parser import parse_expression
 from pinqpy._expr.types import schema_from_pandas
 from pinqpy._pandas_executor import PandasExecutor
 from pinqpy._plan import Distinct, PlanNode, PyFunc, Source, TableRef, Where
 from pinqpy._spark_executor import (
     SparkExecutor,
+    _Call,
+    _kind_of,
     is_spark_dataframe,
     local_session,
     spark_schema,
@@ -298,6 +301,142 @@ def test_explode_matches(ex: SparkExecutor) -> None:
     _same_moments(ex, nums, Grouping(("k",), (1, 2, 3, 4)), "nums", 0, 10)
 
 
+def test_null_and_many_keys(ex: SparkExecutor) -> None:
+    # A NULL key matches NULL values; past the inline limit keys and candidates are sent
+    # as a table.
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(
+        {
+            "k": pd.array([None if i % 7 == 0 else int(i) for i in rng.integers(0, 2000, 400)]),
+            "x": rng.normal(0, 10, 400),
+        }
+    )
+    f = _frame(df)
+    for keys in ((None, 3, 5, 1999), (*range(1500), None)):
+        grouping = Grouping(("k",), keys)
+        _same_counts(ex, f._plan, grouping)
+        _same_moments(ex, f._plan, grouping, "x", -5, 5)
+    e = parse_expression("k")
+    for cands in ((None, 1, 2, 3), (*range(1200), None)):
+        np.testing.assert_array_equal(
+            ex.candidate_counts(f._plan, None, e, cands),
+            PANDAS.candidate_counts(f._plan, None, e, cands),
+        )
+    # A grid that is not uniform, as a table, and a uniform one.
+    for cands in (np.sqrt(np.arange(1500.0)) - 20, np.linspace(-30.0, 30.0, 1201)):
+        want = PANDAS.buckets(f._plan, None, parse_expression("x"), cands)
+        got = ex.buckets(f._plan, None, parse_expression("x"), cands)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_many_aggregates_in_one_job(
+    ex: SparkExecutor, pums: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs: list[str] = []
+    collect = _Call.collect
+    monkeypatch.setattr(
+        _Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
+    )
+    plan = _frame(pums).where("age > 20")._plan
+    x, y = parse_expression("income / 1000.0"), parse_expression("IF(age > 60, NULL, age)")
+    # No listed key can match the last grouping: nothing to run.
+    for grouping, n_jobs in ((None, 1), (SEX_RACE, 1), (Grouping(("sex",), ("a",)), 0)):
+        requests = [("count",), ("clamped_sum", x, 0, 50), ("clamped_moments", y, 18, 70)]
+        jobs.clear()
+        got = ex.many(plan, grouping, requests)
+        assert len(jobs) == n_jobs
+        np.testing.assert_array_equal(got[0], PANDAS.count(plan, grouping))
+        for g, w in zip(got[1], PANDAS.clamped_sum(plan, grouping, x, 0, 50), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-9)
+        want = PANDAS.clamped_moments(plan, grouping, y, 18, 70)
+        for g, w in zip(got[2], want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-9)
+    with pytest.raises(PinqError, match="unknown aggregate"):
+        ex.many(plan, None, [("median", x)])
+
+
+def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFrame) -> None:
+    # Column kinds are worked out without asking Spark; every node's must be Spark's own.
+    faults = _frame(_fault_frame())
+    gen = _frame(
+        pd.DataFrame(
+            {
+                "i": pd.array([1, None], dtype="Int64"),
+                "f": [0.5, np.nan],
+                "s": ["a", None],
+                "g": [0, 1],
+            }
+        )
+    )
+    lists = _frame(pd.DataFrame({"k": [1, 2], "l": [[1.5, 2.0], None], "t": [["a"], ["b"]]}))
+    f = _frame(pums)
+    plans = [build(f)._plan for build in PLANS]
+    plans += [
+        faults.select(**{f"x{i}": e for i, e in enumerate(FAULT_EXPRS + STRING_EXPRS)})._plan,
+        gen.select(**{f"x{i}": e for i, e in enumerate(GEN_EXPRS)})._plan,
+        gen.select(x="1").union(gen.select(x="1.5"))._plan,
+        gen.select(x="NULL", y="g").concat(gen.select(x="s", y="f"))._plan,
+        f.groupby("race").agg(n="COUNT(*)", s="SUM(income)", m="MEDIAN(age)")._plan,
+        f.partition("race", keys=[1, 2])[2].assign(race="race * 1.5")._plan,
+        lists.explode("l", 3).select("l", "t", m="l * 2")._plan,
+        lists.select("k", "l").distinct("k")._plan,
+        lists.select("k", c="COALESCE(l, l)", d="IF(k > 1, l, NULL)").explode("c", 1)._plan,
+        _frame(pums.assign(p=np.arange(len(pums)) % 9), privacy_unit="p")
+        .bound_contributions(2)
+        ._plan,
+    ]
+    for plan in plans:
+        with ex._call("checking the translation") as (_, p):
+            p.visit(plan)
+            for _node, rel in list(p._memo.values()):
+                fields = p.analysed(rel)
+                assert [f.name for f in fields] == rel.names()
+                assert [_kind_of(f.dataType) for f in fields] == [c.kind for c in rel.cols]
+
+
+def test_a_query_is_translated_once(
+    ex: SparkExecutor, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    df = pd.DataFrame({"u": np.repeat(np.arange(20), 10), "v": np.arange(200, dtype=float)})
+    plan = _frame(df, privacy_unit="u").bound_contributions(2)._plan
+    e = parse_expression("v")
+    analyses: list[str] = []
+    sql = _Call.sql
+    monkeypatch.setattr(_Call, "sql", lambda self, text: analyses.append(text) or sql(self, text))
+    with batch():
+        # The check before the charge needs no Spark analysis here, and every aggregate of
+        # the batch sees the same truncation.
+        ex.validate(plan, e, numeric=True)
+        assert analyses == []
+        sums = {float(ex.clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(3)}
+    assert len(sums) == 1
+    # Types pinqpy does not model are left to Spark's analysis, before any charge.
+    sdf = spark.createDataFrame([({"a": 1},)], "m map<string,int>")
+    maps = Source(TableRef("t", sdf, None, ("m",)))
+    with pytest.raises(PinqError, match="while checking a query"):
+        ex.validate(Distinct(maps, ("m",)))
+    assert len(analyses) == 1
+
+
+def test_source_views_go_with_their_frames(ex: SparkExecutor, spark: Any) -> None:
+    def views() -> set[str]:
+        return {t.name for t in spark.catalog.listTables() if t.name.startswith(ex._prefix)}
+
+    before = views()
+    sdf = spark.sql("SELECT id AS a FROM range(5)")
+    plan = Source(TableRef("t", sdf, None, ("a",)))
+    assert ex.count(plan, None).tolist() == [5]
+    assert ex.count(Where(plan, parse_expression("a > 1")), None).tolist() == [3]
+    made = views() - before
+    assert len(made) == 1  # one view per source, kept while it lives
+    del sdf, plan
+    gc.collect()
+    other = Source(TableRef("u", spark.sql("SELECT 1 AS b"), None, ("b",)))
+    assert ex.count(other, None).tolist() == [1]  # the next call drops the view
+    assert not made & views()
+
+
 # -- expressions: data faults, strings --------------------------------------------------------
 def _fault_frame() -> pd.DataFrame:
     return pd.DataFrame(
@@ -369,6 +508,15 @@ FAULT_EXPRS = [
     "NOT (b > 0)",
     "1 / 0",
     "FLOOR(1e300)",
+    # Sums and positive powers check only their result for being finite; repeated
+    # sub-expressions are computed once.
+    "POWER(b * 1e200, 2) + 1",
+    "(b / 0) * 0 + POWER(b, 2)",
+    "POWER(b - 1, 3) - POWER(b - 1, 3)",
+    "POWER(b, 0.5) + POWER(b, 0.5)",
+    "POWER(a, 2) * 0 + POWER(a, 2)",
+    "POWER(b, -1) + 1",
+    "CASE WHEN POWER(b - 1, 2) <= POWER(b + 1, 2) THEN POWER(b - 1, 2) ELSE -1 END",
 ]
 
 
