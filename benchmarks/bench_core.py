@@ -127,6 +127,7 @@ def bench(rows: int, repeat: int) -> list[dict[str, object]]:
         name = f"10-step plan + charge ({label})"
         out.append({"workload": name, "pinqpy_s": t, "target_s": 0.001})
         print(f"{name:<42} {t * 1e6:8.1f} us  (target < 1000 us)")
+
     def plan_and_count() -> object:
         nonlocal tiny
         tiny = pq.PrivateFrame(tiny_df, budget)  # a fresh frame: not answered from the cache
