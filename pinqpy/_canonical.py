@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+from ._executor import batch_memo
 from ._expr.ast import Expr
 from ._plan import (
     BoundContributions,
@@ -84,13 +85,7 @@ class _Canonical(PlanVisitor[str]):
         )
 
     def visit_public_join(self, node: PublicJoin) -> str:
-        data = node.public.data
-        try:
-            import pandas as pd
-
-            h = int(pd.util.hash_pandas_object(data, index=False).sum()) & (2**64 - 1)
-        except Exception:
-            raise NotCanonical from None
+        h = _public_hash(node.public.data)
         return f"publicjoin({self.visit(node.child)};public:{h:x};{','.join(node.on)};{node.how})"
 
     def visit_set_op(self, node: SetOp) -> str:
@@ -98,6 +93,25 @@ class _Canonical(PlanVisitor[str]):
 
     def visit_bound_contributions(self, node: BoundContributions) -> str:
         return f"bound({self.visit(node.child)};{node.unit},{node.max_rows})"
+
+
+def _public_hash(data: object) -> int:
+    """A hash of a public table's contents, hashed once per query (a batch): the contents
+    are part of the question, and the table may have changed since the last query."""
+    memo = batch_memo()
+    slot = ("public-hash", id(data))
+    hit = None if memo is None else memo.get(slot)
+    if hit is not None and hit[0] is data:
+        return hit[1]  # type: ignore[no-any-return]
+    try:
+        import pandas as pd
+
+        h = int(pd.util.hash_pandas_object(data, index=False).sum()) & (2**64 - 1)
+    except Exception:
+        raise NotCanonical from None
+    if memo is not None:
+        memo[slot] = (data, h)
+    return h
 
 
 def canonical_plan(plan: PlanNode, table_identity: Callable[[TableRef], str]) -> str:

@@ -23,14 +23,14 @@ import re
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from . import _noise
 from ._buckets import Grid, bucket_query, uniform_grid
-from ._executor import Executor, Grouping, batch_memo
+from ._executor import Executor, Grouping, Read, batch_memo, prefetched, store_read
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -1169,6 +1169,94 @@ def _int_bucket_query(rows: str, grid: Grid) -> str:
     )
 
 
+def _sum_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[str]:
+    """The clamped sum of ``v`` and its count of non-NULL values (over the rows ``when``
+    admits: a FILTER clause or "").
+
+    Integers clamped to integer bounds are summed exactly as integers: the float sum pandas
+    computes is the same number while it is exact (below 2**53) and its rounding otherwise;
+    DuckDB sums integers faster than doubles."""
+    if kind == "int":
+        lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
+        return [f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}", f"COUNT({v}){when}"]
+    lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
+    clamped = f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}"
+    return [f"COALESCE({clamped}, 0.0)", f"COUNT({v}){when}"]
+
+
+def _moment_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[str]:
+    """The clamped sum and sum of squares of ``v``, and its count of non-NULL values."""
+    lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
+    c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
+    return [
+        f"COALESCE(SUM({c}){when}, 0.0)",
+        f"COALESCE(SUM({c} * {c}){when}, 0.0)",
+        f"COUNT({v}){when}",
+    ]
+
+
+# The reads one query can compute together (Executor.prefetch).
+_FUSED = frozenset({"count", "sum", "moments"})
+
+
+def _count_rows(rows: Sequence[tuple[Any, ...]], k: int) -> np.ndarray:
+    out = np.zeros(k, dtype=np.int64)
+    for gi, n in rows:
+        out[int(gi)] = int(n)
+    return out
+
+
+def _sum_rows(rows: Sequence[tuple[Any, ...]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    sums, counts = np.zeros(k), np.zeros(k, dtype=np.int64)
+    for gi, total, n in rows:
+        sums[int(gi)], counts[int(gi)] = float(total or 0), int(n)
+    return sums, counts
+
+
+def _moment_rows(
+    rows: Sequence[tuple[Any, ...]], k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sums, sumsq, counts = np.zeros(k), np.zeros(k), np.zeros(k, dtype=np.int64)
+    for gi, total, total2, n in rows:
+        sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(total), float(total2), int(n)
+    return sums, sumsq, counts
+
+
+class _Value(NamedTuple):
+    """An aggregated value's SQL and kind. ``nan_col``: a stored float column, whose NaN is
+    skipped as NULL is (the value is the column, not rewritten). ``stored``: a stored numeric
+    column whose NULLs are the value's, so DuckDB can test them from the file's statistics
+    (a computed value must be tested on every row)."""
+
+    sql: str
+    kind: str
+    nan_col: str | None = None
+    stored: str | None = None
+
+
+def _value(
+    p: _PlanSql,
+    rel: str,
+    value: Expr | PyFunc,
+    lets: _Lets,
+    *,
+    ints: bool = False,
+    as_stored: bool = False,
+) -> _Value:
+    """``value`` as pandas' numeric view: a DOUBLE of kind "float" (with ``ints``, an integer
+    value stays BIGINT of kind "int"); with ``as_stored``, the value as translated."""
+    if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
+        col = _ident(value.name)
+        return _Value(col, "float", nan_col=col)
+    v = p.expr(value, rel, lets, "an aggregation")
+    if as_stored:
+        return _Value("NULL" if v.kind == "null" else v.sql, v.kind)
+    stored = _ident(value.name) if isinstance(value, Column) and v.kind in _NUMERIC else None
+    if ints and v.kind in ("int", "bool"):
+        return _Value(v.sql if v.kind == "int" else f"CAST({v.sql} AS BIGINT)", "int", None, stored)
+    return _Value(_numeric_value(v), "float", None, stored)
+
+
 def _integral(x: float) -> bool:
     """An integer that a double holds exactly."""
     return float(x).is_integer() and abs(x) <= 2**53
@@ -1218,7 +1306,7 @@ class DuckDBExecutor(Executor):
         from ._engine import DuckDBTable
 
         if isinstance(data, DuckDBTable):
-            return _ident(data.view)
+            return data.source
         hit = self._registered.get(id(data))
         if hit is not None and hit[0] is data:
             return hit[1]
@@ -1245,7 +1333,7 @@ class DuckDBExecutor(Executor):
                 return list(data.columns)
             schema = self._view_schemas.get(data)
             if schema is None:
-                schema = self._bind(f"SELECT * FROM {_ident(data.view)}")
+                schema = self._bind(f"SELECT * FROM {data.source}")
                 self._view_schemas[data] = schema
             return schema
         hit = self._schemas.get(id(data))
@@ -1317,45 +1405,24 @@ class DuckDBExecutor(Executor):
         rel = p.visit(plan)
         k = 1 if grouping is None else len(grouping.keys)
         lets = _Lets()
-        vsql, kind, keep = "NULL", "null", ""
+        kind, keep = "null", ""
         if value is None:
             src = f"{rel} AS r"
         else:
-            if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
-                # A stored float column: NaN is skipped as NULL is, and no value is rewritten.
-                vsql, kind = _ident(value.name), "float"
-                keep = f" WHERE NOT isnan(r.{vsql})"
-            else:
-                v = p.expr(value, rel, lets, "an aggregation")
-                if as_stored:
-                    vsql, kind = ("NULL" if v.kind == "null" else v.sql), v.kind
-                elif ints and v.kind in ("int", "bool"):
-                    vsql = v.sql if v.kind == "int" else f"CAST({v.sql} AS BIGINT)"
-                    kind = "int"
-                else:
-                    vsql, kind = _numeric_value(v), "float"
-                if not as_stored:
-                    # On a stored numeric column DuckDB reads this test from the file's
-                    # statistics; on a computed value it must test every row.
-                    test = "r.__pinq_v"
-                    if isinstance(value, Column) and v.kind in _NUMERIC:
-                        test = f"r.{_ident(value.name)}"
-                    keep = f" WHERE {test} IS NOT NULL"
-            src = f"(SELECT *, {vsql} AS __pinq_v FROM {lets.source(rel, [vsql])}) AS r"
+            v = _value(p, rel, value, lets, ints=ints, as_stored=as_stored)
+            kind = v.kind
+            if v.nan_col is not None:
+                keep = f" WHERE NOT isnan(r.{v.nan_col})"
+            elif not as_stored:
+                keep = f" WHERE r.{v.stored or '__pinq_v'} IS NOT NULL"
+            src = f"(SELECT *, {v.sql} AS __pinq_v FROM {lets.source(rel, [v.sql])}) AS r"
         with contextlib.ExitStack() as stack:
             gi = "0"
             if grouping is not None:
-                kinds = p.kinds(rel)
-                cols = list(grouping.columns)
-                ckinds = [kinds[c] for c in cols]
-                rows = _key_rows(ckinds, grouping.keys, single=len(cols) == 1)
-                if not rows:
+                join = self._group_join(p, rel, grouping, stack)
+                if join is None:
                     return [], k
-                keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
-                cond = " AND ".join(
-                    f"{p.value(rel, c, 'r.')} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols
-                )
-                src += f" JOIN {keys} AS g ON {cond}"
+                src += join
                 gi = f"g.{_GI}"
             if staged is not None:
                 inner = f"SELECT {gi} AS __pinq_gi, r.__pinq_v AS __pinq_v FROM {src}{keep}"
@@ -1379,6 +1446,101 @@ class DuckDBExecutor(Executor):
                 "" if len(groups) == 1 and grouping is None else f" GROUP BY {', '.join(groups)}"
             )
             return self._fetch(p.query(f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}")), k
+
+    def _group_join(
+        self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
+    ) -> str | None:
+        """A JOIN of the rows ``r`` against the listed keys ``g`` (so each row gets its key's
+        position ``g.__pinq_g``), or None when no key can match the columns' types."""
+        kinds = p.kinds(rel)
+        cols = list(grouping.columns)
+        ckinds = [kinds[c] for c in cols]
+        rows = _key_rows(ckinds, grouping.keys, single=len(cols) == 1)
+        if not rows:
+            return None
+        keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
+        cond = " AND ".join(
+            f"{p.value(rel, c, 'r.')} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols
+        )
+        return f" JOIN {keys} AS g ON {cond}"
+
+    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
+        """Several counts and clamped sums or moments of one plan in one query: one scan of
+        the relation (a SQL query's ``COUNT(*)`` and ``AVG(x)``), not one per aggregate."""
+        by_plan: dict[int, list[Read]] = {}
+        for r in reads:
+            if r.kind in _FUSED:
+                by_plan.setdefault(id(r.plan), []).append(r)
+        for rs in by_plan.values():
+            if len(rs) > 1:
+                for r, result in zip(rs, self._fused(rs[0].plan, grouping, rs), strict=True):
+                    store_read(r, grouping, result)
+
+    def _fused(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
+    ) -> list[Any]:
+        """One query for ``reads`` (counts, clamped sums and moments of ``plan``).
+
+        NaN in a stored float column is skipped as NULL is. A FILTER on every value's
+        aggregates would cost a third of the scan, so the query first counts the NaN instead
+        (cheap), and runs again with the FILTERs only if there are any."""
+        rows, k, nans = self._fused_query(plan, grouping, reads, filtered=False)
+        if nans:
+            rows, k, _ = self._fused_query(plan, grouping, reads, filtered=True)
+        out: list[Any] = []
+        at = 1
+        for r in reads:
+            w = 1 if r.kind == "count" else 2 if r.kind == "sum" else 3
+            part = [(row[0], *row[at : at + w]) for row in rows]
+            at += w
+            decode = {"count": _count_rows, "sum": _sum_rows, "moments": _moment_rows}[r.kind]
+            out.append(decode(part, k))
+        return out
+
+    def _fused_query(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read], filtered: bool
+    ) -> tuple[list[tuple[Any, ...]], int, bool]:
+        """Rows (group position, each read's aggregates...) and whether a value skipped as
+        NaN occurred (then unfiltered results are wrong and are not used)."""
+        p = self._translation()
+        rel = p.visit(plan)
+        k = 1 if grouping is None else len(grouping.keys)
+        lets = _Lets()
+        items: list[str] = []
+        nan_items: list[str] = []
+        sqls: list[tuple[int, str]] = []
+        for i, r in enumerate(reads):
+            if r.kind == "count":
+                items.append("COUNT(*)")
+                continue
+            ints = r.kind == "sum" and _integral(r.lo) and _integral(r.hi)
+            v = _value(p, rel, r.value, lets, ints=ints)  # type: ignore[arg-type]
+            sqls.append((i, v.sql))
+            when = ""
+            if v.nan_col is not None:
+                if filtered:
+                    when = f" FILTER (WHERE NOT isnan(r.{v.nan_col}))"
+                else:
+                    nan_items.append(f"COUNT_IF(isnan(r.{v.nan_col}))")
+            aggs = _sum_aggs if r.kind == "sum" else _moment_aggs
+            items += aggs(f"r.__pinq_v{i}", v.kind, r.lo, r.hi, when)
+        src = f"{rel} AS r"
+        if sqls:
+            cols = ", ".join(f"{v} AS __pinq_v{i}" for i, v in sqls)
+            src = f"(SELECT *, {cols} FROM {lets.source(rel, [v for _, v in sqls])}) AS r"
+        with contextlib.ExitStack() as stack:
+            gi, join, group_by = "0", "", ""
+            if grouping is not None:
+                join = self._group_join(p, rel, grouping, stack)  # type: ignore[assignment]
+                gi, group_by = f"g.{_GI}", " GROUP BY __pinq_gi"
+            if join is None:
+                return [], k, False
+            listed = ", ".join([*items, *nan_items])
+            sql = f"SELECT {gi} AS __pinq_gi, {listed} FROM {src}{join}{group_by}"
+            rows = self._fetch(p.query(sql))
+        n = 1 + len(items)
+        nans = any(any(row[n:]) for row in rows)
+        return [row[:n] for row in rows], k, nans
 
     def _unregister(self, data: pd.DataFrame) -> None:
         hit = self._registered.pop(id(data), None)
@@ -1423,52 +1585,37 @@ class DuckDBExecutor(Executor):
             self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}"))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        hit = prefetched("count", plan, grouping)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
         rows, k = self._grouped(plan, grouping, None, lambda v, kind: ["COUNT(*)"])
-        out = np.zeros(k, dtype=np.int64)
-        for gi, n in rows:
-            out[int(gi)] = int(n)
-        return out
+        return _count_rows(rows, k)
 
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        # Integers clamped to integer bounds are summed exactly as integers: the float sum
-        # pandas computes is the same number while it is exact (below 2**53) and its
-        # rounding otherwise; DuckDB sums integers faster than doubles.
-        ints = _integral(lo) and _integral(hi)
-
-        def aggs(v: str, kind: str) -> list[str]:
-            if kind == "int":
-                lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
-                return [f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s}))", f"COUNT({v})"]
-            lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
-            return [f"COALESCE(SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})), 0.0)", f"COUNT({v})"]
-
-        rows, k = self._grouped(plan, grouping, value, aggs, ints=ints)
-        sums, counts = np.zeros(k), np.zeros(k, dtype=np.int64)
-        for gi, s, n in rows:
-            sums[int(gi)], counts[int(gi)] = float(s or 0), int(n)
-        return sums, counts
+        hit = prefetched("sum", plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        rows, k = self._grouped(
+            plan,
+            grouping,
+            value,
+            lambda v, kind: _sum_aggs(v, kind, lo, hi),
+            ints=_integral(lo) and _integral(hi),
+        )
+        return _sum_rows(rows, k)
 
     def clamped_moments(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
-
-        def aggs(v: str, kind: str) -> list[str]:
-            c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
-            return [
-                f"COALESCE(SUM({c}), 0.0)",
-                f"COALESCE(SUM({c} * {c}), 0.0)",
-                f"COUNT({v})",
-            ]
-
-        rows, k = self._grouped(plan, grouping, value, aggs)
-        sums, sumsq = np.zeros(k), np.zeros(k)
-        counts = np.zeros(k, dtype=np.int64)
-        for gi, s, s2, n in rows:
-            sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(s), float(s2), int(n)
-        return sums, sumsq, counts
+        hit = prefetched("moments", plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        rows, k = self._grouped(
+            plan, grouping, value, lambda v, kind: _moment_aggs(v, kind, lo, hi)
+        )
+        return _moment_rows(rows, k)
 
     def buckets(
         self,

@@ -85,11 +85,12 @@ def set_default_engine(engine: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class DuckDBTable:
-    """A DuckDB source: the connection it lives in, a view over it there, and the view's
-    (column, DuckDB type) pairs from when it was wrapped."""
+    """A DuckDB source: the connection it lives in, the FROM item that reads it there (a view
+    pinqpy made, or a file scan such as ``read_parquet('...')``), and its (column, DuckDB
+    type) pairs from when it was wrapped."""
 
     connection: Any = field(repr=False)
-    view: str
+    source: str
     columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
@@ -185,9 +186,30 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     except duckdb.Error as exc:
         raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
     _check_columns(columns)
-    table = DuckDBTable(connection, view, tuple(zip(columns, types, strict=True)))
-    # The view keeps its source (a DataFrame, a file scan) alive; drop it after the frame.
+    table = DuckDBTable(connection, f'"{view}"', tuple(zip(columns, types, strict=True)))
+    # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
     weakref.finalize(table, _PENDING_DROPS.append, (connection, view))
+    return Wrapped("duckdb", table, duckdb_schema(columns, types))
+
+
+def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
+    """A parquet file (path, directory or glob) read by name in every query, as a query
+    written by hand would: no view to make or drop, and one bind here for the schema."""
+    from ._duckdb_executor import duckdb_schema
+
+    duckdb = _import_duckdb()
+    drop_pending_views()
+    source = "read_parquet('" + path.replace("'", "''") + "')"
+    try:
+        rel = connection.sql(f"SELECT * FROM {source}")
+        columns = [str(c) for c in rel.columns]
+        types = [str(t) for t in rel.types]
+    except duckdb.Error as exc:
+        raise PinqError(
+            f"DuckDB cannot read the parquet file {path!r} ({type(exc).__name__})"
+        ) from None
+    _check_columns(columns)
+    table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
@@ -295,11 +317,9 @@ def read_file(
     text = _check_path(path, kind)
     if engine == "duckdb":
         con = connection if connection is not None else _own_duckdb()
-
-        def reader(c: Any) -> Any:
-            return c.read_parquet(text) if kind == "parquet" else c.read_csv(text, sep=sep)
-
-        return _duckdb_view(con, reader, f"the {kind} file {text!r}")
+        if kind == "parquet":
+            return _duckdb_parquet(con, text)
+        return _duckdb_view(con, lambda c: c.read_csv(text, sep=sep), f"the {kind} file {text!r}")
     if connection is not None:
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if engine == "spark":

@@ -13,7 +13,7 @@ gets zeros.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,7 +25,7 @@ import pandas as pd
 from ._expr.ast import Expr
 from ._plan import PlanNode, PyFunc
 
-__all__ = ["Executor", "Grouping", "batch", "batch_memo"]
+__all__ = ["Executor", "Grouping", "Read", "batch", "batch_memo", "prefetched", "store_read"]
 
 _BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
 
@@ -64,6 +64,53 @@ class Grouping:
     keys: tuple[Hashable, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class Read:
+    """One exact aggregate a query will read, described so that an engine can compute several
+    of them together (:meth:`Executor.prefetch`): ``kind`` is "count" (:meth:`Executor.count`),
+    "sum" (:meth:`Executor.clamped_sum`) or "moments" (:meth:`Executor.clamped_moments`).
+    Compared by identity, as the objects are the ones the read itself will pass."""
+
+    executor: Executor
+    plan: PlanNode
+    kind: str
+    value: Expr | PyFunc | None = None
+    lo: float = 0.0
+    hi: float = 0.0
+
+
+def _read_slot(
+    kind: str, plan: PlanNode, grouping: Grouping | None, value: object, lo: float, hi: float
+) -> tuple[Any, ...]:
+    return ("read", kind, id(plan), id(grouping), id(value), lo, hi)
+
+
+def store_read(read: Read, grouping: Grouping | None, result: Any) -> None:
+    """Keep a prefetched result for the rest of the batch (a no-op outside one)."""
+    memo = _BATCH.get()
+    if memo is not None:
+        slot = _read_slot(read.kind, read.plan, grouping, read.value, read.lo, read.hi)
+        memo[slot] = (read.plan, grouping, read.value, result)
+
+
+def prefetched(
+    kind: str,
+    plan: PlanNode,
+    grouping: Grouping | None,
+    value: object = None,
+    lo: float = 0.0,
+    hi: float = 0.0,
+) -> Any:
+    """The result :func:`store_read` kept for this read in the current batch, or None."""
+    memo = _BATCH.get()
+    if memo is None:
+        return None
+    hit = memo.get(_read_slot(kind, plan, grouping, value, lo, hi))
+    if hit is None or hit[0] is not plan or hit[1] is not grouping or hit[2] is not value:
+        return None
+    return hit[3]
+
+
 class Executor(ABC):
     """Exact aggregates over a plan, computed inside one engine."""
 
@@ -76,6 +123,15 @@ class Executor(ABC):
         The pandas engine runs everything the expression checker accepts, so the default
         accepts everything.
         """
+
+    def prefetch(  # noqa: B027 - optional hook
+        self, reads: Sequence[Read], grouping: Grouping | None
+    ) -> None:
+        """Called after the charge with the reads a query is about to make, when there are
+        several. An engine that can compute some of them together (one scan for a SQL query's
+        ``COUNT(*)`` and ``AVG(x)``) does so and keeps them with :func:`store_read`; its read
+        methods then return them through :func:`prefetched`. The default computes nothing
+        ahead (pandas evaluates a plan once per batch anyway)."""
 
     def rows(self, plan: PlanNode) -> pd.DataFrame:
         """The plan's rows as pandas. For tests of stability only: never reachable from the

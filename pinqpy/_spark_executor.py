@@ -57,7 +57,7 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import bucket_query, uniform_grid
-from ._executor import Executor, Grouping, batch_memo
+from ._executor import Executor, Grouping, Read, batch_memo, prefetched, store_read
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -1301,6 +1301,8 @@ def _key_arrow(values: Sequence[Any], kind: str, tz: str) -> tuple[Any, Any]:
 # Key and candidate tables up to this many rows are written into the query (VALUES), which
 # costs Spark nothing extra; larger ones are sent as a DataFrame.
 _INLINE_ROWS = 1000
+# The reads one Spark job can compute together, by the name of their request.
+_REQUESTS = {"count": "count", "sum": "clamped_sum", "moments": "clamped_moments"}
 
 
 def _normalized_type(data_type: Any) -> Any:
@@ -1967,12 +1969,18 @@ class SparkExecutor(Executor):
                 call.sql(p.query(f"SELECT {vsql} AS __pinq_v FROM {src}", rel))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        hit = prefetched("count", plan, grouping)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
         counts: np.ndarray = self._aggregates("counting rows", plan, grouping, [("count",)])[0]
         return counts
 
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
+        hit = prefetched("sum", plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
         request = ("clamped_sum", value, lo, hi)
         out: tuple[np.ndarray, np.ndarray] = self._aggregates(
             "summing values", plan, grouping, [request]
@@ -1982,20 +1990,35 @@ class SparkExecutor(Executor):
     def clamped_moments(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        hit = prefetched("moments", plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
         request = ("clamped_moments", value, lo, hi)
         out: tuple[np.ndarray, np.ndarray, np.ndarray] = self._aggregates(
             "summing values", plan, grouping, [request]
         )[0]
         return out
 
-    def many(
-        self, plan: PlanNode, grouping: Grouping | None, requests: Sequence[tuple[Any, ...]]
-    ) -> list[Any]:
-        """Several aggregates of one plan in the same groups, computed by one Spark job (a
-        SQL query's ``COUNT(*)`` and ``AVG(x)`` would otherwise scan and join twice). Each
-        request is ``("count",)``, ``("clamped_sum", value, lo, hi)`` or
-        ``("clamped_moments", value, lo, hi)``; its answer is what that method returns."""
-        return self._aggregates("computing aggregates", plan, grouping, requests)
+    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
+        """Several counts and clamped sums or moments of one plan in the same groups, by one
+        Spark job (a SQL query's ``COUNT(*)`` and ``AVG(x)`` would otherwise scan and join
+        twice); the reads then return them."""
+        by_plan: dict[int, list[Read]] = {}
+        for r in reads:
+            if r.kind in _REQUESTS:
+                by_plan.setdefault(id(r.plan), []).append(r)
+        for rs in by_plan.values():
+            if len(rs) < 2:
+                continue
+            requests = [
+                (_REQUESTS[r.kind],)
+                if r.kind == "count"
+                else (_REQUESTS[r.kind], r.value, r.lo, r.hi)
+                for r in rs
+            ]
+            got = self._aggregates("computing aggregates", rs[0].plan, grouping, requests)
+            for r, result in zip(rs, got, strict=True):
+                store_read(r, grouping, result)
 
     def _aggregates(
         self,

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,7 +34,7 @@ from . import _answers
 from . import _mechanisms as mech
 from ._agents import PartitionAgent, charge_all, flatten
 from ._engine import Wrapped, engine_name, executor_for, read_file, same_engine, wrap
-from ._executor import Grouping, batch
+from ._executor import Executor, Grouping, Read, batch
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression, parse_and_check
@@ -85,7 +86,7 @@ class Prepared:
     """An aggregation ready to run: its mechanism (built from public parameters only) and how
     to read its exact aggregate. Nothing has been charged or read yet."""
 
-    __slots__ = ("candidates", "check", "exact", "frame", "label", "mechanism", "what")
+    __slots__ = ("candidates", "check", "exact", "frame", "label", "mechanism", "read", "what")
 
     def __init__(
         self,
@@ -95,6 +96,7 @@ class Prepared:
         label: str,
         what: str | None = None,
         check: Callable[[], None] | None = None,
+        read: Read | None = None,
     ):
         self.frame = frame
         self.mechanism = mechanism
@@ -105,6 +107,8 @@ class Prepared:
         # The engine's own refusal (callables, unaggregatable types), run before the charge.
         self.check = check
         self.candidates: tuple[Hashable, ...] = ()
+        # What ``exact`` reads, so the engine can read a query's aggregates together.
+        self.read = read
 
 
 class PrivateFrame:
@@ -976,7 +980,13 @@ class PrivateFrame:
         plan = self._plan
         ex = executor_for(plan)
         return Prepared(
-            self, m, lambda g: ex.count(plan, g), "count", "count()", lambda: ex.validate(plan)
+            self,
+            m,
+            lambda g: ex.count(plan, g),
+            "count",
+            "count()",
+            lambda: ex.validate(plan),
+            Read(ex, plan, "count"),
         )
 
     def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
@@ -990,6 +1000,7 @@ class PrivateFrame:
             "sum",
             _what("sum", e),
             lambda: ex.validate(plan, e, numeric=True),
+            Read(ex, plan, "sum", e, lo, hi),
         )
 
     def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
@@ -1003,6 +1014,7 @@ class PrivateFrame:
             "mean",
             _what("mean", e),
             lambda: ex.validate(plan, e, numeric=True),
+            Read(ex, plan, "sum", e, lo, hi),
         )
 
     def _prep_variance(
@@ -1019,6 +1031,7 @@ class PrivateFrame:
             what,
             _what(what, e),
             lambda: ex.validate(plan, e, numeric=True),
+            Read(ex, plan, "moments", e, lo, hi),
         )
 
     def _prep_quantile(
@@ -1129,22 +1142,14 @@ class PrivateFrame:
                 plan=_plan_text(prepared),
                 cache_key=pkey,
             )
+        _prefetch([p for i, p in enumerate(prepared) if i not in hits], grouping)
         out = []
         for i, p in enumerate(prepared):
             if i in hits:
                 out.append(hits[i])
                 continue
-            try:
+            with _reading(p.label):
                 data = p.exact(grouping)
-            except PinqError:
-                raise
-            except Exception as exc:
-                # Engine messages can quote values; the charge stands since data may have
-                # been read.
-                raise PinqError(
-                    f"the {p.label} failed while reading the data ({type(exc).__name__}); "
-                    "its charge was spent and nothing was released"
-                ) from None
             released = (
                 p.mechanism.release(*data) if isinstance(data, tuple) else p.mechanism.release(data)
             )
@@ -1331,6 +1336,33 @@ def _plan_text(prepared: list[Prepared]) -> str:
             plan = "<plan with a Python callable>"
         parts.append(f"{p.what or p.label} over {plan}")
     return "; ".join(parts)
+
+
+@contextmanager
+def _reading(label: str) -> Iterator[None]:
+    """Engine failures while reading become a PinqError that quotes nothing: engine messages
+    can quote values. The charge stands, since data may have been read."""
+    try:
+        yield
+    except PinqError:
+        raise
+    except Exception as exc:
+        raise PinqError(
+            f"the {label} failed while reading the data ({type(exc).__name__}); "
+            "its charge was spent and nothing was released"
+        ) from None
+
+
+def _prefetch(prepared: Sequence[Prepared], grouping: Grouping | None) -> None:
+    """Offer each engine the reads it is about to make, so it can make several in one pass."""
+    by_engine: dict[int, tuple[Executor, list[Read]]] = {}
+    for p in prepared:
+        if p.read is not None:
+            by_engine.setdefault(id(p.read.executor), (p.read.executor, []))[1].append(p.read)
+    for ex, reads in by_engine.values():
+        if len(reads) > 1:
+            with _reading(", ".join(p.label for p in prepared)):
+                ex.prefetch(reads, grouping)
 
 
 def _what(kind: str, value: Expr | PyFunc, *extra: object) -> str | None:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import pinqpy as pq  # noqa: E402
+from pinqpy import testing  # noqa: E402
 from pinqpy._duckdb_executor import DuckDBExecutor  # noqa: E402
 from pinqpy._executor import Grouping  # noqa: E402
 from pinqpy._expr.parser import parse_expression  # noqa: E402
@@ -638,3 +639,133 @@ def test_values_only_duckdb_can_check_are_refused_before_the_charge() -> None:
     with pytest.raises(PinqError, match="DuckDB"):
         f.where("COALESCE(l, s) IS NULL").count(epsilon=0.5)
     assert budget.spent.epsilon == 0
+
+
+# -- a query's counts and sums in one scan ----------------------------------------------------
+def _fused_reads(
+    ex: DuckDBExecutor, plan: PlanNode, grouping: Grouping | None, specs: list[tuple]
+) -> list[object]:
+    """Prefetch ``specs`` (kind, expression, lo, hi) together, then read them as a query
+    does; also returns how many statements ran."""
+    from pinqpy._executor import Read, batch
+
+    reads = [
+        Read(ex, plan, kind, None if e is None else parse_expression(e), lo, hi)
+        for kind, e, lo, hi in specs
+    ]
+    with batch():
+        ex.prefetch(reads, grouping)
+        out: list[object] = []
+        for r in reads:
+            if r.kind == "count":
+                out.append(ex.count(plan, grouping))
+            elif r.kind == "sum":
+                out.append(ex.clamped_sum(plan, grouping, r.value, r.lo, r.hi))
+            else:
+                out.append(ex.clamped_moments(plan, grouping, r.value, r.lo, r.hi))
+    return out
+
+
+FUSED_SPECS = [
+    ("count", None, 0, 0),
+    ("sum", "x", -2, 3),
+    ("sum", "x", -2.5, 3.5),
+    ("moments", "x", -2, 3),
+    ("sum", "y", 0, 2),
+    ("sum", "k * 2", 0, 10),
+    ("moments", "COALESCE(x, 1)", 0, 4),
+]
+
+
+@pytest.mark.parametrize("build", NAN_PLANS[:6])
+def test_prefetched_reads_equal_single_reads(nan_tables, build) -> None:
+    """One statement for several reads gives each read's own answer, NaN and NULL included
+    (x holds stored NaN, so the statement runs again with its NaN filters)."""
+    df, con, rel = nan_tables
+    plan = build(_frame(df))._plan
+    dplan = _swap_sources(plan, rel)
+    names = set(PANDAS.rows(plan).columns)
+    specs = [s for s in FUSED_SPECS if s[1] is None or all(c in names for c in "xyk" if c in s[1])]
+    for grouping in (None, Grouping(("k",), (0, 1, 2, 6, 99))):
+        got = _fused_reads(DuckDBExecutor(con), dplan, grouping, specs)
+        for (kind, e, lo, hi), value in zip(specs, got, strict=True):
+            if kind == "count":
+                want = PANDAS.count(plan, grouping)
+                np.testing.assert_array_equal(value, want)
+                continue
+            expr = parse_expression(e)
+            if kind == "sum":
+                want = PANDAS.clamped_sum(plan, grouping, expr, lo, hi)
+            else:
+                want = PANDAS.clamped_moments(plan, grouping, expr, lo, hi)
+            for a, b in zip(value, want, strict=True):  # type: ignore[arg-type]
+                np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_prefetch_runs_one_statement_and_reruns_only_for_nan(
+    nan_tables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    df, con, rel = nan_tables
+    ex = DuckDBExecutor(con)
+    statements: list[str] = []
+    fetch = DuckDBExecutor._fetch
+
+    def counted(self: DuckDBExecutor, sql: str) -> list:
+        statements.append(sql)
+        return fetch(self, sql)
+
+    monkeypatch.setattr(DuckDBExecutor, "_fetch", counted)
+    plan = _swap_sources(_frame(df)._plan, rel)
+    grouping = Grouping(("k",), (0, 1))
+    _fused_reads(ex, plan, grouping, [("count", None, 0, 0), ("sum", "k", 0, 5)])
+    assert len(statements) == 1  # no stored NaN in k: one scan
+    statements.clear()
+    _fused_reads(ex, plan, grouping, [("count", None, 0, 0), ("sum", "x", 0, 5)])
+    assert len(statements) == 2  # x holds NaN: counted, then read with NaN filters
+    assert "FILTER" in statements[1] and "FILTER" not in statements[0]
+
+
+def test_prefetch_with_no_matching_key_gives_zeros() -> None:
+    df = pd.DataFrame({"k": [1, 2, 2], "x": [1.0, 2.0, 3.0]})
+    plan = _frame(df)._plan
+    got = _fused_reads(
+        DuckDBExecutor(),
+        plan,
+        Grouping(("k",), ("a", "b")),  # strings never match an integer column
+        [("count", None, 0, 0), ("sum", "x", 0, 5)],
+    )
+    np.testing.assert_array_equal(got[0], [0, 0])
+    np.testing.assert_array_equal(got[1][0], [0.0, 0.0])  # type: ignore[index]
+
+
+def test_sql_count_and_mean_read_the_join_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQL query's COUNT(*) and AVG(x) over one join are one DuckDB statement, and they
+    answer what separate reads would."""
+    statements: list[str] = []
+    fetch = DuckDBExecutor._fetch
+
+    def counted(self: DuckDBExecutor, sql: str) -> list:
+        statements.append(sql)
+        return fetch(self, sql)
+
+    monkeypatch.setattr(DuckDBExecutor, "_fetch", counted)
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"educ": rng.integers(1, 5, 300), "income": rng.integers(0, 9000, 300)})
+    levels = pd.DataFrame({"educ": [1, 2, 3, 4], "level": ["a", "a", "b", "c"]})
+    answers = {}
+    for engine in ("pandas", "duckdb"):
+        session = pq.Session()
+        frame = pq.PrivateFrame(df, pq.Budget(10), engine=engine, bounds={"income": (0, 10_000)})
+        session.register("people", frame)
+        session.register_public("levels", levels)
+        statements.clear()
+        with testing.no_noise():
+            out = session.sql(
+                "SELECT l.level, COUNT(*) AS n, AVG(p.income) AS m FROM people AS p "
+                "JOIN levels AS l ON p.educ = l.educ GROUP BY l.level",
+                epsilon=1.0,
+            )
+        answers[engine] = out.sort_values("level")[["n", "m"]].to_numpy()
+        if engine == "duckdb":
+            assert len(statements) == 1
+    np.testing.assert_allclose(answers["duckdb"], answers["pandas"], rtol=1e-12)

@@ -331,9 +331,11 @@ def test_null_and_many_keys(ex: SparkExecutor) -> None:
         np.testing.assert_array_equal(got[1], want[1])
 
 
-def test_many_aggregates_in_one_job(
+def test_prefetched_reads_in_one_job(
     ex: SparkExecutor, pums: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from pinqpy._executor import Read, batch
+
     jobs: list[str] = []
     collect = _Call.collect
     monkeypatch.setattr(
@@ -343,9 +345,16 @@ def test_many_aggregates_in_one_job(
     x, y = parse_expression("income / 1000.0"), parse_expression("IF(age > 60, NULL, age)")
     # No listed key can match the last grouping: nothing to run.
     for grouping, n_jobs in ((None, 1), (SEX_RACE, 1), (Grouping(("sex",), ("a",)), 0)):
-        requests = [("count",), ("clamped_sum", x, 0, 50), ("clamped_moments", y, 18, 70)]
+        reads = [Read(ex, plan, "count"), Read(ex, plan, "sum", x, 0, 50)]
+        reads.append(Read(ex, plan, "moments", y, 18, 70))
         jobs.clear()
-        got = ex.many(plan, grouping, requests)
+        with batch():
+            ex.prefetch(reads, grouping)
+            got = [
+                ex.count(plan, grouping),
+                ex.clamped_sum(plan, grouping, x, 0, 50),
+                ex.clamped_moments(plan, grouping, y, 18, 70),
+            ]
         assert len(jobs) == n_jobs
         np.testing.assert_array_equal(got[0], PANDAS.count(plan, grouping))
         for g, w in zip(got[1], PANDAS.clamped_sum(plan, grouping, x, 0, 50), strict=True):
@@ -353,8 +362,6 @@ def test_many_aggregates_in_one_job(
         want = PANDAS.clamped_moments(plan, grouping, y, 18, 70)
         for g, w in zip(got[2], want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-9)
-    with pytest.raises(PinqError, match="unknown aggregate"):
-        ex.many(plan, None, [("median", x)])
 
 
 def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFrame) -> None:
