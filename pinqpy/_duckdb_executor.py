@@ -774,28 +774,30 @@ class _PlanSql(PlanVisitor[str]):
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
         raw = self.ex._table(node.table.data)
-        cols, schema, nan = [], [], set()
+        # Only the columns that change are listed: a shorter query binds faster, and a
+        # filtered count over a file takes a few milliseconds in all.
+        casts, schema, nan = [], [], set()
         for c, t in self.ex._table_schema(node.table.data):
             q = _ident(c)
             u = t.upper()
             if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
-                cols.append(f"CAST({q} AS BIGINT) AS {q}")
+                casts.append(f"CAST({q} AS BIGINT) AS {q}")
                 t = "BIGINT"
             elif u in ("UBIGINT", "HUGEINT", "UHUGEINT"):
-                cols.append(f"TRY_CAST({q} AS BIGINT) AS {q}")
+                casts.append(f"TRY_CAST({q} AS BIGINT) AS {q}")
                 t = "BIGINT"
             elif u in ("FLOAT", "REAL", "DOUBLE") or u.startswith("DECIMAL"):
-                cols.append(q if u == "DOUBLE" else f"CAST({q} AS DOUBLE) AS {q}")
+                if u != "DOUBLE":
+                    casts.append(f"CAST({q} AS DOUBLE) AS {q}")
                 t = "DOUBLE"
                 if not u.startswith("DECIMAL"):
                     nan.add(c)
             elif u.startswith("ENUM"):
-                cols.append(f"CAST({q} AS VARCHAR) AS {q}")
+                casts.append(f"CAST({q} AS VARCHAR) AS {q}")
                 t = "VARCHAR"
-            else:
-                cols.append(q)
             schema.append((c, t))
-        return self.add(f"SELECT {', '.join(cols) or '*'} FROM {raw}", schema, frozenset(nan))
+        star = f"* REPLACE ({', '.join(casts)})" if casts else "*"
+        return self.add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
 
     def visit_part_source(self, node: PartSource) -> str:
         parent = self.visit(node.partition.parent)

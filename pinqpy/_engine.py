@@ -192,22 +192,52 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
+# The schema of a parquet file as a connection binds it, by the file's path, size and
+# modification time: opening an unchanged file again costs no second bind (DuckDB reads the
+# footer of the file for one, a millisecond, as long as many queries take).
+_PARQUET_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, int], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _file_stamp(path: str) -> tuple[str, int, int] | None:
+    """(path, size, mtime) of a plain local file, else None (a glob, directory or URL)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not os.path.isfile(path):
+        return None
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
 def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
-    written by hand would: no view to make or drop, and one bind here for the schema."""
+    written by hand would: no view to make or drop, and one bind here for the schema (none
+    for a file opened before and unchanged since)."""
     from ._duckdb_executor import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
     source = "read_parquet('" + path.replace("'", "''") + "')"
-    try:
-        rel = connection.sql(f"SELECT * FROM {source}")
-        columns = [str(c) for c in rel.columns]
-        types = [str(t) for t in rel.types]
-    except duckdb.Error as exc:
-        raise PinqError(
-            f"DuckDB cannot read the parquet file {path!r} ({type(exc).__name__})"
-        ) from None
+    stamp = _file_stamp(path)
+    known = _PARQUET_SCHEMAS.setdefault(connection, {})
+    hit = known.get(stamp) if stamp is not None else None
+    if hit is not None:
+        columns, types = hit
+    else:
+        try:
+            rel = connection.sql(f"SELECT * FROM {source}")
+            columns = [str(c) for c in rel.columns]
+            types = [str(t) for t in rel.types]
+        except duckdb.Error as exc:
+            raise PinqError(
+                f"DuckDB cannot read the parquet file {path!r} ({type(exc).__name__})"
+            ) from None
+        if stamp is not None:
+            if len(known) >= 64:
+                known.pop(next(iter(known)))
+            known[stamp] = (columns, types)
     _check_columns(columns)
     table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
