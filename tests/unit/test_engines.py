@@ -130,6 +130,30 @@ def test_duckdb_table_stays_out_of_python(pums_parquet: Path) -> None:
     assert "parquet" in str(plan).lower()
 
 
+def test_parquet_schema_is_bound_once_per_unchanged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"a": [1, 2, 3]}).to_parquet(path)
+    con = duckdb.connect()
+    first = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="duckdb", connection=con)
+    assert first.columns == ["a"]
+    binds: list[str] = []
+    monkeypatch.setattr(
+        type(con), "sql", lambda self, q, *a, **k: binds.append(q) or duckdb.sql("SELECT 1")
+    )
+    again = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="duckdb", connection=con)
+    assert again.columns == ["a"] and binds == []
+    monkeypatch.undo()
+    # A rewritten file (new size and time) is bound again: the new column is there.
+    pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]}).to_parquet(path)
+    changed = pq.PrivateFrame.from_parquet(path, pq.Budget(10), engine="duckdb", connection=con)
+    assert changed.columns == ["a", "b"]
+    with pq.testing.no_noise():
+        assert changed.where("b <> 'y'").count(epsilon=1.0) == 2
+
+
 # -- bad input -----------------------------------------------------------------------------
 def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -> None:
     real_import = builtins.__import__
