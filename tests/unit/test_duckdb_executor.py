@@ -769,3 +769,26 @@ def test_sql_count_and_mean_read_the_join_once(monkeypatch: pytest.MonkeyPatch) 
         if engine == "duckdb":
             assert len(statements) == 1
     np.testing.assert_allclose(answers["duckdb"], answers["pandas"], rtol=1e-12)
+
+
+def test_multi_column_keys_with_nulls_match_pandas() -> None:
+    """Keys of several columns where some parts are NULL: a NULL part matches NULL rows on
+    both engines, and a key no row has gets zero."""
+    rng = np.random.default_rng(8)
+    n = 300
+    df = pd.DataFrame(
+        {
+            "a": pd.array(rng.choice([1, 2, None], size=n), dtype="Int64"),
+            "b": rng.choice(["x", "y", None], size=n),
+            "c": rng.choice([0.5, 1.5, np.nan], size=n),
+            "v": rng.normal(size=n),
+        }
+    )
+    plan = _frame(df)._plan
+    grouping = Grouping(
+        ("a", "b", "c"),
+        ((1, "x", 0.5), (None, "y", 1.5), (2, None, None), (None, None, None), (3, "z", 9.0)),
+    )
+    _same_counts(plan, grouping)
+    _same_moments(plan, grouping, "v", -1, 1)
+    assert PANDAS.count(plan, grouping)[3] > 0  # the all-NULL key has rows
