@@ -1478,9 +1478,7 @@ class DuckDBExecutor(Executor):
                 for r, result in zip(rs, self._fused(rs[0].plan, grouping, rs), strict=True):
                     store_read(r, grouping, result)
 
-    def _fused(
-        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
-    ) -> list[Any]:
+    def _fused(self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]) -> list[Any]:
         """One query for ``reads`` (counts, clamped sums and moments of ``plan``).
 
         NaN in a stored float column is skipped as NULL is. A FILTER on every value's

@@ -94,6 +94,16 @@ class DuckDBTable:
     columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
+@dataclass(frozen=True, eq=False)
+class SparkFile:
+    """A parquet file that Spark reads by name in each query (``parquet.`path```), as a query
+    written by hand reads it, with its schema (a Spark StructType) from when it was opened."""
+
+    session: Any = field(repr=False)
+    source: str
+    schema: Any = field(repr=False)
+
+
 @dataclass(frozen=True)
 class Wrapped:
     """User data made ready for a plan source."""
@@ -264,6 +274,39 @@ def _spark_session() -> Any:
     return local_session()
 
 
+# A parquet file's Spark schema per session, by path, size and modification time (as for
+# DuckDB): opening an unchanged file again does not read its footers a second time.
+_SPARK_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, int], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _spark_parquet(spark: Any, path: str) -> Wrapped:
+    """A parquet file (path, directory or glob) that each query reads by name: no DataFrame
+    or temporary view to make, and the footers read here only for a file not seen before."""
+    from ._spark_executor import spark_fields_schema
+
+    if "://" not in path:
+        path = os.path.abspath(path)
+    stamp = _file_stamp(path)
+    known = _SPARK_SCHEMAS.setdefault(spark, {})
+    schema = known.get(stamp) if stamp is not None else None
+    if schema is None:
+        try:
+            schema = spark.read.parquet(path).schema
+        except Exception as exc:
+            raise PinqError(
+                f"Spark cannot read the parquet file {path!r} ({type(exc).__name__})"
+            ) from None
+        if stamp is not None:
+            if len(known) >= 64:
+                known.pop(next(iter(known)))
+            known[stamp] = schema
+    _check_columns([f.name for f in schema.fields])
+    source = "parquet.`" + path.replace("`", "``") + "`"
+    return Wrapped("spark", SparkFile(spark, source, schema), spark_fields_schema(schema))
+
+
 def _spark_wrapped(frame: Any) -> Wrapped:
     from ._spark_executor import spark_schema
 
@@ -354,6 +397,10 @@ def read_file(
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if engine == "spark":
         spark = _spark_session()
+        # Reading a file by name in SQL is on unless the session turned it off.
+        by_name = str(spark.conf.get("spark.sql.runSQLOnFiles", "true")).lower() == "true"
+        if kind == "parquet" and by_name:
+            return _spark_parquet(spark, text)
         try:
             if kind == "parquet":
                 frame = spark.read.parquet(text)
@@ -411,6 +458,8 @@ def _home(data: Any) -> tuple[str, Any]:
         return "pandas", None
     if isinstance(data, DuckDBTable):
         return "duckdb", data.connection
+    if isinstance(data, SparkFile):
+        return "spark", data.session
     return "spark", data.sparkSession
 
 

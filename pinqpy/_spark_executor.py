@@ -96,7 +96,14 @@ from .errors import PinqError, PinqSyntaxError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkExecutor", "is_spark_dataframe", "local_session", "spark_schema", "to_spark"]
+__all__ = [
+    "SparkExecutor",
+    "is_spark_dataframe",
+    "local_session",
+    "spark_fields_schema",
+    "spark_schema",
+    "to_spark",
+]
 
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
@@ -197,8 +204,13 @@ def _kind_of(data_type: Any) -> str:
 
 def spark_schema(df: DataFrame) -> dict[str, ColumnType]:
     """pinqpy column types of a Spark DataFrame's columns (arrays, maps, structs: "any")."""
+    return spark_fields_schema(df.schema)
+
+
+def spark_fields_schema(schema: Any) -> dict[str, ColumnType]:
+    """pinqpy column types of a Spark schema (a StructType)."""
     out: dict[str, ColumnType] = {}
-    for f in df.schema.fields:
+    for f in schema.fields:
         kind = _kind_of(f.dataType)
         out[f.name] = "any" if kind in ("other", "null") else kind  # type: ignore[assignment]
     return out
@@ -1509,6 +1521,19 @@ class _PlanSql(PlanVisitor[_Rel]):
 
     def source(self, data: Any) -> _Rel:
         """A source in the engine's value model (bigint, double without NaN, ...)."""
+        from ._engine import SparkFile
+
+        if isinstance(data, SparkFile):
+            # A file read by name: always one CTE over it, whose name is an identifier.
+            fields = data.schema.fields
+            cols = [
+                _Col(f.name, _kind_of(_normalized_type(f.dataType)), _normalized_type(f.dataType))
+                for f in fields
+            ]
+            items = [
+                f"{_normalized(_ident(f.name), f.dataType)} AS {_ident(f.name)}" for f in fields
+            ]
+            return self.add(f"SELECT {', '.join(items) or '*'} FROM {data.source}", cols, [])
         df, clean = self.ex._frame(data)
         view = self.ex._view(df, self.call)
         fields = self.call.run(lambda: df.schema).fields

@@ -680,6 +680,53 @@ def test_spark_dataframe_source(ex: SparkExecutor, spark: Any) -> None:
     }
 
 
+def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
+    """A parquet file on Spark is read by name in each query, its schema taken once per
+    unchanged file; its answers are pandas' own (small ints, float NaN, strings)."""
+    from pinqpy import testing
+    from pinqpy._engine import SparkFile
+
+    rng = np.random.default_rng(4)
+    n = 200
+    df = pd.DataFrame(
+        {
+            "g": (np.arange(n) % 3).astype("int16"),
+            "x": np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n)).astype("float32"),
+            "s": rng.choice(["a", "b", None], size=n),
+        }
+    )
+    path = tmp_path / "t.parquet"
+    df.to_parquet(path)
+    f = pq.PrivateFrame.from_parquet(path, pq.Budget(100), engine="spark")
+    assert f.engine == "spark" and isinstance(f._plan.table.data, SparkFile)
+    assert f.schema == {"g": "int", "x": "float", "s": "str"}
+    local = pq.PrivateFrame(pd.read_parquet(path), pq.Budget(100))
+
+    def answers(frame: pq.PrivateFrame) -> list[object]:
+        return [
+            int(frame.where("s <> 'b' OR s IS NULL").count(epsilon=1.0)),
+            frame.partition("g", keys=[0, 1, 2]).count(epsilon=1.0).tolist(),
+            round(float(frame.sum("x", epsilon=1.0, bounds=(-1, 1))), 9),
+        ]
+
+    with testing.no_noise():
+        assert answers(f) == answers(local)
+    # A session that turned SQL on files off gets a DataFrame of the file instead.
+    spark.conf.set("spark.sql.runSQLOnFiles", "false")
+    try:
+        off = pq.PrivateFrame.from_parquet(path, pq.Budget(100), engine="spark")
+        assert is_spark_dataframe(off._plan.table.data)
+        with testing.no_noise():
+            assert answers(off) == answers(local)
+    finally:
+        spark.conf.set("spark.sql.runSQLOnFiles", "true")
+    again = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="spark")
+    assert again._plan.table.data.schema is f._plan.table.data.schema  # not read again
+    df.assign(y=1).to_parquet(path)  # rewritten: a new schema is read
+    changed = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="spark")
+    assert changed.columns == ["g", "x", "s", "y"]
+
+
 def test_to_spark_is_exact(spark: Any) -> None:
     df = pd.DataFrame(
         {
