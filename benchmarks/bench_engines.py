@@ -47,6 +47,7 @@ AGE_KEYS = list(range(18, 68))  # the 50 public keys of the partition count
 MAX_ROWS = 5  # bound_contributions(max_rows=...)
 MEDIAN_STEP = (INCOME[1] - INCOME[0]) / 1000  # pinqpy's candidate grid over the bounds
 TINY_ROWS = 100
+MAX_RUNS = 50  # timed runs of a fast cell, at most
 # A public table for the SQL workload's join (PUMS education codes 1..16).
 LEVELS = pd.DataFrame(
     {
@@ -511,13 +512,20 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     fn()  # warm-up: caches, JIT, page cache, pinqpy's parser tables
     warm = time.perf_counter() - t0
-    for _ in range(spec.get("warmup", 1) - 1):  # a JVM compiles a query's code over several runs
-        fn()
+    # More warm-ups for a cell fast enough: a JVM compiles a query's code over several runs.
+    if warm < spec["time_budget"] / 10:
+        for _ in range(spec.get("warmup", 1) - 1):
+            fn()
     times: list[float] = []
     if warm > spec["time_budget"]:  # so slow that warming up cannot matter: it is the figure
         times.append(warm)
         out["warmup_only"] = True
-    while not out.get("warmup_only") and len(times) < spec["repeat"]:
+    # At least `repeat` runs, and more (up to 50) until they take `min_time` in all: a cell
+    # of a few milliseconds varies by half from run to run in a fresh process.
+    while not out.get("warmup_only") and (
+        len(times) < spec["repeat"]
+        or (sum(times) < spec.get("min_time", 0.0) and len(times) < MAX_RUNS)
+    ):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -595,7 +603,8 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
                         "workload": wname,
                         "impl": impl,
                         "repeat": repeats(rows, args),
-                        "warmup": args.warmup_tiny if rows == TINY_ROWS else 1,
+                        "warmup": args.warmup_tiny if rows == TINY_ROWS else args.warmup,
+                        "min_time": args.min_time,
                         "time_budget": args.time_budget,
                         "data_dir": str(data_dir),
                         "duckdb_memory_limit": args.duckdb_memory_limit,
@@ -726,7 +735,11 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         f"`{command}`, {date.today().isoformat()}: {machine()}; {versions()}.",
         "",
         "Times are the best of "
-        f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after one warm-up run; "
+        f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after {args.warmup} warm-up "
+        "runs (one for a cell slower than a tenth of the time budget), or "
+        f"of more runs for a fast cell (until they take {args.min_time:g} s, at most "
+        f"{MAX_RUNS}; on the {TINY_ROWS}-row table {args.warmup_tiny} warm-ups and at least "
+        f"{args.warmup_tiny} runs); "
         "pinqpy's include building the plan, the charge, execution and noise, and the raw "
         "figure is the same exact aggregate hand-written in the engine. Peak memory is the "
         "peak RSS of the measuring process (a fresh one per cell) from the end of loading "
@@ -955,6 +968,13 @@ def main() -> int:
     ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
     ap.add_argument("--repeat", type=int, default=3, help="timed runs (best is reported)")
     ap.add_argument("--repeat-large", type=int, default=2, help="timed runs at 1e8 rows")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
+    ap.add_argument(
+        "--min-time",
+        type=float,
+        default=0.5,
+        help="seconds of timed runs per cell, at least (more runs for fast cells, up to 50)",
+    )
     ap.add_argument(
         "--warmup-tiny",
         type=int,

@@ -94,12 +94,28 @@ def series_type(s: pd.Series) -> ColumnType:
     return _object_type(pd.api.types.infer_dtype(s, skipna=True))
 
 
+# numpy dtype kinds pinqpy reads by kind alone; "O" (object) needs the values, others are "any".
+_NUMPY_KINDS = {
+    "b": "bool",
+    "i": "int",
+    "u": "int",
+    "f": "float",
+    "M": "datetime",
+    "U": "str",
+    "S": "str",
+    "O": "object",
+}
+
+
 def _dtype_type(dtype: object) -> ColumnType | None:
     """The type a dtype alone decides, or None when the values must be looked at (object
     and categorical columns)."""
     import numpy as np
     import pandas as pd
 
+    if isinstance(dtype, np.dtype):  # the common case, decided by its kind alone
+        found = _NUMPY_KINDS.get(dtype.kind, "any")
+        return None if found == "object" else found  # type: ignore[return-value]
     if isinstance(dtype, pd.CategoricalDtype):
         return None
     if pd.api.types.is_bool_dtype(dtype):
