@@ -142,3 +142,31 @@ def test_select_after_where_copies_only_used_columns_and_keeps_rows() -> None:
         assert int(picked.count(epsilon=1)) == 3
         assert float(picked.sum("a2", epsilon=1, bounds=(0, 100))) == pytest.approx(18.0)
         assert float(picked.sum("one", epsilon=1, bounds=(0, 1))) == pytest.approx(3.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**40), 2**40), max_size=60),
+    lo=st.integers(-(2**41), 2**41),
+    width=st.integers(0, 2**42),
+    masked=st.booleans(),
+)
+def test_integer_sums_equal_the_float_sum(
+    values: list[int], lo: int, width: int, masked: bool
+) -> None:
+    """A stored int64 column with integer bounds is summed as integers: the same number as
+    the float sum of the same clipped values, and a bound too large falls back to floats."""
+    from pinqpy._expr.ast import Column
+    from pinqpy._pandas_executor import PandasExecutor
+
+    df = pd.DataFrame({"v": np.array(values, dtype=np.int64), "k": np.arange(len(values)) % 3})
+    frame = pq.PrivateFrame(df, pq.Budget(1))
+    if masked:
+        frame = frame.where("k <> 1")
+    plan, ex = frame._plan, PandasExecutor()
+    rows = df[df["k"] != 1] if masked else df
+    for hi in (lo + width, float(2**60)):
+        got = ex.clamped_sum(plan, None, Column("v"), lo, hi)
+        want = rows["v"].to_numpy(dtype=float).clip(lo, hi).sum()
+        assert got[0][0] == want  # exactly: both sums are exact below 2**53
+        assert got[1][0] == len(rows)
