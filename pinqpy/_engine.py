@@ -34,7 +34,7 @@ import itertools
 import os
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,6 +221,27 @@ def _file_stamp(path: str) -> tuple[str, int, int] | None:
     return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
+def _file_schema(
+    cache: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, int], Any]],
+    owner: Any,
+    path: str,
+    read: Callable[[], Any],
+) -> Any:
+    """``read()``, a file's schema as ``owner`` (a connection or session) reads it, kept
+    while the file is unchanged (at most 64 files per owner)."""
+    stamp = _file_stamp(path)
+    known = cache.setdefault(owner, {})
+    hit = known.get(stamp) if stamp is not None else None
+    if hit is not None:
+        return hit
+    found = read()
+    if stamp is not None:
+        if len(known) >= 64:
+            known.pop(next(iter(known)))
+        known[stamp] = found
+    return found
+
+
 def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
@@ -230,24 +251,17 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     duckdb = _import_duckdb()
     drop_pending_views()
     source = "read_parquet('" + path.replace("'", "''") + "')"
-    stamp = _file_stamp(path)
-    known = _PARQUET_SCHEMAS.setdefault(connection, {})
-    hit = known.get(stamp) if stamp is not None else None
-    if hit is not None:
-        columns, types = hit
-    else:
+
+    def bind() -> tuple[list[str], list[str]]:
         try:
             rel = connection.sql(f"SELECT * FROM {source}")
-            columns = [str(c) for c in rel.columns]
-            types = [str(t) for t in rel.types]
+            return [str(c) for c in rel.columns], [str(t) for t in rel.types]
         except duckdb.Error as exc:
             raise PinqError(
                 f"DuckDB cannot read the parquet file {path!r} ({type(exc).__name__})"
             ) from None
-        if stamp is not None:
-            if len(known) >= 64:
-                known.pop(next(iter(known)))
-            known[stamp] = (columns, types)
+
+    columns, types = _file_schema(_PARQUET_SCHEMAS, connection, path, bind)
     _check_columns(columns)
     table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
@@ -288,20 +302,16 @@ def _spark_parquet(spark: Any, path: str) -> Wrapped:
 
     if "://" not in path:
         path = os.path.abspath(path)
-    stamp = _file_stamp(path)
-    known = _SPARK_SCHEMAS.setdefault(spark, {})
-    schema = known.get(stamp) if stamp is not None else None
-    if schema is None:
+
+    def read() -> Any:
         try:
-            schema = spark.read.parquet(path).schema
+            return spark.read.parquet(path).schema
         except Exception as exc:
             raise PinqError(
                 f"Spark cannot read the parquet file {path!r} ({type(exc).__name__})"
             ) from None
-        if stamp is not None:
-            if len(known) >= 64:
-                known.pop(next(iter(known)))
-            known[stamp] = schema
+
+    schema = _file_schema(_SPARK_SCHEMAS, spark, path, read)
     _check_columns([f.name for f in schema.fields])
     source = "parquet.`" + path.replace("`", "``") + "`"
     return Wrapped("spark", SparkFile(spark, source, schema), spark_fields_schema(schema))

@@ -666,6 +666,20 @@ def _fused_reads(
     return out
 
 
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every statement DuckDB executors run while the test does."""
+    seen: list[str] = []
+    fetch = DuckDBExecutor._fetch
+
+    def counted(self: DuckDBExecutor, sql: str) -> list:
+        seen.append(sql)
+        return fetch(self, sql)
+
+    monkeypatch.setattr(DuckDBExecutor, "_fetch", counted)
+    return seen
+
+
 FUSED_SPECS = [
     ("count", None, 0, 0),
     ("sum", "x", -2, 3),
@@ -703,18 +717,10 @@ def test_prefetched_reads_equal_single_reads(nan_tables, build) -> None:
 
 
 def test_prefetch_runs_one_statement_and_reruns_only_for_nan(
-    nan_tables, monkeypatch: pytest.MonkeyPatch
+    nan_tables, statements: list[str]
 ) -> None:
     df, con, rel = nan_tables
     ex = DuckDBExecutor(con)
-    statements: list[str] = []
-    fetch = DuckDBExecutor._fetch
-
-    def counted(self: DuckDBExecutor, sql: str) -> list:
-        statements.append(sql)
-        return fetch(self, sql)
-
-    monkeypatch.setattr(DuckDBExecutor, "_fetch", counted)
     plan = _swap_sources(_frame(df)._plan, rel)
     grouping = Grouping(("k",), (0, 1))
     _fused_reads(ex, plan, grouping, [("count", None, 0, 0), ("sum", "k", 0, 5)])
@@ -738,17 +744,9 @@ def test_prefetch_with_no_matching_key_gives_zeros() -> None:
     np.testing.assert_array_equal(got[1][0], [0.0, 0.0])  # type: ignore[index]
 
 
-def test_sql_count_and_mean_read_the_join_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sql_count_and_mean_read_the_join_once(statements: list[str]) -> None:
     """A SQL query's COUNT(*) and AVG(x) over one join are one DuckDB statement, and they
     answer what separate reads would."""
-    statements: list[str] = []
-    fetch = DuckDBExecutor._fetch
-
-    def counted(self: DuckDBExecutor, sql: str) -> list:
-        statements.append(sql)
-        return fetch(self, sql)
-
-    monkeypatch.setattr(DuckDBExecutor, "_fetch", counted)
     rng = np.random.default_rng(3)
     df = pd.DataFrame({"educ": rng.integers(1, 5, 300), "income": rng.integers(0, 9000, 300)})
     levels = pd.DataFrame({"educ": [1, 2, 3, 4], "level": ["a", "a", "b", "c"]})
