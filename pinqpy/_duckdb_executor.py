@@ -30,7 +30,7 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import Grid, bucket_query, uniform_grid
-from ._executor import Executor, Grouping, Read, batch_memo, prefetched, store_read
+from ._executor import Executor, Grouping, Read, batch_memo, prefetched
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -1197,10 +1197,6 @@ def _moment_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> lis
     ]
 
 
-# The reads one query can compute together (Executor.prefetch).
-_FUSED = frozenset({"count", "sum", "moments"})
-
-
 def _count_rows(rows: Sequence[tuple[Any, ...]], k: int) -> np.ndarray:
     out = np.zeros(k, dtype=np.int64)
     for gi, n in rows:
@@ -1466,19 +1462,9 @@ class DuckDBExecutor(Executor):
         )
         return f" JOIN {keys} AS g ON {cond}"
 
-    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
-        """Several counts and clamped sums or moments of one plan in one query: one scan of
-        the relation (a SQL query's ``COUNT(*)`` and ``AVG(x)``), not one per aggregate."""
-        by_plan: dict[int, list[Read]] = {}
-        for r in reads:
-            if r.kind in _FUSED:
-                by_plan.setdefault(id(r.plan), []).append(r)
-        for rs in by_plan.values():
-            if len(rs) > 1:
-                for r, result in zip(rs, self._fused(rs[0].plan, grouping, rs), strict=True):
-                    store_read(r, grouping, result)
-
-    def _fused(self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]) -> list[Any]:
+    def read_together(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
+    ) -> list[Any]:
         """One query for ``reads`` (counts, clamped sums and moments of ``plan``).
 
         NaN in a stored float column is skipped as NULL is. A FILTER on every value's

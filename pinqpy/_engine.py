@@ -300,9 +300,6 @@ def _spark_parquet(spark: Any, path: str) -> Wrapped:
     or temporary view to make, and the footers read here only for a file not seen before."""
     from ._spark_executor import spark_fields_schema
 
-    if "://" not in path:
-        path = os.path.abspath(path)
-
     def read() -> Any:
         try:
             return spark.read.parquet(path).schema
@@ -398,6 +395,9 @@ def read_file(
     """A parquet or CSV file (a path, directory or glob) as a plan source on ``engine``."""
     engine = _check_engine(engine)
     text = _check_path(path, kind)
+    if "://" not in text:
+        # Files read by name in each query must not depend on the directory at query time.
+        text = os.path.abspath(text)
     if engine == "duckdb":
         con = connection if connection is not None else _own_duckdb()
         if kind == "parquet":

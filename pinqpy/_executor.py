@@ -25,7 +25,7 @@ import pandas as pd
 from ._expr.ast import Expr
 from ._plan import PlanNode, PyFunc
 
-__all__ = ["Executor", "Grouping", "Read", "batch", "batch_memo", "prefetched", "store_read"]
+__all__ = ["Executor", "Grouping", "Read", "batch", "batch_memo", "prefetched"]
 
 _BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
 
@@ -85,7 +85,7 @@ def _read_slot(
     return ("read", kind, id(plan), id(grouping), id(value), lo, hi)
 
 
-def store_read(read: Read, grouping: Grouping | None, result: Any) -> None:
+def _store_read(read: Read, grouping: Grouping | None, result: Any) -> None:
     """Keep a prefetched result for the rest of the batch (a no-op outside one)."""
     memo = _BATCH.get()
     if memo is not None:
@@ -101,7 +101,7 @@ def prefetched(
     lo: float = 0.0,
     hi: float = 0.0,
 ) -> Any:
-    """The result :func:`store_read` kept for this read in the current batch, or None."""
+    """The result :func:`_store_read` kept for this read in the current batch, or None."""
     memo = _BATCH.get()
     if memo is None:
         return None
@@ -124,14 +124,29 @@ class Executor(ABC):
         accepts everything.
         """
 
-    def prefetch(  # noqa: B027 - optional hook
-        self, reads: Sequence[Read], grouping: Grouping | None
-    ) -> None:
+    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
         """Called after the charge with the reads a query is about to make, when there are
-        several. An engine that can compute some of them together (one scan for a SQL query's
-        ``COUNT(*)`` and ``AVG(x)``) does so and keeps them with :func:`store_read`; its read
-        methods then return them through :func:`prefetched`. The default computes nothing
-        ahead (pandas evaluates a plan once per batch anyway)."""
+        several. The reads of each plan, two or more, go to :meth:`read_together`; what it
+        computes is kept with :func:`_store_read`, and the read methods return it through
+        :func:`prefetched` for the rest of the batch."""
+        by_plan: dict[int, list[Read]] = {}
+        for r in reads:
+            by_plan.setdefault(id(r.plan), []).append(r)
+        for rs in by_plan.values():
+            if len(rs) < 2:
+                continue
+            got = self.read_together(rs[0].plan, grouping, rs)
+            if got is not None:
+                for r, result in zip(rs, got, strict=True):
+                    _store_read(r, grouping, result)
+
+    def read_together(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
+    ) -> list[Any] | None:
+        """Each of ``reads`` (all of ``plan``) as its read method would return it, computed
+        together (one scan for a SQL query's ``COUNT(*)`` and ``AVG(x)``), or None to read
+        them one by one. The default: None (pandas evaluates a plan once per batch anyway)."""
+        return None
 
     def rows(self, plan: PlanNode) -> pd.DataFrame:
         """The plan's rows as pandas. For tests of stability only: never reachable from the

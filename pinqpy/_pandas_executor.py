@@ -113,6 +113,30 @@ def _clip(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.minimum(out, hi, out=out)
 
 
+def _integer_sum(
+    rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One group's clamped sum of a stored int64 column with integer bounds, summed as
+    integers, without a float copy of the column; None when it does not apply.
+
+    While ``n * max(|lo|, |hi|) < 2**53`` every partial sum is an integer a float holds
+    exactly, so the float sum is exact too and the two are the same number."""
+    if grouping is not None or not isinstance(value, Column):
+        return None
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        return None
+    series = rel.df[value.name] if value.name in rel.df.columns else None
+    if series is None or series.dtype != np.dtype("int64"):
+        return None
+    vals = series.to_numpy()
+    if rel.mask is not None:
+        vals = vals[rel.mask]
+    if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**53:
+        return None
+    total = int(_clip(vals, int(lo), int(hi)).sum())
+    return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
+
+
 def _random_priorities(df: pd.DataFrame) -> np.ndarray:
     """A random priority per row that depends only on the row's own values and a fresh salt.
 
@@ -397,7 +421,7 @@ class PandasExecutor(Executor):
         return _per_group(np.where(codes < 0, k, codes), k)
 
     def _values(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc
+        self, rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Numeric values, and each row's group position for :func:`_per_group`.
 
@@ -405,7 +429,6 @@ class PandasExecutor(Executor):
         ``where``) and None. Otherwise every row's value, and positions where ``K`` (one past
         the last group) marks a row not counted, so nothing is copied out by a mask.
         """
-        rel = self.relation(plan)
         series = _value(value, rel.df)
         vals = _numeric(series)
         # Integer and boolean columns have no NULL to drop: skip the NaN scan.
@@ -423,10 +446,11 @@ class PandasExecutor(Executor):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        exact = self._integer_sum(plan, grouping, value, lo, hi)
+        rel = self.relation(plan)
+        exact = _integer_sum(rel, grouping, value, lo, hi)
         if exact is not None:
             return exact
-        vals, codes = self._values(plan, grouping, value)
+        vals, codes = self._values(rel, grouping, value)
         # clip also sends +-inf to the bounds, so they count like any other value.
         clipped = _clip(vals, lo, hi)
         if codes is None:
@@ -434,34 +458,10 @@ class PandasExecutor(Executor):
         k = _n_groups(grouping)
         return _per_group(codes, k, clipped), _per_group(codes, k)
 
-    def _integer_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """One group's clamped sum of a stored int64 column with integer bounds, summed as
-        integers, without a float copy of the column; None when it does not apply.
-
-        While ``n * max(|lo|, |hi|) < 2**53`` every partial sum is an integer a float holds
-        exactly, so the float sum is exact too and the two are the same number."""
-        if grouping is not None or not isinstance(value, Column):
-            return None
-        if not (float(lo).is_integer() and float(hi).is_integer()):
-            return None
-        rel = self.relation(plan)
-        series = rel.df[value.name] if value.name in rel.df.columns else None
-        if series is None or series.dtype != np.dtype("int64"):
-            return None
-        vals = series.to_numpy()
-        if rel.mask is not None:
-            vals = vals[rel.mask]
-        if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**53:
-            return None
-        total = int(_clip(vals, int(lo), int(hi)).sum())
-        return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
-
     def clamped_moments(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        vals, codes = self._values(plan, grouping, value)
+        vals, codes = self._values(self.relation(plan), grouping, value)
         clipped = _clip(vals, lo, hi)
         if codes is None:
             count = np.array([len(clipped)], dtype=np.int64)
@@ -487,7 +487,7 @@ class PandasExecutor(Executor):
             codes = None if grouping is None and rel.mask is None else _group_index(rel, grouping)
             flat = grid_bucket_counts(raw, codes, _n_groups(grouping), grid)
             return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
-        vals, codes = self._values(plan, grouping, value)
+        vals, codes = self._values(self.relation(plan), grouping, value)
         m = len(cand)
         k = _n_groups(grouping)
         if codes is None:

@@ -57,7 +57,7 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import bucket_query, uniform_grid
-from ._executor import Executor, Grouping, Read, batch_memo, prefetched, store_read
+from ._executor import Executor, Grouping, Read, batch_memo, prefetched
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -2028,26 +2028,17 @@ class SparkExecutor(Executor):
         )[0]
         return out
 
-    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
+    def read_together(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
+    ) -> list[Any]:
         """Several counts and clamped sums or moments of one plan in the same groups, by one
         Spark job (a SQL query's ``COUNT(*)`` and ``AVG(x)`` would otherwise scan and join
-        twice); the reads then return them."""
-        by_plan: dict[int, list[Read]] = {}
-        for r in reads:
-            if r.kind in _REQUESTS:
-                by_plan.setdefault(id(r.plan), []).append(r)
-        for rs in by_plan.values():
-            if len(rs) < 2:
-                continue
-            requests = [
-                (_REQUESTS[r.kind],)
-                if r.kind == "count"
-                else (_REQUESTS[r.kind], r.value, r.lo, r.hi)
-                for r in rs
-            ]
-            got = self._aggregates("computing aggregates", rs[0].plan, grouping, requests)
-            for r, result in zip(rs, got, strict=True):
-                store_read(r, grouping, result)
+        twice)."""
+        requests = [
+            (_REQUESTS[r.kind],) if r.kind == "count" else (_REQUESTS[r.kind], r.value, r.lo, r.hi)
+            for r in reads
+        ]
+        return self._aggregates("computing aggregates", plan, grouping, requests)
 
     def _aggregates(
         self,
