@@ -512,10 +512,19 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     fn()  # warm-up: caches, JIT, page cache, pinqpy's parser tables
     warm = time.perf_counter() - t0
-    # More warm-ups for a cell fast enough: a JVM compiles a query's code over several runs.
+    # More warm-ups for a cell fast enough: a JVM compiles a query's code over several runs
+    # (Spark's times settle only after 10 to 20 runs), so warm up for `warmup_time` seconds
+    # as well as `warmup` runs, at most MAX_RUNS runs.
     if warm < spec["time_budget"] / 10:
-        for _ in range(spec.get("warmup", 1) - 1):
+        runs, spent = 1, warm
+        while runs < spec.get("warmup", 1) or (
+            spent < spec.get("warmup_time", 0.0) and runs < MAX_RUNS
+        ):
+            t0 = time.perf_counter()
             fn()
+            spent += time.perf_counter() - t0
+            runs += 1
+        out["warmups"] = runs
     times: list[float] = []
     if warm > spec["time_budget"]:  # so slow that warming up cannot matter: it is the figure
         times.append(warm)
@@ -605,6 +614,7 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
                         "repeat": repeats(rows, args),
                         "warmup": args.warmup_tiny if rows == TINY_ROWS else args.warmup,
                         "min_time": args.min_time,
+                        "warmup_time": args.warmup_time,
                         "time_budget": args.time_budget,
                         "data_dir": str(data_dir),
                         "duckdb_memory_limit": args.duckdb_memory_limit,
@@ -735,8 +745,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         f"`{command}`, {date.today().isoformat()}: {machine()}; {versions()}.",
         "",
         "Times are the best of "
-        f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after {args.warmup} warm-up "
-        "runs (one for a cell slower than a tenth of the time budget), or "
+        f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after at least {args.warmup} "
+        f"warm-up runs that take at least {args.warmup_time:g} s in all (at most {MAX_RUNS}; "
+        "one for a cell slower than a tenth of the time budget), or "
         f"of more runs for a fast cell (until they take {args.min_time:g} s, at most "
         f"{MAX_RUNS}; on the {TINY_ROWS}-row table {args.warmup_tiny} warm-ups and at least "
         f"{args.warmup_tiny} runs); "
@@ -974,6 +985,12 @@ def main() -> int:
         type=float,
         default=0.5,
         help="seconds of timed runs per cell, at least (more runs for fast cells, up to 50)",
+    )
+    ap.add_argument(
+        "--warmup-time",
+        type=float,
+        default=8.0,
+        help="seconds of untimed runs per cell, at least (more warm-ups, up to 50)",
     )
     ap.add_argument(
         "--warmup-tiny",
