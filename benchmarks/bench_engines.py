@@ -570,6 +570,23 @@ def run_worker(spec: dict[str, Any], timeout: float, log: Path) -> dict[str, Any
     return {"error": tail[:300]}
 
 
+def measure(spec: dict[str, Any], args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    """One cell, in one fresh process, or for Spark the best of ``--spark-processes``: on
+    two cores one JVM's steady state can be twice another's for the same query, pinqpy's or
+    not. The peak memory reported is the largest of them."""
+    n = args.spark_processes if spec["engine"] == "spark" else 1
+    runs = [run_worker(spec, args.timeout, log) for _ in range(max(1, n))]
+    ok = [r for r in runs if "best_s" in r]
+    if not ok:
+        return runs[0]
+    best = dict(min(ok, key=lambda r: r["best_s"]))
+    best["processes"] = [r["best_s"] for r in ok]
+    best["peak_mb"] = max(r["peak_mb"] for r in ok)
+    if "jvm_peak_mb" in best:
+        best["jvm_peak_mb"] = max(r.get("jvm_peak_mb", 0.0) for r in ok)
+    return best
+
+
 def key_of(spec: dict[str, Any]) -> str:
     return "|".join(str(spec[k]) for k in ("engine", "dataset", "rows", "workload", "impl"))
 
@@ -634,7 +651,7 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
                             path = ensure_data(data_dir, dataset, rows)
                             print(f"data {path} ({time.perf_counter() - t0:.1f} s)", flush=True)
                         spec["path"] = str(path)
-                        res = {**spec, **run_worker(spec, args.timeout, log)}
+                        res = {**spec, **measure(spec, args, log)}
                         with store.open("a") as fh:
                             fh.write(json.dumps(res) + "\n")
                     results.append(res)
@@ -750,7 +767,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         "one for a cell slower than a tenth of the time budget), or "
         f"of more runs for a fast cell (until they take {args.min_time:g} s, at most "
         f"{MAX_RUNS}; on the {TINY_ROWS}-row table {args.warmup_tiny} warm-ups and at least "
-        f"{args.warmup_tiny} runs); "
+        f"{args.warmup_tiny} runs); a Spark cell is the best of {args.spark_processes} fresh "
+        "processes; "
         "pinqpy's include building the plan, the charge, execution and noise, and the raw "
         "figure is the same exact aggregate hand-written in the engine. Peak memory is the "
         "peak RSS of the measuring process (a fresh one per cell) from the end of loading "
@@ -1008,6 +1026,12 @@ def main() -> int:
     ap.add_argument("--no-tiny", dest="tiny", action="store_false", help="skip the 100-row run")
     ap.add_argument("--pandas-max-rows", type=parse_rows, default=[10**7])
     ap.add_argument("--spark-max-rows", type=parse_rows, default=[10**8])
+    ap.add_argument(
+        "--spark-processes",
+        type=int,
+        default=2,
+        help="fresh processes per Spark cell (the best is reported)",
+    )
     ap.add_argument("--duckdb-memory-limit", default="12GB")
     ap.add_argument("--duckdb-spill-limit", default="30GB", help="DuckDB's temp directory cap")
     ap.add_argument("--spark-driver-memory", default="8g")
