@@ -788,8 +788,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
     loads = [r["load"] for r in results if "load" in r]
     if loads:
         lines += [
-            "The machine was shared while this ran: the 1-minute load average at the end of "
-            f"each measurement had median {statistics.median(loads):.1f} and max "
+            "The 1-minute load average at the end of each measurement (the engine's own "
+            f"threads included) had median {statistics.median(loads):.1f} and max "
             f"{max(loads):.1f} on {os.cpu_count()} cores, so single figures are noisy; "
             "ratios compare runs made minutes apart.",
             "",
