@@ -581,6 +581,8 @@ def measure(spec: dict[str, Any], args: argparse.Namespace, log: Path) -> dict[s
         return runs[0]
     best = dict(min(ok, key=lambda r: r["best_s"]))
     best["processes"] = [r["best_s"] for r in ok]
+    if len(ok) < len(runs):  # kept in the JSON results, so a failure is not lost
+        best["failed_processes"] = [r.get("error", "no result") for r in runs if r not in ok]
     best["peak_mb"] = max(r["peak_mb"] for r in ok)
     if "jvm_peak_mb" in best:
         best["jvm_peak_mb"] = max(r.get("jvm_peak_mb", 0.0) for r in ok)
@@ -768,7 +770,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         f"of more runs for a fast cell (until they take {args.min_time:g} s, at most "
         f"{MAX_RUNS}; on the {TINY_ROWS}-row table {args.warmup_tiny} warm-ups and at least "
         f"{args.warmup_tiny} runs); a Spark cell is the best of {args.spark_processes} fresh "
-        "processes; "
+        "processes (its peak memory the largest of theirs); "
         "pinqpy's include building the plan, the charge, execution and noise, and the raw "
         "figure is the same exact aggregate hand-written in the engine. Peak memory is the "
         "peak RSS of the measuring process (a fresh one per cell) from the end of loading "
@@ -905,8 +907,8 @@ def overhead_section(
         out += [
             "",
             f"Spark session start-up (not in any figure above): median "
-            f"{statistics.median(starts):.1f} s, min {min(starts):.1f} s over {len(starts)} "
-            "processes (session creation and one first job).",
+            f"{statistics.median(starts):.1f} s, min {min(starts):.1f} s in the {len(starts)} "
+            "processes whose figures are reported (session creation and one first job).",
         ]
     return [*out, ""]
 
