@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -716,7 +717,10 @@ def fmt_mem(r: dict[str, Any]) -> str:
     return text
 
 
+@functools.cache
 def versions() -> str:
+    """Engine versions and pinqpy's commit, taken once before the report is first written
+    (so that the report itself does not mark the tree dirty)."""
     import duckdb
 
     parts = [f"Python {platform.python_version()}", f"pandas {pd.__version__}"]
@@ -769,8 +773,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         "one for a cell slower than a tenth of the time budget), or "
         f"of more runs for a fast cell (until they take {args.min_time:g} s, at most "
         f"{MAX_RUNS}; on the {TINY_ROWS}-row table {args.warmup_tiny} warm-ups and "
-        f"{args.warmup_tiny} runs, on both sides); a Spark cell is the best of {args.spark_processes} fresh "
-        "processes (its peak memory the largest of theirs); "
+        f"{args.warmup_tiny} runs, on both sides); a Spark cell is the best of "
+        f"{args.spark_processes} fresh processes (its peak memory the largest of theirs); "
         "pinqpy's include building the plan, the charge, execution and noise, and the raw "
         "figure is the same exact aggregate hand-written in the engine. Peak memory is the "
         "peak RSS of the measuring process (a fresh one per cell) from the end of loading "
@@ -1074,6 +1078,7 @@ def main() -> int:
     def write(results: list[dict[str, Any]]) -> None:
         args.out.write_text(report(results, args, command))
 
+    versions()
     write(run_all(args, write))
     print(f"wrote {args.out}")
     return 0
