@@ -1,53 +1,132 @@
-"""Public metadata that travels with a frame: schema, declared bounds and keys, privacy unit.
+"""Public facts about a frame's rows, attached to column identities rather than names.
 
-None of it is read off the private data except the schema (column names and types), which
-pinqpy treats as public, like PINQ and every SQL DP system.
+A stability is decided from a handful of public facts: which column carries the privacy
+unit, on which columns a frame is unique, the declared bounds and keys, and the column types.
+If such a fact followed a column's *name*, an analyst could move it onto another column
+(``assign(uid="visit_id")``) and be charged for a stability that no longer holds. So every
+column has an identity (:class:`ColumnId`): a column that passes through a transformation
+unchanged keeps it under any name, and every computed column gets a fresh one. Facts are
+keyed by identity; names are only how the analyst spells them.
+
+The facts of a plan are derived from the plan itself, in one place
+(:mod:`pinqpy._facts`), never assembled by hand; nothing here reads private data.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ._expr.types import ColumnType
 from .errors import PinqError
 
-__all__ = ["FrameMeta", "check_bounds", "check_keys"]
+__all__ = [
+    "RESERVED_PREFIX",
+    "ColumnId",
+    "FrameMeta",
+    "UnitDomain",
+    "canonical_key",
+    "check_bounds",
+    "check_column_name",
+    "check_keys",
+    "is_null_like",
+]
+
+# Executors name their scratch columns with this prefix; user columns may not start with it.
+RESERVED_PREFIX = "__pinq"
+
+
+@dataclass(frozen=True)
+class ColumnId:
+    """The identity of a column: where its values were made (a table or a plan node) and the
+    name they were made under. Equal only for the very same origin and name."""
+
+    origin: object = field(repr=False)
+    name: str
+
+
+@dataclass(frozen=True)
+class UnitDomain:
+    """Whose units a privacy-unit column names: the tables of one budget that declare the
+    same unit column. By declaring it, the curator says the values identify people alike
+    across those tables; units of another budget are other people, whatever their ids."""
+
+    agent: object = field(repr=False)
+    name: str
 
 
 @dataclass(frozen=True)
 class FrameMeta:
     """What is known about a frame's rows without reading them.
 
-    ``privacy_unit`` is set only while every row's unit column names the unit that owns the
-    row (so ``bound_contributions`` and ``groupby(unit)`` are sound). ``unique_on`` lists
-    column sets on which the frame is known to have at most one row per value.
+    ``unit`` is set only while every row's unit column names the unit (of ``unit[1]``) that
+    owns the row. ``unique`` lists column-identity sets on which the frame has at most one
+    row per value. ``col_bounds`` and ``col_keys`` hold the declared (or derived) bounds and
+    public keys per identity.
     """
 
     schema: dict[str, ColumnType]
-    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
-    keys: dict[str, tuple[Hashable, ...]] = field(default_factory=dict)
-    privacy_unit: str | None = None
-    unique_on: frozenset[frozenset[str]] = frozenset()
+    ids: dict[str, ColumnId]
+    col_bounds: dict[ColumnId, tuple[float, float]] = field(default_factory=dict)
+    col_keys: dict[ColumnId, tuple[Hashable, ...]] = field(default_factory=dict)
+    unit: tuple[ColumnId, UnitDomain] | None = None
+    unique: frozenset[frozenset[ColumnId]] = frozenset()
     allow_callables: bool = True
+
+    def __post_init__(self) -> None:
+        for name in self.schema:
+            check_column_name(name)
+        # Facts of identities that are no longer columns are dropped, so no later step can
+        # pick them up again under a name.
+        present = set(self.ids.values())
+        object.__setattr__(
+            self, "col_bounds", {i: b for i, b in self.col_bounds.items() if i in present}
+        )
+        object.__setattr__(
+            self, "col_keys", {i: k for i, k in self.col_keys.items() if i in present}
+        )
+        if self.unit is not None and self.unit[0] not in present:
+            object.__setattr__(self, "unit", None)
+        object.__setattr__(self, "unique", frozenset(u for u in self.unique if u <= present))
 
     @property
     def columns(self) -> list[str]:
         return list(self.schema)
 
-    def restrict(self, columns: Iterable[str]) -> FrameMeta:
-        """Metadata for a frame that keeps only ``columns`` (in that order)."""
-        cols = list(columns)
-        keep = set(cols)
-        return replace(
-            self,
-            schema={c: self.schema[c] for c in cols},
-            bounds={c: b for c, b in self.bounds.items() if c in keep},
-            keys={c: k for c, k in self.keys.items() if c in keep},
-            privacy_unit=self.privacy_unit if self.privacy_unit in keep else None,
-            unique_on=frozenset(u for u in self.unique_on if u <= keep),
+    @property
+    def bounds(self) -> dict[str, tuple[float, float]]:
+        """Bounds by column name."""
+        return {n: self.col_bounds[i] for n, i in self.ids.items() if i in self.col_bounds}
+
+    @property
+    def keys(self) -> dict[str, tuple[Hashable, ...]]:
+        """Public keys by column name."""
+        return {n: self.col_keys[i] for n, i in self.ids.items() if i in self.col_keys}
+
+    @property
+    def privacy_unit(self) -> str | None:
+        """The name of the column that carries the privacy unit, if one still does."""
+        if self.unit is None:
+            return None
+        return next((n for n, i in self.ids.items() if i == self.unit[0]), None)
+
+    def unique_on(self, columns: Iterable[str]) -> bool:
+        """Whether the frame has at most one row per value of ``columns``."""
+        have = {self.ids[c] for c in columns if c in self.ids}
+        return any(u <= have for u in self.unique)
+
+
+def check_column_name(name: object) -> str:
+    """A column name a user may give: a string not starting with the reserved prefix."""
+    if not isinstance(name, str):
+        raise PinqError(f"column names must be strings, not {type(name).__name__}")
+    if name.lower().startswith(RESERVED_PREFIX):
+        raise PinqError(
+            f"column name {name!r} starts with {RESERVED_PREFIX!r}, which pinqpy reserves for "
+            "its own working columns; rename the column"
         )
+    return name
 
 
 def check_bounds(bounds: object, what: str) -> tuple[float, float]:
@@ -64,6 +143,50 @@ def check_bounds(bounds: object, what: str) -> tuple[float, float]:
     return (lo_f, hi_f)
 
 
+def is_null_like(value: object) -> bool:
+    """None, NaN (any float kind), ``pd.NA`` and ``NaT``: the values every engine reads as
+    NULL, so they are one key."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    kind = type(value).__name__
+    if kind in ("NAType", "NaTType"):
+        return True
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(value, np.floating):
+        return bool(np.isnan(value))
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        return bool(np.isnat(value))
+    return False
+
+
+def canonical_key(value: object, ctype: ColumnType) -> Hashable:
+    """One spelling per key, as the executors match rows: every NULL-like is ``None``, zero is
+    ``+0.0``, numpy scalars are Python scalars, and numbers take the column's type."""
+    if is_null_like(value):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            value = value.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(value, bool):
+        return value
+    if ctype == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if ctype == "float" and isinstance(value, int | float):
+        return float(value) + 0.0  # -0.0 + 0.0 is +0.0
+    if isinstance(value, float):
+        return value + 0.0
+    return value  # type: ignore[return-value]
+
+
 _COMPATIBLE: dict[ColumnType, tuple[type, ...]] = {
     "int": (int,),
     "float": (int, float),
@@ -75,35 +198,47 @@ _COMPATIBLE: dict[ColumnType, tuple[type, ...]] = {
 def check_keys(
     keys: object, columns: tuple[str, ...], schema: Mapping[str, ColumnType]
 ) -> tuple[Hashable, ...]:
-    """Validate public keys for ``columns``: a non-empty list of unique values (tuples for
-    several columns) whose types match the columns'."""
+    """Validate public keys for ``columns``: a non-empty list of values (tuples for several
+    columns) whose types match the columns', returned in canonical spelling.
+
+    Keys are compared the way the executors match rows: all NULL-likes are one key, and
+    ``1``, ``1.0`` (and ``True``) are one number. Keys that repeat under that equality are
+    refused, since two parts holding the same rows would be charged as one.
+    """
     if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
         raise PinqError(
             "keys must be a list of values (tuples when partitioning by several columns)"
         )
-    out = tuple(keys)
-    if not out:
-        raise PinqError("keys must not be empty")
-    for k in out:
+    out = []
+    for k in keys:
         parts = k if len(columns) > 1 else (k,)
         if len(columns) > 1 and (not isinstance(k, tuple) or len(k) != len(columns)):
             raise PinqError(
                 f"each key must be a tuple of {len(columns)} values, one for each of "
                 + ", ".join(columns)
             )
+        canon = []
         for col, v in zip(columns, parts, strict=True):
-            _check_key_type(v, col, schema.get(col, "any"))
+            ctype = schema.get(col, "any")
+            _check_key_type(v, col, ctype)
+            canon.append(canonical_key(v, ctype))
+        out.append(tuple(canon) if len(columns) > 1 else canon[0])
+    if not out:
+        raise PinqError("keys must not be empty")
     try:
         distinct = len(set(out))
     except TypeError:
         raise PinqError("keys must be hashable values") from None
     if distinct != len(out):
-        raise PinqError("keys must not repeat")
-    return out
+        raise PinqError(
+            "keys must not repeat (all NULL-like values, None, NaN, pd.NA and NaT, are one key, "
+            "and 1, 1.0 and True are one number)"
+        )
+    return tuple(out)
 
 
 def _check_key_type(value: object, column: str, ctype: ColumnType) -> None:
-    if value is None:
+    if is_null_like(value):
         return
     kinds = _COMPATIBLE.get(ctype)
     if kinds is None:
@@ -115,9 +250,11 @@ def _check_key_type(value: object, column: str, ctype: ColumnType) -> None:
         try:
             import numpy as np
 
-            if (ctype in ("int", "float") and isinstance(value, np.integer | np.floating)) or (
-                ctype == "bool" and isinstance(value, np.bool_)
-            ):
+            if (
+                ctype in ("int", "float")
+                and isinstance(value, np.integer | np.floating)
+                and not (ctype == "int" and isinstance(value, np.floating) and value % 1 != 0)
+            ) or (ctype == "bool" and isinstance(value, np.bool_)):
                 ok = True
         except ImportError:  # pragma: no cover
             pass

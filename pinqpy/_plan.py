@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -55,15 +55,26 @@ class TableRef:
     agent: Any = field(repr=False)
     columns: tuple[str, ...]
     privacy_unit: str | None = None
+    # The curator's declarations, fixed when the table is wrapped (see pinqpy._facts).
+    schema: Mapping[str, Any] | None = field(default=None, repr=False)
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    keys: Mapping[str, tuple[Hashable, ...]] = field(default_factory=dict, repr=False)
+    allow_callables: bool = True
 
 
 @dataclass(frozen=True, eq=False)
 class PublicTable:
-    """A public table used in joins; its rows may be read freely (they are not private)."""
+    """A public table used in joins; its rows may be read freely (they are not private).
+
+    ``data`` is pinqpy's own snapshot, taken when the table entered the plan: everything
+    checked about it (its key multiplicity, its schema) and everything an executor reads come
+    from that snapshot, so editing the analyst's DataFrame afterwards changes nothing.
+    """
 
     name: str
     data: Any = field(repr=False)
     columns: tuple[str, ...]
+    schema: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from ._facts import facts_of
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -90,16 +91,23 @@ class StabilityVisitor(PlanVisitor[Lineage]):
 
     def visit_group_by(self, node: GroupBy) -> Lineage:
         child = self.visit(node.child)
-        if node.by_unit:
+        owner = _unit_agent(node.child, node.keys)
+        if node.by_unit and owner is not None:
             # Every row of a unit lands in the unit's own group: one group row appears or
-            # disappears with the unit.
-            return {agent: Fraction(1) for agent in child}
+            # disappears with the unit. Rows of any other agent move like any grouped row.
+            return _by_unit(child, owner, Fraction(1))
         # A changed input row changes one group's aggregates: its old row goes, a new comes.
         return _scale(child, Fraction(2))
 
     def visit_join(self, node: Join) -> Lineage:
         left, right = self.visit(node.left), self.visit(node.right)
         if node.bounds is None:
+            if not (
+                facts_of(node.left).unique_on(node.on) and facts_of(node.right).unique_on(node.on)
+            ):
+                # Nothing bounds the matches per key (the API refuses this plan; this rule
+                # makes sure no other route can charge for it).
+                return _scale(_merge(left, right), INF)
             # Both sides unique on the key: a left row meets at most one right row.
             return _merge(left, right)
         b_left, b_right = node.bounds
@@ -119,8 +127,30 @@ class StabilityVisitor(PlanVisitor[Lineage]):
     def visit_bound_contributions(self, node: BoundContributions) -> Lineage:
         # Each unit keeps at most max_rows rows, chosen by per-row random priorities that do
         # not depend on other units, so a unit's arrival or departure changes only its rows.
+        # That holds only while the column really carries one budget's units (the facts say
+        # so, whatever it is called); then rows of other agents in the child (if any) each
+        # move at most two kept rows of their group: themselves and one they displace.
         child = self.visit(node.child)
-        return {agent: Fraction(node.max_rows) for agent in child}
+        owner = _unit_agent(node.child, (node.unit,))
+        if owner is None:
+            return _scale(child, INF)
+        return _by_unit(child, owner, Fraction(node.max_rows))
+
+
+def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> object | None:
+    """The agent whose units ``columns`` carry in ``child``, or None if they are not exactly
+    the privacy unit column there."""
+    facts = facts_of(child)
+    if facts.unit is None or len(columns) != 1 or facts.privacy_unit != columns[0]:
+        return None
+    return facts.unit[1].agent
+
+
+def _by_unit(child: Lineage, owner: object, k: Stability) -> Lineage:
+    out: Lineage = {}
+    for agent, s in child.items():
+        out[agent] = k if agent is owner else _mul(s, Fraction(2))
+    return out
 
 
 _VISITOR = StabilityVisitor()

@@ -23,7 +23,6 @@ import math
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,10 +38,11 @@ from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression, parse_and_check
 from ._expr.parser import parse_expression
-from ._expr.types import ColumnType, schema_from_pandas
+from ._expr.types import ColumnType
+from ._facts import facts_of
 from ._html import frame_html
 from ._keyselect import KeySelectionMechanism
-from ._meta import FrameMeta, check_bounds, check_keys
+from ._meta import FrameMeta, check_bounds, check_column_name, check_keys
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -52,7 +52,6 @@ from ._plan import (
     PartitionRef,
     PlanNode,
     PublicJoin,
-    PublicTable,
     PyFunc,
     Select,
     SetOp,
@@ -60,6 +59,7 @@ from ._plan import (
     TableRef,
     Where,
 )
+from ._public import public_table
 from ._stability import INF, lineage_of
 from .budget import Budget, check_delta, check_epsilon
 from .errors import PinqError, PinqSyntaxError, PrivacyError
@@ -288,22 +288,28 @@ class PrivateFrame:
             if col not in schema:
                 raise PinqError(f"keys name unknown column {col!r}")
             meta_keys[col] = check_keys(ks, (col,), schema)
-        meta = FrameMeta(
-            schema=schema,
+        for col in schema:
+            check_column_name(col)
+        table = TableRef(
+            name,
+            wrapped.data,
+            budget,
+            tuple(schema),
+            privacy_unit,
+            schema=dict(schema),
             bounds=meta_bounds,
             keys=meta_keys,
-            privacy_unit=privacy_unit,
             allow_callables=bool(allow_callables),
         )
-        table = TableRef(name, wrapped.data, budget, tuple(schema), privacy_unit)
         self._plan: PlanNode = Source(table)
-        self._meta = meta
+        self._meta: FrameMeta = facts_of(self._plan)
 
     @classmethod
-    def _derive(cls, plan: PlanNode, meta: FrameMeta) -> PrivateFrame:
+    def _derive(cls, plan: PlanNode) -> PrivateFrame:
+        """A frame over ``plan``; its public facts are derived from the plan (pinqpy._facts)."""
         frame = object.__new__(cls)
         frame._plan = plan
-        frame._meta = meta
+        frame._meta = facts_of(plan)
         return frame
 
     # -- public metadata ------------------------------------------------------------------
@@ -463,7 +469,7 @@ class PrivateFrame:
     def where(self, condition: ExprLike) -> PrivateFrame:
         """Keep the rows where ``condition`` is true (NULL counts as false). Stability 1."""
         pred = self._expr(condition, "where's condition", want_bool=True)
-        return self._derive(Where(self._plan, pred), self._meta)
+        return self._derive(Where(self._plan, pred))
 
     filter = where
 
@@ -481,80 +487,26 @@ class PrivateFrame:
         names = [n for n, _ in outputs]
         if len(set(names)) != len(names):
             raise PinqError("select would produce two columns with the same name")
-        return self._derive(
-            Select(self._plan, tuple(outputs), False), self._computed_meta(outputs, False)
-        )
+        return self._derive(Select(self._plan, tuple(outputs), False))
 
     def assign(self, **exprs: ExprLike) -> PrivateFrame:
         """Keep every column and add or replace computed ones. Stability 1."""
         if not exprs:
             raise PinqError("assign needs at least one name=expression")
         outputs = [(n, self._expr(v, f"assign's {n!r}")) for n, v in exprs.items()]
-        return self._derive(
-            Select(self._plan, tuple(outputs), True), self._computed_meta(outputs, True)
-        )
-
-    def _computed_meta(self, outputs: list[tuple[str, Expr | PyFunc]], keep_all: bool) -> FrameMeta:
-        meta = self._meta
-        schema = dict(meta.schema) if keep_all else {}
-        bounds = dict(meta.bounds) if keep_all else {}
-        keys = dict(meta.keys) if keep_all else {}
-        unit = meta.privacy_unit if keep_all else None
-        for name, e in outputs:
-            passthrough = isinstance(e, Column)
-            schema[name] = self._expr_type(e)
-            bounds.pop(name, None)
-            keys.pop(name, None)
-            if passthrough:
-                src = e.name  # type: ignore[union-attr]
-                if src in meta.bounds:
-                    bounds[name] = meta.bounds[src]
-                if src in meta.keys:
-                    keys[name] = meta.keys[src]
-                if src == meta.privacy_unit and name == src:
-                    unit = src
-            else:
-                b = self._expr_bounds(e)
-                if b is not None:
-                    bounds[name] = b
-                if name == meta.privacy_unit:
-                    unit = None
-        kept = set(schema)
-        unique = frozenset(
-            u
-            for u in meta.unique_on
-            if u <= kept and all(isinstance(dict(outputs).get(c, Column(c)), Column) for c in u)
-        )
-        return replace(
-            meta, schema=schema, bounds=bounds, keys=keys, privacy_unit=unit, unique_on=unique
-        )
+        return self._derive(Select(self._plan, tuple(outputs), True))
 
     def distinct(self, *columns: str) -> PrivateFrame:
         """One row per distinct combination of ``columns`` (all when none). Stability 1."""
         cols = self._check_columns(columns) if columns else tuple(self._meta.schema)
-        meta = self._meta.restrict(cols)
-        meta = replace(meta, unique_on=meta.unique_on | {frozenset(cols)})
-        return self._derive(Distinct(self._plan, cols), meta)
+        return self._derive(Distinct(self._plan, tuple(dict.fromkeys(cols))))
 
     def explode(self, column: str, max_items: int) -> PrivateFrame:
         """PINQ's SelectMany: one row per item of the list in ``column``, at most
         ``max_items`` per input row (longer lists are cut). Stability ``max_items``."""
         (col,) = self._check_columns((column,))
         k = _positive_int(max_items, "max_items")
-        schema = dict(self._meta.schema)
-        schema[col] = "any"
-        unit = None if col == self._meta.privacy_unit else self._meta.privacy_unit
-        bounds = {c: b for c, b in self._meta.bounds.items() if c != col}
-        keys = {c: k for c, k in self._meta.keys.items() if c != col}
-        meta = replace(
-            self._meta,
-            schema=schema,
-            bounds=bounds,
-            keys=keys,
-            privacy_unit=unit,
-            unique_on=frozenset(),
-        )
-        return self._derive(Explode(self._plan, col, k), meta)
+        return self._derive(Explode(self._plan, col, k))
 
     def groupby(self, *keys: str | list[str]) -> GroupedFrame:
         """PINQ's GroupBy; finish with ``.agg(name="AGG(expr)", ...)``. Stability 2 (1 when the
@@ -602,8 +554,7 @@ class PrivateFrame:
         for c in on_cols:
             _check_join_types(c, self._meta.schema[c], other._meta.schema[c])
         if max_rows_per_key is None:
-            key = frozenset(on_cols)
-            if not (_unique(self._meta, key) and _unique(other._meta, key)):
+            if not (self._meta.unique_on(on_cols) and other._meta.unique_on(on_cols)):
                 raise PrivacyError(
                     "a join of two private frames needs max_rows_per_key=(b_left, b_right) "
                     "unless both sides are known to be unique on the key (for example, each "
@@ -616,10 +567,7 @@ class PrivateFrame:
             except (TypeError, ValueError):
                 raise PinqError("max_rows_per_key must be a pair (b_left, b_right)") from None
             bounds = (_positive_int(b_left, "b_left"), _positive_int(b_right, "b_right"))
-        meta = _join_meta(self._meta, other._meta, on_cols, "_right")
-        if bounds is None:
-            meta = replace(meta, unique_on=frozenset({frozenset(on_cols)}))
-        return self._derive(Join(self._plan, other._plan, on_cols, bounds), meta)
+        return self._derive(Join(self._plan, other._plan, on_cols, bounds))
 
     def _public_join(
         self,
@@ -630,17 +578,14 @@ class PrivateFrame:
     ) -> PrivateFrame:
         if how not in ("inner", "left"):
             raise PinqError("how must be 'inner' or 'left'")
-        missing = [c for c in on if c not in public.columns]
+        table = public_table(public, name)
+        missing = [c for c in on if c not in table.columns]
         if missing:
             raise PinqError(f"the public table has no column {missing[0]!r}")
-        pub_schema = schema_from_pandas(public)
         for c in on:
-            _check_join_types(c, self._meta.schema[c], pub_schema[c])
-        mult = _key_multiplicity(public, on)
-        table = PublicTable(name, public, tuple(public.columns))
-        pub_meta = FrameMeta(schema=pub_schema)
-        meta = _join_meta(self._meta, pub_meta, on, "_public", right_is_public=True)
-        return self._derive(PublicJoin(self._plan, table, on, how, mult), meta)
+            _check_join_types(c, self._meta.schema[c], table.schema[c])  # type: ignore[index]
+        mult = _key_multiplicity(table.data, on)
+        return self._derive(PublicJoin(self._plan, table, on, how, mult))
 
     def _set_op(
         self, other: PrivateFrame, kind: Literal["concat", "union", "intersect", "difference"]
@@ -653,31 +598,7 @@ class PrivateFrame:
                 f"{kind} needs both frames to have the same columns in the same order; use "
                 ".select(...) to line them up"
             )
-        schema = {
-            c: (t if t == other._meta.schema[c] else "any") for c, t in self._meta.schema.items()
-        }
-        bounds = {}
-        for c, (lo, hi) in self._meta.bounds.items():
-            if c in other._meta.bounds:
-                olo, ohi = other._meta.bounds[c]
-                bounds[c] = (min(lo, olo), max(hi, ohi))
-        keys = {}
-        for c, ks in self._meta.keys.items():
-            if c in other._meta.keys:
-                keys[c] = ks + tuple(k for k in other._meta.keys[c] if k not in set(ks))
-        unit = (
-            self._meta.privacy_unit if self._meta.privacy_unit == other._meta.privacy_unit else None
-        )
-        meta = FrameMeta(
-            schema=schema,
-            bounds=bounds,
-            keys=keys,
-            privacy_unit=unit,
-            allow_callables=self._meta.allow_callables and other._meta.allow_callables,
-        )
-        if kind == "intersect" or kind in ("union", "difference"):
-            meta = replace(meta, unique_on=frozenset({frozenset(schema)}))
-        return self._derive(SetOp(kind, self._plan, other._plan), meta)
+        return self._derive(SetOp(kind, self._plan, other._plan))
 
     def concat(self, other: PrivateFrame) -> PrivateFrame:
         """All rows of both frames, duplicates kept (UNION ALL). Stability 1 per input."""
@@ -705,9 +626,11 @@ class PrivateFrame:
         if unit is None:
             raise PrivacyError(
                 "bound_contributions needs a user-level frame: create the PrivateFrame with "
-                "privacy_unit='<id column>' and keep that column unchanged until you bound it"
+                "privacy_unit='<id column>' and keep that column unchanged until you bound it "
+                "(a column computed from it, one assigned over it, or one combined with "
+                "another budget's table no longer identifies that budget's people)"
             )
-        return self._derive(BoundContributions(self._plan, unit, k), self._meta)
+        return self._derive(BoundContributions(self._plan, unit, k))
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
@@ -1216,10 +1139,8 @@ class GroupedFrame:
         """
         frame, meta = self._frame, self._frame._meta
         calls: list[tuple[str, Call]] = []
-        schema: dict[str, ColumnType] = {k: meta.schema[k] for k in self._keys}
-        bounds = {k: b for k, b in meta.bounds.items() if k in self._keys}
         for name, value in aggs.items():
-            if name in schema:
+            if name in self._keys:
                 raise PinqError(f"agg output {name!r} clashes with a group key")
             if isinstance(value, str):
                 e, text = parse_expression(value, positions=False), value
@@ -1246,26 +1167,9 @@ class GroupedFrame:
             else:
                 check_expression(e, meta.schema, allow_aggregates=True)
             calls.append((name, e))
-            if e.name == "COUNT":
-                schema[name] = "int"
-            else:
-                schema[name] = "float"
-                arg_bounds = derive_bounds(e.args[0], meta.bounds) if e.args else None
-                if arg_bounds is not None and e.name in ("AVG", "MIN", "MAX", "MEDIAN"):
-                    bounds[name] = arg_bounds
         unit = meta.privacy_unit
         by_unit = unit is not None and self._keys == (unit,)
-        new_meta = FrameMeta(
-            schema=schema,
-            bounds=bounds,
-            keys={k: v for k, v in meta.keys.items() if k in self._keys},
-            privacy_unit=unit if unit in self._keys else None,
-            unique_on=frozenset({frozenset(self._keys)}),
-            allow_callables=meta.allow_callables,
-        )
-        return PrivateFrame._derive(
-            GroupBy(frame._plan, self._keys, tuple(calls), by_unit), new_meta
-        )
+        return PrivateFrame._derive(GroupBy(frame._plan, self._keys, tuple(calls), by_unit))
 
     def __repr__(self) -> str:
         return f"GroupedFrame(keys={list(self._keys)}); call .agg(name='COUNT(*)', ...)"
@@ -1390,10 +1294,6 @@ def _key_multiplicity(public: pd.DataFrame, on: tuple[str, ...]) -> int:
     return int(public.groupby(list(on), dropna=False).size().max())
 
 
-def _unique(meta: FrameMeta, key: frozenset[str]) -> bool:
-    return any(u <= key for u in meta.unique_on)
-
-
 _NUMERIC = {"int", "float", "bool"}
 
 
@@ -1403,43 +1303,6 @@ def _check_join_types(col: str, left: ColumnType, right: ColumnType) -> None:
     if left in _NUMERIC and right in _NUMERIC:
         return
     raise PinqError(f"join key {col!r} is {left} on one side and {right} on the other")
-
-
-def _join_meta(
-    left: FrameMeta,
-    right: FrameMeta,
-    on: tuple[str, ...],
-    suffix: str,
-    *,
-    right_is_public: bool = False,
-) -> FrameMeta:
-    schema = dict(left.schema)
-    bounds = dict(left.bounds)
-    keys = dict(left.keys)
-    for c, t in right.schema.items():
-        if c in on:
-            continue
-        name = c + suffix if c in schema else c
-        schema[name] = t
-        if c in right.bounds:
-            bounds[name] = right.bounds[c]
-        if c in right.keys:
-            keys[name] = right.keys[c]
-    if right_is_public:
-        unit = left.privacy_unit
-    else:
-        unit = (
-            left.privacy_unit
-            if (left.privacy_unit == right.privacy_unit and left.privacy_unit in on)
-            else None
-        )
-    return FrameMeta(
-        schema=schema,
-        bounds=bounds,
-        keys=keys,
-        privacy_unit=unit,
-        allow_callables=left.allow_callables and right.allow_callables,
-    )
 
 
 def _scalar(values: np.ndarray, acc: Any) -> NoisyValue | NoisyCount:

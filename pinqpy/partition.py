@@ -24,7 +24,6 @@ True
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Mapping
-from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,9 @@ import pandas as pd
 
 from ._agents import AllParts, PartAgent
 from ._executor import Grouping
+from ._meta import check_keys
 from ._plan import PartitionRef, PartSource
+from .errors import PinqError
 from .results import NoisySeries
 
 if TYPE_CHECKING:
@@ -63,23 +64,24 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         return self._ref.key_columns
 
     def __getitem__(self, key: Hashable) -> PrivateFrame:
+        key = self._canonical(key)
         if key not in self._keyset:
             raise KeyError(key)
         part = self._parts.get(key)
         if part is None:
             from .frame import PrivateFrame
 
-            meta = self._frame._meta
-            keys = dict(meta.keys)
-            if len(self._ref.key_columns) == 1:
-                keys[self._ref.key_columns[0]] = (key,)
-            # Relative to its part agent a part is a fresh table: the unit column no longer
-            # identifies units of that agent.
-            meta = replace(meta, keys=keys, privacy_unit=None)
             node = PartSource(self._ref, key, PartAgent(self._ref.agent, key))
-            part = PrivateFrame._derive(node, meta)
+            part = PrivateFrame._derive(node)
             self._parts[key] = part
         return part
+
+    def _canonical(self, key: Hashable) -> Hashable:
+        """The key as the partition spells it (every NULL-like is None, -0.0 is 0.0)."""
+        try:
+            return check_keys([key], self._ref.key_columns, self._frame.schema)[0]
+        except PinqError:
+            return key
 
     def __iter__(self) -> Iterator[Hashable]:
         return iter(self._ref.keys)

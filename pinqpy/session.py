@@ -27,6 +27,7 @@ import pandas as pd
 
 from ._engine import public_frame
 from ._html import session_html
+from ._public import snapshot
 from ._sql import ast as q
 from ._sql.compiler import Catalog, CompiledRelease, compile_release, locate
 from ._sql.explain import Explanation, explain
@@ -124,7 +125,7 @@ class Session:
         into pandas once: a public table is not private, and every engine joins against it.
         """
         _check_name(name)
-        data = public_frame(data)
+        data = snapshot(public_frame(data))
         if name in self._private:
             raise PinqError(f"{name!r} is already a private table")
         self._public[name] = data
