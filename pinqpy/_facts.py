@@ -28,7 +28,7 @@ from ._expr.ast import Column
 from ._expr.bounds import derive_bounds
 from ._expr.check import check_expression
 from ._expr.types import ColumnType
-from ._meta import ColumnId, FrameMeta, UnitDomain
+from ._meta import ColumnId, FrameMeta, UnitDomain, check_column_name
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -69,6 +69,8 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
     def visit_source(self, node: Source) -> FrameMeta:
         t = node.table
         schema: dict[str, ColumnType] = dict(t.schema or {c: "any" for c in t.columns})
+        for c in schema:
+            check_column_name(c)
         ids = {c: ColumnId(t, c) for c in schema}
         unit = None
         if t.privacy_unit is not None:
@@ -103,6 +105,7 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         bounds = dict(child.col_bounds)
         by_name = child.bounds
         for name, e in node.outputs:
+            check_column_name(name, internal_ok=True)
             if isinstance(e, Column):
                 schema[name] = child.schema[e.name]
                 ids[name] = child.ids[e.name]
@@ -144,6 +147,7 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         bounds = {ids[k]: child.col_bounds[ids[k]] for k in node.keys if ids[k] in child.col_bounds}
         by_name = child.bounds
         for name, call in node.aggs:
+            check_column_name(name, internal_ok=True)
             cid = ColumnId(node, name)
             ids[name] = cid
             schema[name] = "int" if call.name == "COUNT" else "float"
@@ -189,6 +193,8 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         left = self.visit(node.child)
         pub = node.public
         pub_schema: Mapping[str, ColumnType] = pub.schema or {c: "any" for c in pub.columns}
+        for c in pub_schema:
+            check_column_name(c)
         pub_ids = {c: ColumnId(pub, c) for c in pub_schema}
         schema, ids = _joined(left, pub_schema, pub_ids, node.on, "_public")
         # Each output row extends one private row, whose owner it keeps.

@@ -14,8 +14,10 @@ The facts of a plan are derived from the plan itself, in one place
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._expr.types import ColumnType
@@ -30,6 +32,7 @@ __all__ = [
     "check_bounds",
     "check_column_name",
     "check_keys",
+    "internal_names",
     "is_null_like",
 ]
 
@@ -75,8 +78,6 @@ class FrameMeta:
     allow_callables: bool = True
 
     def __post_init__(self) -> None:
-        for name in self.schema:
-            check_column_name(name)
         # Facts of identities that are no longer columns are dropped, so no later step can
         # pick them up again under a name.
         present = set(self.ids.values())
@@ -117,11 +118,28 @@ class FrameMeta:
         return any(u <= have for u in self.unique)
 
 
-def check_column_name(name: object) -> str:
-    """A column name a user may give: a string not starting with the reserved prefix."""
+_INTERNAL_NAMES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pinqpy_internal_names", default=False
+)
+
+
+@contextmanager
+def internal_names() -> Iterator[None]:
+    """While active, computed columns may use the reserved prefix: the SQL compiler names its
+    scratch columns so, after refusing the prefix in the query text."""
+    token = _INTERNAL_NAMES.set(True)
+    try:
+        yield
+    finally:
+        _INTERNAL_NAMES.reset(token)
+
+
+def check_column_name(name: object, *, internal_ok: bool = False) -> str:
+    """A column name a user may give: a string not starting with the reserved prefix
+    (``internal_ok``: unless pinqpy itself is naming a computed column)."""
     if not isinstance(name, str):
         raise PinqError(f"column names must be strings, not {type(name).__name__}")
-    if name.lower().startswith(RESERVED_PREFIX):
+    if name.lower().startswith(RESERVED_PREFIX) and not (internal_ok and _INTERNAL_NAMES.get()):
         raise PinqError(
             f"column name {name!r} starts with {RESERVED_PREFIX!r}, which pinqpy reserves for "
             "its own working columns; rename the column"

@@ -41,7 +41,7 @@ from .._expr.ast import (
 from .._expr.bounds import derive_bounds, derive_keys
 from .._expr.check import _NOT_CONSTANT, check_expression, constant_value
 from .._keyselect import KeySelectionMechanism, frame_delta_for
-from .._meta import check_keys
+from .._meta import check_keys, internal_names
 from .._stability import INF, lineage_of
 from ..budget import check_delta, check_epsilon
 from ..errors import PinqError, PinqSyntaxError, PrivacyError
@@ -986,4 +986,7 @@ def compile_release(
         if which in options:
             raise _positioned(err, text, which) from None
         raise
-    return _Compiler(catalog, text).release(statement, eps, dlt, options)
+    # The compiler names its scratch columns with the reserved prefix, which the query text
+    # itself may not use (the parser refuses such aliases), so they never meet a user's.
+    with internal_names():
+        return _Compiler(catalog, text).release(statement, eps, dlt, options)

@@ -32,6 +32,7 @@ from lark import Token, Tree
 from .._expr.ast import Expr, InList
 from .._expr.parser import _identifier, _number, _pos, parse_tree, tree_to_expr
 from .._grammar import get_parser
+from .._meta import RESERVED_PREFIX
 from ..errors import PinqSyntaxError
 from .ast import (
     Describe,
@@ -247,7 +248,16 @@ class _Converter:
         return SelectItem(tree_to_expr(expr_node), self.alias(alias), pos=pos)
 
     def alias(self, t: Tree | None) -> str | None:
-        return None if t is None else self.ident(t.children[0])
+        if t is None:
+            return None
+        name = self.ident(t.children[0])
+        if name.lower().startswith(RESERVED_PREFIX):
+            raise self.error(
+                f"the name {name!r} starts with {RESERVED_PREFIX!r}, which pinqpy reserves for "
+                "its own working columns; choose another alias",
+                t.children[0],
+            )
+        return name
 
     @staticmethod
     def ident(node: Tree | Token) -> str:
