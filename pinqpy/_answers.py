@@ -341,15 +341,18 @@ def _from_data(x: Any, depth: int = 0) -> Any:
         if not isinstance(items, list) or not isinstance(shape, list):
             raise PinqError("the ledger holds a malformed answer (an array)")
         values = [_from_data(v, depth + 1) for v in items]
-        if dt.kind == "O":
-            arr = np.empty(len(values), dtype=object)
-            arr[:] = values
-        else:
-            arr = np.array(values, dtype=dt)
         try:
+            if dt.kind == "O":
+                arr = np.empty(len(values), dtype=object)
+                for i, v in enumerate(values):  # item by item: tuples stay whole
+                    arr[i] = v
+            else:
+                arr = np.array(values, dtype=dt)
+            if arr.ndim != 1:
+                raise ValueError
             return arr.reshape([_int(n) for n in shape])
-        except ValueError:
-            raise PinqError("the ledger holds a malformed answer (an array's shape)") from None
+        except (ValueError, TypeError, OverflowError):
+            raise PinqError("the ledger holds a malformed answer (an array)") from None
     if tag == "np":
         dt = _dtype(x.get("dtype"), _DTYPE_KINDS)
         v = x.get("v")
@@ -357,7 +360,10 @@ def _from_data(x: Any, depth: int = 0) -> Any:
             v = _from_data(v, depth + 1)
         if not isinstance(v, bool | int | float):
             raise PinqError("the ledger holds a malformed answer (a numpy number)")
-        return dt.type(v)
+        try:
+            return dt.type(v)
+        except (ValueError, TypeError, OverflowError):
+            raise PinqError("the ledger holds a malformed answer (a numpy number)") from None
     if tag == "tuple":
         items = x.get("v")
         if not isinstance(items, list):
@@ -402,7 +408,10 @@ def _from_data(x: Any, depth: int = 0) -> Any:
 def encode(released: Any) -> str:
     """An answer as JSON text for the ledger; raises :class:`NotStorable` if it has no data
     form."""
-    return json.dumps({"format": _FORMAT, "answer": _to_data(released)}, allow_nan=False)
+    try:
+        return json.dumps({"format": _FORMAT, "answer": _to_data(released)}, allow_nan=False)
+    except (ValueError, TypeError, OverflowError, RecursionError):  # e.g. an int too long
+        raise NotStorable from None
 
 
 def decode(text: str) -> Any:
