@@ -12,10 +12,11 @@ what epsilon and delta (:meth:`Ledger.charges`).
 Who may write the file
 ----------------------
 The ledger file is the **curator's**: only the curator (and pinqpy processes the curator runs)
-may have write access to it. An analyst who can write it could lower what was spent, and one
-who can delete it resets the budget (deleting or replacing the file is a curator action; a
-fresh file with the same name cannot be told apart from the inside). Within those limits the
-ledger does not trust its file blindly:
+may have write access to it, and analysts should not read it either (it holds the secret
+below). An analyst who can write it could lower what was spent, and one who can delete it
+resets the budget (deleting or replacing the file is a curator action; a fresh file with the
+same name cannot be told apart from the inside). Within those limits the ledger does not
+trust its file blindly:
 
 * **Integrity on open.** Opening a ledger checks that every budget's running spent equals
   the exact sum of its recorded charges and stays within its total; on a mismatch (an edited
@@ -338,10 +339,9 @@ class Ledger:
             if problems and verify:
                 raise PinqError(
                     f"the ledger {path!r} failed its integrity check and was not used (nothing "
-                    f"was changed): {'; '.join(problems[:3])}. Its spent totals no longer "
-                    "match its recorded charges, so the file was edited outside pinqpy; "
-                    "restore it from a backup, or open it with Ledger(path, verify=False) to "
-                    "inspect it"
+                    f"was changed): {'; '.join(problems[:3])}. The file was edited outside "
+                    "pinqpy; restore it from a backup, or open it with "
+                    "Ledger(path, verify=False) to inspect it"
                 )
             if not problems and (version < SCHEMA_VERSION or "secret" not in meta):
                 # Upgrade: drop answers of the old format (pickles under unkeyed hashes are
