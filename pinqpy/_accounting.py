@@ -784,7 +784,10 @@ class ZcdpAccountant(Accountant):
         return _cost(eps, Fraction(total.delta))
 
     def remaining(self, spent: Usage, total: Cost) -> Cost:
-        left = self.rho_budget(total) - self._rho(spent)
+        used = self._rho(spent)
+        if used == 0:  # nothing spent: exactly the total, not the conversion of its rho
+            return _cost(Fraction(total.epsilon), Fraction(total.delta))
+        left = self.rho_budget(total) - used
         if _float_down(left) <= 0.0:
             return _cost(_ZERO, _ZERO)
         value = _eps_upper(_float_down(left), _ln_inv(Fraction(total.delta)))

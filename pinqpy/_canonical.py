@@ -7,12 +7,15 @@ callable has no canonical form: its meaning cannot be compared, so it is never c
 
 Tables are named by ``table_identity``: in memory, the table object itself (so re-registering
 new data never returns an old answer); for a persistent ledger, a fingerprint of the data
-computed once per table.
+computed once per table (which the ledger only ever stores inside an HMAC under its own
+secret).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 from collections.abc import Callable
 
 from ._executor import batch_memo
@@ -119,6 +122,11 @@ def canonical_plan(plan: PlanNode, table_identity: Callable[[TableRef], str]) ->
     return _Canonical(table_identity).visit(plan)
 
 
+# Drawn once per process: in-memory cache keys are HMACs under it, so nothing outside this
+# process can recompute one.
+_PROCESS_SECRET = secrets.token_bytes(32)
+
+
 def digest(text: str) -> str:
-    """A short stable hash of a canonical text (used as a cache key)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """An HMAC of a canonical text under a per-process secret (an in-memory cache key)."""
+    return hmac.new(_PROCESS_SECRET, text.encode("utf-8"), hashlib.sha256).hexdigest()

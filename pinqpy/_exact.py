@@ -12,6 +12,8 @@ from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational, Real
 
+import numpy as np
+
 from .errors import PinqError
 
 __all__ = ["Exact", "ceil_fraction", "to_fraction"]
@@ -19,10 +21,18 @@ __all__ = ["Exact", "ceil_fraction", "to_fraction"]
 
 def to_fraction(value: object, what: str = "value") -> Fraction:
     """Convert a user-supplied number to an exact Fraction (floats by their decimal spelling)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool | np.bool_):
         raise PinqError(f"{what} must be a number, not a bool")
     if isinstance(value, Fraction):
         return value
+    if isinstance(value, np.integer):  # exactly, before numbers.Rational (Fraction fails)
+        return Fraction(int(value))
+    if isinstance(value, np.floating):  # by its decimal spelling, like a Python float
+        if not np.isfinite(value):
+            raise PinqError(f"{what} must be finite")
+        return Fraction(str(value) if value.dtype.itemsize <= 8 else repr(float(value)))
+    if isinstance(value, complex | np.complexfloating):
+        raise PinqError(f"{what} must be a real number")
     if isinstance(value, int | Rational):
         return Fraction(value)
     if isinstance(value, float):

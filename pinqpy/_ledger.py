@@ -9,6 +9,26 @@ reads the spent total and writes the new one under SQLite's write lock, so toget
 never overspend. The tables are an audit trail: what was asked, by which plan, when, and at
 what epsilon and delta (:meth:`Ledger.charges`).
 
+Who may write the file
+----------------------
+The ledger file is the **curator's**: only the curator (and pinqpy processes the curator runs)
+may have write access to it, and analysts should not read it either (it holds the secret
+below). An analyst who can write it could lower what was spent, and one who can delete it
+resets the budget (deleting or replacing the file is a curator action; a fresh file with the
+same name cannot be told apart from the inside). Within those limits the ledger does not
+trust its file blindly:
+
+* **Integrity on open.** Opening a ledger checks that every budget's running spent equals
+  the exact sum of its recorded charges and stays within its total; on a mismatch (an edited
+  spent, a deleted or edited charge row) it raises :class:`~pinqpy.PinqError` and writes
+  nothing. ``Ledger(path, verify=False)`` opens such a file for inspection
+  (:meth:`Ledger.check`, :meth:`Ledger.charges`) but refuses to charge or to serve answers.
+* **Answers are data.** Cached answers are stored as JSON (see :mod:`pinqpy._answers`), never
+  pickled, so a row planted in the file cannot run code in the curator's process.
+* **A secret of its own.** Each file holds a random secret, made when the file is created.
+  Answers are stored under an HMAC of their question under that secret, so nothing derived
+  from the data can be recomputed from outside. The audit trail shows no cache key.
+
 >>> import os, shutil, tempfile
 >>> from pinqpy.budget import Cost
 >>> folder = tempfile.mkdtemp()
@@ -63,7 +83,10 @@ shared by threads; after ``fork`` the child opens a connection of its own.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -83,8 +106,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "ChargeRecord", "Ledger"]
 
-#: Version of the tables below; a file written by a newer schema is refused.
-SCHEMA_VERSION = 1
+#: Version of the tables below; a file written by a newer schema is refused. Version 2 added
+#: the file's secret and stores answers as JSON under keyed hashes; opening a version-1 file
+#: drops its cached answers (pickled, under unkeyed hashes; never read) and keeps every charge.
+SCHEMA_VERSION = 2
 #: Seconds a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 30.0
 _FORMAT = "pinqpy-ledger"
@@ -140,9 +165,10 @@ _MAX_DECIMAL_BITS = 4000 * 3
 class ChargeRecord:
     """What a charge is for, as the audit trail shows it.
 
-    ``description`` is a short text (``"count"``, or the SQL of a query), ``plan`` the
-    canonical text of the query's plan, and ``cache_key`` the key its answer will be cached
-    under, if it is cacheable.
+    ``description`` is a short text (``"count"``, or the SQL of a query) and ``plan`` the
+    canonical text of the query's plan. ``cache_key`` (the key its answer will be cached
+    under) is accepted for compatibility and never written: keys are not part of the audit
+    trail.
 
     >>> ChargeRecord("count").plan
     ''
@@ -217,12 +243,17 @@ class Ledger:
     by processes on the same host. See the module documentation for the durability settings.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True):
         self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self.journal_mode = ""
+        self._verify = verify
+        self._secret = b""
+        #: What the integrity check on open found (empty: the file is consistent). Only a
+        #: ledger opened with ``verify=False`` can have problems; it then refuses every write.
+        self.problems: list[str] = []
         self._conn = self._connect()
 
     # -- connection ------------------------------------------------------------------------
@@ -243,7 +274,7 @@ class Ledger:
             conn.execute("PRAGMA fullfsync = ON")
             conn.execute("PRAGMA checkpoint_fullfsync = ON")
             conn.execute("PRAGMA foreign_keys = ON")
-            self._init_schema(conn)
+            self._secret, self.problems = self._init_schema(conn, self.path, self._verify)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise PinqError(f"{self.path!r} is not a usable pinqpy ledger: {exc}") from None
@@ -267,7 +298,8 @@ class Ledger:
                 time.sleep(0.01)
 
     @staticmethod
-    def _init_schema(conn: sqlite3.Connection) -> None:
+    def _init_schema(conn: sqlite3.Connection, path: str, verify: bool) -> tuple[bytes, list[str]]:
+        """Create or check the tables, verify the spent totals, and read the file's secret."""
         conn.execute("BEGIN IMMEDIATE")
         try:
             tables = {
@@ -284,27 +316,55 @@ class Ledger:
                     conn.execute(statement)
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if not meta:
-                conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("format", _FORMAT),
-                        ("schema_version", str(SCHEMA_VERSION)),
-                        ("created", _now()),
-                    ],
-                )
+                meta = {
+                    "format": _FORMAT,
+                    "schema_version": str(SCHEMA_VERSION),
+                    "created": _now(),
+                    "secret": secrets.token_hex(32),
+                }
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
             elif meta.get("format") != _FORMAT:
                 raise PinqError("this SQLite file is not a pinqpy ledger")
-            elif int(meta.get("schema_version", "0")) > SCHEMA_VERSION:
+            try:
+                version = int(meta.get("schema_version", "0"))
+            except ValueError:
+                raise PinqError("this pinqpy ledger has a malformed schema version") from None
+            if version > SCHEMA_VERSION:
                 raise PinqError(
                     f"this ledger was written by a newer pinqpy (schema "
                     f"{meta['schema_version']}, this version reads {SCHEMA_VERSION}); "
                     "upgrade pinqpy to use it"
+                )
+            problems = _spent_problems(conn)
+            if problems and verify:
+                raise PinqError(
+                    f"the ledger {path!r} failed its integrity check and was not used (nothing "
+                    f"was changed): {'; '.join(problems[:3])}. The file was edited outside "
+                    "pinqpy; restore it from a backup, or open it with "
+                    "Ledger(path, verify=False) to inspect it"
+                )
+            if not problems and (version < SCHEMA_VERSION or "secret" not in meta):
+                # Upgrade: drop answers of the old format (pickles under unkeyed hashes are
+                # never read) and the keys kept in the audit trail; every charge stays.
+                conn.execute("DELETE FROM answers")
+                conn.execute("UPDATE queries SET cache_key = NULL")
+                meta["secret"] = meta.get("secret") or secrets.token_hex(32)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    [("secret", meta["secret"]), ("schema_version", str(SCHEMA_VERSION))],
                 )
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        try:
+            secret = bytes.fromhex(meta.get("secret", ""))
+        except ValueError:
+            secret = b""
+        if len(secret) < 16 and not problems:
+            raise PinqError(f"the ledger {path!r} holds a malformed secret")
+        return secret, problems
 
     @contextmanager
     def _use(self) -> Iterator[sqlite3.Connection]:
@@ -318,6 +378,18 @@ class Ledger:
                 self._conn = self._connect()
             yield self._conn
 
+    def _require_consistent(self) -> None:
+        if self.problems:
+            raise PinqError(
+                f"the ledger {self.path!r} failed its integrity check ("
+                f"{'; '.join(self.problems[:3])}); it was opened for inspection only and "
+                "neither charges nor serves answers"
+            )
+
+    def _answer_key(self, cache_key: str) -> str:
+        """The key an answer is stored under: an HMAC of its question under the file's secret."""
+        return hmac.new(self._secret, cache_key.encode("utf-8"), hashlib.sha256).hexdigest()
+
     @contextmanager
     def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction holding SQLite's write lock from its first statement.
@@ -327,6 +399,7 @@ class Ledger:
         later durable commit syncs the log (every later charge does). Only in WAL mode: with
         a rollback journal, ``NORMAL`` could corrupt the file on power loss, so it stays FULL.
         """
+        self._require_consistent()
         relaxed = not durable and self.journal_mode == "wal"
         with self._use() as conn:
             if relaxed:
@@ -482,9 +555,9 @@ class Ledger:
                         name,
                     )
                 )
-            cur = conn.execute(
+            cur = conn.execute(  # no cache key: keys are not part of the audit trail
                 "INSERT INTO queries (description, plan, cache_key, created) VALUES (?, ?, ?, ?)",
-                (record.description, record.plan, record.cache_key, now),
+                (record.description, record.plan, None, now),
             )
             qid = cur.lastrowid
             assert qid is not None
@@ -504,6 +577,9 @@ class Ledger:
     def store_answer(self, query_id: int, cache_key: str, answer: str) -> None:
         """Attach a released answer (a JSON text the caller made) to committed query ``query_id``.
 
+        The answer is stored under an HMAC of ``cache_key`` under the file's secret, never
+        under ``cache_key`` itself.
+
         A query keeps its first stored answer. Several queries may store answers under one
         key (two processes that asked the same question at once); :meth:`cached` returns the
         earliest.
@@ -522,15 +598,16 @@ class Ledger:
             conn.execute(
                 "INSERT OR IGNORE INTO answers (query_id, cache_key, answer, created) "
                 "VALUES (?, ?, ?, ?)",
-                (query_id, cache_key, answer, _now()),
+                (query_id, self._answer_key(cache_key), answer, _now()),
             )
 
     def cached(self, cache_key: str) -> str | None:
         """The answer stored under ``cache_key`` (the earliest one), or ``None``."""
+        self._require_consistent()
         with self._use() as conn:
             row = conn.execute(
                 "SELECT answer FROM answers WHERE cache_key = ? ORDER BY query_id LIMIT 1",
-                (cache_key,),
+                (self._answer_key(cache_key),),
             ).fetchone()
         return None if row is None else str(row[0])
 
@@ -540,14 +617,15 @@ class Ledger:
 
         Columns: ``query_id``, ``budget``, ``epsilon`` and ``delta`` (floats),
         ``epsilon_exact`` and ``delta_exact`` (exact ``"num/den"`` text), ``description``,
-        ``plan``, ``cache_key``, ``created`` (UTC, ISO 8601 text) and ``has_answer``. With
+        ``plan``, ``created`` (UTC, ISO 8601 text) and ``has_answer``. No cache key or
+        fingerprint is shown: nothing in the trail is derived from the data. With
         ``name``, only that budget's charges. A query charged to no budget appears once with
         budget ``None`` and zero cost.
         """
         import pandas as pd
 
         sql = (
-            "SELECT q.id, c.budget, c.epsilon, c.delta, q.description, q.plan, q.cache_key, "
+            "SELECT q.id, c.budget, c.epsilon, c.delta, q.description, q.plan, "
             "q.created, a.query_id IS NOT NULL "
             "FROM queries q {join} charges c ON c.query_id = q.id "
             "LEFT JOIN answers a ON a.query_id = q.id {where} ORDER BY q.id, c.budget"
@@ -560,15 +638,15 @@ class Ledger:
             rows = conn.execute(query, params).fetchall()
         zero = _encode(Fraction(0))
         records = []
-        for qid, budget, eps, dlt, desc, plan, key, created, has_answer in rows:
+        for qid, budget, eps, dlt, desc, plan, created, has_answer in rows:
             e, d = _decode(eps or zero), _decode(dlt or zero)
             records.append(
-                (qid, budget, float(e), float(d), _encode(e), _encode(d), desc, plan, key,
+                (qid, budget, float(e), float(d), _encode(e), _encode(d), desc, plan,
                  created, bool(has_answer))
             )  # fmt: skip
         columns = [
             "query_id", "budget", "epsilon", "delta", "epsilon_exact", "delta_exact",
-            "description", "plan", "cache_key", "created", "has_answer",
+            "description", "plan", "created", "has_answer",
         ]  # fmt: skip
         df = pd.DataFrame.from_records(records, columns=columns)
         return df.astype(
@@ -602,30 +680,38 @@ class Ledger:
         """Problems found in the file; an empty list means it is consistent.
 
         Runs SQLite's ``integrity_check`` and checks that every budget's running spent equals
-        the exact sum of its charge rows, and that no budget has spent beyond its total.
+        the exact sum of its charge rows, and that no budget has spent beyond its total (the
+        latter checks are also made whenever a ledger is opened).
         """
-        problems: list[str] = []
         with self._use() as conn:
             conn.execute("BEGIN")  # one consistent snapshot for every read below
             try:
                 integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-                budgets = conn.execute(
-                    "SELECT name, spent_epsilon, spent_delta, total_epsilon, total_delta "
-                    "FROM budgets"
-                ).fetchall()
-                sums: dict[str, list[Fraction]] = {}
-                for budget, eps, dlt in conn.execute("SELECT budget, epsilon, delta FROM charges"):
-                    acc = sums.setdefault(budget, [Fraction(0), Fraction(0)])
-                    acc[0] += _decode(eps)
-                    acc[1] += _decode(dlt)
-                orphans = conn.execute(
-                    "SELECT COUNT(*) FROM charges c LEFT JOIN queries q ON q.id = c.query_id "
-                    "WHERE q.id IS NULL"
-                ).fetchone()[0]
+                problems = _spent_problems(conn)
             finally:
                 conn.execute("COMMIT")
         if integrity != ["ok"]:
-            problems.extend(f"integrity_check: {line}" for line in integrity)
+            problems[:0] = [f"integrity_check: {line}" for line in integrity]
+        return problems
+
+
+def _spent_problems(conn: sqlite3.Connection) -> list[str]:
+    """Budgets whose running spent is not the exact sum of their charges, or beyond their
+    total; charges of unknown budgets or of no query. Read in the caller's transaction."""
+    problems: list[str] = []
+    try:
+        budgets = conn.execute(
+            "SELECT name, spent_epsilon, spent_delta, total_epsilon, total_delta FROM budgets"
+        ).fetchall()
+        sums: dict[str, list[Fraction]] = {}
+        for budget, eps, dlt in conn.execute("SELECT budget, epsilon, delta FROM charges"):
+            acc = sums.setdefault(budget, [Fraction(0), Fraction(0)])
+            acc[0] += _decode(eps)
+            acc[1] += _decode(dlt)
+        orphans = conn.execute(
+            "SELECT COUNT(*) FROM charges c LEFT JOIN queries q ON q.id = c.query_id "
+            "WHERE q.id IS NULL"
+        ).fetchone()[0]
         known = set()
         for name, se, sd, te, td in budgets:
             known.add(name)
@@ -638,9 +724,11 @@ class Ledger:
                 )
             if spent[0] > _decode(te) or spent[1] > _decode(td):
                 problems.append(f"budget {name!r}: spent beyond its total")
-        problems.extend(
-            f"charges name unknown budget {name!r}" for name in sorted(set(sums) - known)
-        )
-        if orphans:
-            problems.append(f"{orphans} charge rows belong to no query")
-        return problems
+    except PinqError as exc:  # a malformed or negative number in a row
+        return [str(exc)]
+    except (sqlite3.Error, TypeError, AttributeError):
+        return ["the ledger's tables hold values of the wrong type"]
+    problems.extend(f"charges name unknown budget {name!r}" for name in sorted(set(sums) - known))
+    if orphans:
+        problems.append(f"{orphans} charge rows belong to no query")
+    return problems

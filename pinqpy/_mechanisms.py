@@ -89,7 +89,8 @@ from ._samplers import (
     round_up_dyadic,
     uniform_below,
 )
-from .budget import Cost, check_delta, check_epsilon
+from .budget import MIN_DELTA, Cost, check_epsilon
+from .budget import check_delta as _check_query_delta
 from .errors import PinqError
 from .results import (
     Accuracy,
@@ -170,6 +171,16 @@ def _stability(k: object) -> Fraction:
     if kk < 0:
         raise PinqError("a stability cannot be negative")
     return kk
+
+
+# A mechanism may split a query's delta (a mean: half to the sum, half to the count), so its
+# parts may go below MIN_DELTA; still far above the subnormal floats calibration cannot use.
+_MIN_PART_DELTA = MIN_DELTA / 10**6
+
+
+def check_delta(value: object, what: str = "delta") -> Fraction:
+    """A mechanism's (or a part's) delta: in ``[MIN_DELTA / 10**6, 1)``."""
+    return _check_query_delta(value, what, minimum=_MIN_PART_DELTA)
 
 
 def _optional_delta(delta: object) -> Fraction | None:
@@ -520,7 +531,13 @@ def _rho_within(epsilon: Fraction, delta: Fraction) -> Fraction:
     """The largest rho (to the precision of :func:`~pinqpy._accounting.rho_for`) whose CKS20
     conversion ``zcdp_delta(rho, epsilon)`` is at most ``delta``, checked directly."""
     rho = rho_for(epsilon, delta)
+    steps = 0
     while rho > 0 and zcdp_delta(rho, epsilon) > delta:
+        steps += 1
+        if steps > 1024:  # rho_for is verified, so this only happens on float underflow
+            raise PinqError(
+                "no Gaussian noise can be calibrated for this epsilon and delta; use a larger delta"
+            )
         rho = rho * Fraction(2**30 - 1, 2**30)
     if rho <= 0:  # pragma: no cover - rho_for never returns 0 for delta > 0
         raise PinqError("no Gaussian noise meets this epsilon and delta")

@@ -299,13 +299,30 @@ def check_epsilon(value: object, what: str = "epsilon") -> Fraction:
     return _check_epsilon(value, what)
 
 
-def check_delta(value: object, what: str = "delta") -> Fraction:
-    """Validate a query's delta: in ``(0, 1)`` when given."""
+#: The smallest delta a query may ask for. Below it the noise cannot be calibrated in
+#: bounded time with float-checked bounds (subnormal floats), and no release needs it.
+MIN_DELTA = Fraction(1, 10**300)
+
+
+def check_delta(value: object, what: str = "delta", *, minimum: Fraction = MIN_DELTA) -> Fraction:
+    """Validate a query's delta: in ``[minimum, 1)`` when given (``minimum`` is
+    :data:`MIN_DELTA` for a query; the parts a mechanism splits it into may go lower).
+
+    >>> check_delta(5e-324)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pinqpy.errors.PinqError: delta is too small to calibrate noise for (4.94066e-324); ...
+    """
     if isinstance(value, float) and not math.isfinite(value):
         raise PinqError(f"{what} must be a number in (0, 1)")
     d = to_fraction(value, what)
     if not 0 < d < 1:
         raise PinqError(f"{what} must be above 0 and below 1 (got {float(d):g})")
+    if d < minimum:
+        raise PinqError(
+            f"{what} is too small to calibrate noise for ({float(d):g}); the smallest delta "
+            f"pinqpy accepts is {float(minimum):g}"
+        )
     return d
 
 

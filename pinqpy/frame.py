@@ -970,7 +970,7 @@ class PrivateFrame:
             m,
             lambda g: ex.buckets(plan, g, e, m.candidates),
             "quantile",
-            _what("quantile", e, m.candidates.tobytes().hex()[:64], len(m.candidates)),
+            _what("quantile", e, _answers.grid_digest(m.candidates), len(m.candidates)),
             lambda: ex.validate(plan, e, numeric=True),
         )
 
@@ -1079,7 +1079,10 @@ class PrivateFrame:
             _answers.put(keys[i], lineages[i], released, p.frame._plan)
             out.append(released)
         if receipt is not None and pkey is not None:
-            text = _answers.encode(out)
+            try:
+                text = _answers.encode(out)
+            except _answers.NotStorable:  # no data form: cached in memory only
+                return out
             for ledger, query_id in receipt.queries.items():
                 ledger.store_answer(query_id, pkey, text)  # type: ignore[attr-defined]
         return out

@@ -3,10 +3,20 @@
 .. warning::
    **Never use these in production.** A seeded generator is predictable, and :func:`no_noise`
    releases exact values: either one removes every privacy guarantee pinqpy gives. They exist
-   so that tests, notebooks and documentation examples can be reproducible.
+   so that tests and documentation examples can be reproducible.
 
-Both hooks are process-wide (they change the one random source every mechanism draws from)
-and restore what was there before when used as context managers.
+The hooks work only behind an explicit switch: the environment variable
+``PINQPY_TESTING=1``, set *before* the hook is called (the test suite's ``conftest.py`` sets
+it). Without it every hook raises :class:`~pinqpy.PinqError`, so an analyst in a notebook
+cannot switch noise off or make it predictable by calling a documented function.
+:func:`reset` (back to production behaviour) always works.
+
+Answers released while :func:`no_noise` or :func:`seed` is in force are never cached (in
+memory or in a ledger), and no cached answer is served while either is in force: an exact or
+predictable answer can never be handed out later as a noisy one.
+
+Both noise hooks are process-wide (they change the one random source every mechanism draws
+from) and restore what was there before when used as context managers.
 
 >>> import numpy as np
 >>> from pinqpy import testing
@@ -24,13 +34,40 @@ True
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
 from . import _noise
+from .errors import PinqError
 
-__all__ = ["engine", "no_noise", "reset", "seed"]
+__all__ = ["SWITCH", "active", "enabled", "engine", "no_noise", "reset", "seed"]
+
+#: The environment variable that must be ``"1"`` for the hooks to work.
+SWITCH = "PINQPY_TESTING"
+
+
+def enabled() -> bool:
+    """Whether the test switch is on (``PINQPY_TESTING=1`` in the environment)."""
+    return os.environ.get(SWITCH) == "1"
+
+
+def _require(hook: str) -> None:
+    if not enabled():
+        raise PinqError(
+            f"pinqpy.testing.{hook}() is a test-only hook that removes privacy guarantees; it "
+            f"works only when the environment variable {SWITCH}=1 is set (test suites set it, "
+            "e.g. in conftest.py); never use it on real releases"
+        )
+
+
+def active() -> bool:
+    """Whether a noise hook is in force: noise switched off, or a seeded (predictable) source.
+
+    Answers are neither cached nor served from the cache while this is true.
+    """
+    return _noise.noise_disabled() or not isinstance(_noise.current_source(), _noise.SecureSource)
 
 
 class seed:  # lower case: it is used like a function, ``testing.seed(7)``
@@ -42,6 +79,7 @@ class seed:  # lower case: it is used like a function, ``testing.seed(7)``
     """
 
     def __init__(self, value: int):
+        _require("seed")
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError("testing.seed() takes an integer")
         self.value = value
@@ -77,6 +115,7 @@ def engine(name: str) -> Iterator[None]:
     """
     from ._engine import set_default_engine
 
+    _require("engine")
     previous = set_default_engine(name)
     try:
         yield
@@ -90,9 +129,10 @@ def no_noise() -> Iterator[None]:
 
     Counts, sums and means are exact (the mean of an empty group is the midpoint of its
     bounds); a quantile is the candidate of best score (the lowest on ties); an argmax is the
-    exact argmax (the first candidate on ties). Nothing else changes: charges are made as
-    usual.
+    exact argmax (the first candidate on ties). Charges are made as usual; answers are not
+    cached.
     """
+    _require("no_noise")
     previous = _noise._set_noise_disabled(True)
     try:
         yield

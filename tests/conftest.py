@@ -7,6 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+# pinqpy.testing's hooks (seed, no_noise, engine) work only behind this switch; set it before
+# pinqpy is first imported. Subprocesses started by tests inherit it.
+os.environ.setdefault("PINQPY_TESTING", "1")
+
 import pandas as pd
 import pytest
 

@@ -187,7 +187,6 @@ def test_audit_dataframe_columns_and_content(path):
         "delta_exact",
         "description",
         "plan",
-        "cache_key",
         "created",
         "has_answer",
     ]
@@ -200,7 +199,7 @@ def test_audit_dataframe_columns_and_content(path):
     join = "SELECT COUNT(*) FROM a JOIN b"
     assert df.description.tolist() == ["count", join, join]
     assert df.plan[0] == "Count(Where(Source(a), age >= 18))" and df.plan[1] == ""
-    assert df.cache_key[0] == "c1" and pd.isna(df.cache_key[1])
+    assert "cache_key" not in df.columns  # keys are never part of the audit trail
     assert df.has_answer.tolist() == [True, False, False]
     for stamp in df.created:
         t = datetime.fromisoformat(stamp)
@@ -226,8 +225,13 @@ def test_consistency_check_detects_a_tampered_running_total(path):
     raw.execute("UPDATE budgets SET spent_epsilon = '1/5' WHERE name = 'b'")
     raw.commit()
     raw.close()
-    with Ledger(path) as led:
+    with pytest.raises(pq.PinqError, match="integrity check"):
+        Ledger(path)  # a tampered file is refused when opened
+    with Ledger(path, verify=False) as led:  # but can be opened for inspection
         problems = led.check()
+        assert led.problems == problems
+        with pytest.raises(pq.PinqError, match="inspection only"):
+            led.charge([("b", pq.Cost(0.1))], rec(), {"b": ONE})
     assert len(problems) == 1 and "running spent 1/5" in problems[0] and "3/10" in problems[0]
 
 
@@ -235,7 +239,7 @@ def test_schema_is_versioned_and_foreign_files_are_refused(tmp_path, path):
     Ledger(path).close()
     raw = sqlite3.connect(path)
     meta = dict(raw.execute("SELECT key, value FROM meta"))
-    assert meta["format"] == "pinqpy-ledger" and meta["schema_version"] == "1"
+    assert meta["format"] == "pinqpy-ledger" and meta["schema_version"] == "2"
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     raw.commit()
