@@ -166,9 +166,7 @@ def any_class(v: object) -> str | None:
     return None
 
 
-def check_declared(
-    declared: object, columns: list[str] | tuple[str, ...]
-) -> dict[str, ColumnType]:
+def check_declared(declared: object, columns: list[str] | tuple[str, ...]) -> dict[str, ColumnType]:
     """A declared schema checked against the table's columns: ``{column: type}``.
 
     >>> check_declared({"code": "STR"}, ["code", "n"])
