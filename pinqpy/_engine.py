@@ -486,7 +486,7 @@ def _read_file(
         spark = _spark_session()
         # Reading a file by name in SQL is on unless the session turned it off.
         by_name = str(spark.conf.get("spark.sql.runSQLOnFiles", "true")).lower() == "true"
-        if kind == "parquet" and by_name:
+        if kind == "parquet" and by_name and schema is None:
             return _spark_parquet(spark, text)
         try:
             if kind == "parquet":
@@ -578,9 +578,7 @@ def _to_declared(s: pd.Series, ctype: str) -> pd.Series:
         return pd.Series(pd.array(s.to_numpy(dtype=object), dtype="boolean"), index=s.index)
     if s.dtype == object or pd.api.types.is_string_dtype(s.dtype):
         objs = s.to_numpy(dtype=object)
-        if any(isinstance(x, bool) for x in objs):
-            raise TypeError  # a bool is not a number the curator meant
-        strs = [x.strip() if isinstance(x, str) else x for x in objs]
+        strs = [x.strip() if isinstance(x, str) else x for x in objs]  # bools are 0 and 1
         num = pd.to_numeric(pd.Series(strs, index=s.index, dtype=object), errors="raise")
     else:
         num = s
@@ -689,7 +687,8 @@ def _spark_declare(frame: Any, schema: object) -> tuple[Any, dict[str, ColumnTyp
     def q(c: str) -> str:
         return "`" + c.replace("`", "``") + "`"
 
-    casts = {c: F.expr(f"try_cast({q(c)} AS {_SQL_TYPES[t]})") for c, t in declared.items()}
+    types = {**_SQL_TYPES, "str": "STRING"}
+    casts = {c: F.expr(f"try_cast({q(c)} AS {types[t]})") for c, t in declared.items()}
     checks = [
         F.sum(F.when(F.col(q(c)).isNotNull() & e.isNull(), 1).otherwise(0)).alias(f"b{i}")
         for i, (c, e) in enumerate(casts.items())
