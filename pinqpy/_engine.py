@@ -603,12 +603,15 @@ def declare_pandas(df: pd.DataFrame, declared: dict[str, ColumnType]) -> pd.Data
     return df.assign(**out)
 
 
-def _is_list_column(s: pd.Series) -> bool:
-    objs = s.to_numpy(dtype=object)
-    lists = [
-        isinstance(v, list | tuple | set | frozenset) or type(v).__name__ == "ndarray" for v in objs
-    ]
-    return any(lists) and all(ok or _missing(v) for ok, v in zip(lists, objs, strict=True))
+def _holds_scalars(s: pd.Series) -> bool:
+    """Whether an object column holds a value that is neither missing nor a list (a column
+    of lists is one type on every engine: explode reads it)."""
+    for v in s.to_numpy(dtype=object):
+        if isinstance(v, list | tuple | set | frozenset) or type(v).__name__ == "ndarray":
+            continue
+        if not _missing(v):
+            return True
+    return False
 
 
 def _missing(v: object) -> bool:
@@ -623,7 +626,7 @@ def _refuse_objects(df: pd.DataFrame, engine: str) -> None:
     ``any``) cannot go there, except a column of lists (explode reads it)."""
     for i, col in enumerate(df.columns):
         s = df.iloc[:, i]
-        if s.dtype == object and not _is_list_column(s):
+        if s.dtype == object and _holds_scalars(s):
             raise PinqError(
                 f"column {col!r} holds Python objects (dtype object), which pinqpy reads as "
                 f"type any; the {engine} engine needs one type per column: declare it "
