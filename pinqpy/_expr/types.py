@@ -42,14 +42,15 @@ ColumnType = Literal["int", "float", "str", "bool", "datetime", "any"]
 COLUMN_TYPES: tuple[ColumnType, ...] = ("int", "float", "str", "bool", "datetime", "any")
 
 ANY_RULE = """\
-A value in an `any` column (a pandas object column with no declared type) is read on its own:
-a number (int, float, bool as 0/1, Decimal; NaN is NULL) or a string; anything else (dates,
-lists, other objects) is NULL in comparisons and arithmetic. A comparison with a number
-compares numerically where the value is a number, with a string compares as strings where
-the value is a string, and is NULL otherwise (never an error); two `any` values compare when
-both are numbers or both strings. Arithmetic reads numbers as 64-bit floats (other values are
-NULL); string functions, LIKE and || read each value as its text; CAST converts each value
-by its own kind."""
+A value in an `any` column (a pandas object column with no declared type) is read on its own,
+as it would be in a column of its own type: a number (int, float, bool as 0/1, Decimal; NaN is
+NULL) as a number, a string as a string, anything else (dates, lists, other objects) as NULL.
+So `12 > '9'` compares numerically (the literal read as 9, as for an int column) and
+`'12' > '9'` compares strings (false); a string compared with a number is parsed as a number
+(NULL if it does not parse); two `any` values compare by their own two types. Arithmetic
+reads numbers as 64-bit floats and parses strings; string functions, LIKE and || read each
+value's text (bools as 'true'/'false'); CAST converts each value by its own kind. A fault is
+NULL, never an error, and no row's result depends on another row's value."""
 
 # bool counts as a number (TRUE is 1), as pandas users expect of SUM(flag).
 NUMERIC_TYPES: frozenset[str] = frozenset({"int", "float", "bool"})
