@@ -24,6 +24,14 @@ and a missing one is reported with the pip extra that installs it.
 Data in DuckDB or Spark is read where it lies: nothing is copied into Python. As with a
 pandas DataFrame, the curator should not change a table while frames over it are in use
 (answers are cached per wrapped table).
+
+Column types are fixed when a table is wrapped, from the engine's column types (a pandas
+dtype, a DuckDB or Spark type), never from the values a query reads. A pandas ``object``
+column is ``any`` (see :data:`pinqpy._expr.types.ANY_RULE`); DuckDB and Spark cannot hold a
+column of Python objects of mixed kinds, so there it must be declared. ``schema=`` declares
+types: each declared column is converted (pandas) or cast (DuckDB, Spark) once, here, and a
+value that does not convert is refused before anything is charged. A CSV file's types are
+inferred from the file by the engine that reads it, once, when it is wrapped.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 import pandas as pd
 
 from ._executor import Executor
-from ._expr.types import ColumnType, schema_from_pandas
+from ._expr.types import ColumnType, check_declared, schema_from_pandas
 from ._pandas_executor import PandasExecutor
 from ._plan import PlanNode, Source
 from .errors import PinqError
@@ -111,6 +119,13 @@ class Wrapped:
     engine: str
     data: Any
     schema: dict[str, ColumnType]
+    # Where each column's type came from: "declared" (schema=), "inferred" (from a CSV
+    # file's text when it was read) or "engine" (the engine's own column type).
+    type_source: dict[str, str] = field(default_factory=dict)
+
+    def with_sources(self, declared: dict[str, ColumnType], default: str) -> Wrapped:
+        sources = {c: "declared" if c in declared else default for c in self.schema}
+        return Wrapped(self.engine, self.data, self.schema, sources)
 
 
 # -- importing engines ---------------------------------------------------------------------
@@ -321,50 +336,80 @@ def _spark_wrapped(frame: Any) -> Wrapped:
     return Wrapped("spark", frame, spark_schema(frame))
 
 
-def wrap(data: object, engine: str | None, connection: Any = None) -> Wrapped:
-    """Make ``data`` a plan source on ``engine`` (None: the engine the data belongs to)."""
+def wrap(
+    data: object, engine: str | None, connection: Any = None, schema: object = None
+) -> Wrapped:
+    """Make ``data`` a plan source on ``engine`` (None: the engine the data belongs to), with
+    the column types declared in ``schema`` ({column: type}) converted or cast here."""
     if isinstance(data, Wrapped):  # already opened by read_file
+        if schema is not None:
+            raise PinqError("schema= is given where the file is read")
         return data
+    wrapped = _wrap(data, engine, connection, schema)
+    return wrapped if wrapped.type_source else wrapped.with_sources({}, "engine")
+
+
+def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> Wrapped:
     if engine is not None:
         engine = _check_engine(engine)
     if connection is not None and engine not in (None, "duckdb"):
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if isinstance(data, pd.DataFrame):
         _check_columns(list(data.columns))
+        declared = check_declared(schema, list(data.columns))
+        data = declare_pandas(data, declared)
         if engine is None:
             engine = "duckdb" if connection is not None else _DEFAULT[0]
         if engine == "pandas":
             if connection is not None:
                 raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
-            return Wrapped("pandas", data, schema_from_pandas(data))
+            return Wrapped("pandas", data, schema_from_pandas(data)).with_sources(
+                declared, "engine"
+            )
+        _refuse_objects(data, engine)
         if engine == "duckdb":
             con = connection if connection is not None else _own_duckdb()
-            return _duckdb_view(con, lambda c: c.from_df(data), "the DataFrame")
+            df = data
+            got = _duckdb_view(con, lambda c: c.from_df(df), "the DataFrame")
+            return got.with_sources(declared, "engine")
         from ._spark_executor import to_spark
 
-        return _spark_wrapped(to_spark(_spark_session(), data))
+        got = _spark_wrapped(to_spark(_spark_session(), data))
+        return got.with_sources(declared, "engine")
     if _is_duckdb_relation(data):
         if engine not in (None, "duckdb"):
             raise PinqError(f"a DuckDB relation runs on the duckdb engine, not {engine!r}")
         con = connection if connection is not None else _import_duckdb().default_connection()
-        return _duckdb_view(con, lambda c: data, "this relation", foreign=True)
+        rel = _duckdb_declare(data, schema)
+        return _duckdb_view(con, lambda c: rel[0], "this relation", foreign=True).with_sources(
+            rel[1], "engine"
+        )
     if _is_spark_frame(data):
         if engine not in (None, "spark"):
             raise PinqError(f"a Spark DataFrame runs on the spark engine, not {engine!r}")
-        return _spark_wrapped(data)
+        frame, declared = _spark_declare(data, schema)
+        return _spark_wrapped(frame).with_sources(declared, "engine")
     if isinstance(data, str):
         if engine == "duckdb" or (engine is None and connection is not None):
             con = connection if connection is not None else _import_duckdb().default_connection()
             quoted = ".".join('"' + p.replace('"', '""') + '"' for p in data.split("."))
             table = f"the table {data!r}"
-            return _duckdb_view(con, lambda c: c.sql(f"SELECT * FROM {quoted}"), table)
+            try:
+                rel = _duckdb_declare(con.sql(f"SELECT * FROM {quoted}"), schema)
+            except _import_duckdb().Error:
+                rel = None
+            if rel is None:
+                return _duckdb_view(con, lambda c: c.sql(f"SELECT * FROM {quoted}"), table)
+            got = _duckdb_view(con, lambda c: rel[0], table)
+            return got.with_sources(rel[1], "engine")
         if engine == "spark":
             spark = _spark_session()
             try:
                 frame = spark.table(data)
             except Exception:
                 raise PinqError(f"Spark has no table named {data!r}") from None
-            return _spark_wrapped(frame)
+            frame, declared = _spark_declare(frame, schema)
+            return _spark_wrapped(frame).with_sources(declared, "engine")
         raise PinqError(
             "a table name needs engine='duckdb' (with connection=...) or engine='spark'; "
             "for a file use PrivateFrame.from_parquet or from_csv"
@@ -390,9 +435,26 @@ def _check_path(path: object, kind: str) -> str:
 
 
 def read_file(
-    path: object, kind: str, engine: str, connection: Any = None, sep: str = ","
+    path: object,
+    kind: str,
+    engine: str,
+    connection: Any = None,
+    sep: str = ",",
+    schema: object = None,
 ) -> Wrapped:
-    """A parquet or CSV file (a path, directory or glob) as a plan source on ``engine``."""
+    """A parquet or CSV file (a path, directory or glob) as a plan source on ``engine``, with
+    the column types declared in ``schema`` converted or cast here. A CSV file's other
+    columns have the types the engine infers from the file now (``type_source``
+    "inferred")."""
+    got = _read_file(path, kind, engine, connection, sep, schema)
+    if got.type_source:
+        return got
+    return got.with_sources({}, "inferred" if kind == "csv" else "engine")
+
+
+def _read_file(
+    path: object, kind: str, engine: str, connection: Any, sep: str, schema: object
+) -> Wrapped:
     engine = _check_engine(engine)
     text = _check_path(path, kind)
     if "://" not in text:
@@ -400,38 +462,250 @@ def read_file(
         text = os.path.abspath(text)
     if engine == "duckdb":
         con = connection if connection is not None else _own_duckdb()
+        what = f"the {kind} file {text!r}"
         if kind == "parquet":
-            return _duckdb_parquet(con, text)
-        return _duckdb_view(con, lambda c: c.read_csv(text, sep=sep), f"the {kind} file {text!r}")
+            if schema is None:
+                return _duckdb_parquet(con, text)
+            source = "read_parquet('" + text.replace("'", "''") + "')"
+            rel = _duckdb_declare(_duckdb_read(con, f"SELECT * FROM {source}", what), schema)
+            return _duckdb_view(con, lambda c: rel[0], what).with_sources(rel[1], "engine")
+        if schema is None:
+            return _duckdb_view(con, lambda c: c.read_csv(text, sep=sep), what)
+        # Declared columns are read as their text (no inference) and cast from it.
+        first = _duckdb_read(con, None, what, lambda: con.read_csv(text, sep=sep))
+        declared = check_declared(schema, [str(c) for c in first.columns])
+        as_text = {c: "VARCHAR" for c in declared}
+        rel = _duckdb_declare(
+            _duckdb_read(con, None, what, lambda: con.read_csv(text, sep=sep, dtype=as_text)),
+            declared,
+        )
+        return _duckdb_view(con, lambda c: rel[0], what).with_sources(declared, "inferred")
     if connection is not None:
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if engine == "spark":
         spark = _spark_session()
         # Reading a file by name in SQL is on unless the session turned it off.
         by_name = str(spark.conf.get("spark.sql.runSQLOnFiles", "true")).lower() == "true"
-        if kind == "parquet" and by_name:
+        if kind == "parquet" and by_name and schema is None:
             return _spark_parquet(spark, text)
         try:
             if kind == "parquet":
                 frame = spark.read.parquet(text)
             else:
                 frame = spark.read.csv(text, header=True, inferSchema=True, sep=sep)
+                if schema is not None:
+                    # Declared columns are read as their text (no inference) and cast.
+                    declared = check_declared(schema, list(frame.columns))
+                    T = _import_spark().types
+                    fields = [
+                        T.StructField(f.name, T.StringType(), True) if f.name in declared else f
+                        for f in frame.schema.fields
+                    ]
+                    frame = spark.read.csv(text, header=True, schema=T.StructType(fields), sep=sep)
+        except PinqError:
+            raise
         except Exception as exc:
             raise PinqError(
                 f"Spark cannot read the {kind} file {text!r} ({type(exc).__name__})"
             ) from None
-        return _spark_wrapped(frame)
+        frame, declared = _spark_declare(frame, schema)
+        return _spark_wrapped(frame).with_sources(
+            declared, "inferred" if kind == "csv" else "engine"
+        )
     try:
-        df = pd.read_parquet(text) if kind == "parquet" else pd.read_csv(text, sep=sep)
+        if kind == "parquet":
+            df = pd.read_parquet(text)
+        else:
+            columns = pd.read_csv(text, sep=sep, nrows=0).columns
+            declared = check_declared(schema, [str(c) for c in columns])
+            # Declared columns are read as their text (no inference) and converted.
+            df = pd.read_csv(text, sep=sep, dtype={c: "str" for c in declared} or None)
     except ImportError:
         raise PinqError(
             "pandas reads parquet with pyarrow: pip install pyarrow (or use engine='duckdb')"
         ) from None
+    except PinqError:
+        raise
     except Exception as exc:
         raise PinqError(
             f"pandas cannot read the {kind} file {text!r} ({type(exc).__name__})"
         ) from None
-    return wrap(df, "pandas")
+    got = _wrap(df, "pandas", None, schema)
+    default = "inferred" if kind == "csv" else "engine"
+    sources = {c: "declared" if s == "declared" else default for c, s in got.type_source.items()}
+    return Wrapped(got.engine, got.data, got.schema, sources)
+
+
+# -- declared types ------------------------------------------------------------------------------
+_SQL_TYPES = {
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "str": "VARCHAR",
+    "bool": "BOOLEAN",
+    "datetime": "TIMESTAMP",
+}
+
+
+def _declare_error(col: str, ctype: str, how: str = "") -> PinqError:
+    # The message names the column and type only, never a value (values are private).
+    return PinqError(
+        f"column {col!r} does not convert to the declared type {ctype}{how}; fix the "
+        "declaration (schema=) or the data (nothing was charged)"
+    )
+
+
+def _to_declared(s: pd.Series, ctype: str) -> pd.Series:
+    from ._expr.pandas_eval import _any_text
+
+    if ctype == "any":
+        return s.astype(object)
+    if ctype == "str":
+        if pd.api.types.is_string_dtype(s.dtype) and s.dtype != object:
+            return s
+        text = [_any_text(x) for x in s.to_numpy(dtype=object)]
+        return pd.Series(text, index=s.index, dtype="str")
+    if ctype == "datetime":
+        if pd.api.types.is_datetime64_any_dtype(s.dtype):
+            return s
+        if s.dtype != object and not pd.api.types.is_string_dtype(s.dtype):
+            raise TypeError
+        return pd.to_datetime(s, errors="raise", format="ISO8601")
+    if pd.api.types.is_datetime64_any_dtype(s.dtype):
+        raise TypeError
+    if ctype == "bool":
+        if pd.api.types.is_bool_dtype(s.dtype):
+            return s
+        return pd.Series(pd.array(s.to_numpy(dtype=object), dtype="boolean"), index=s.index)
+    if s.dtype == object or pd.api.types.is_string_dtype(s.dtype):
+        objs = s.to_numpy(dtype=object)
+        strs = [x.strip() if isinstance(x, str) else x for x in objs]  # bools are 0 and 1
+        num = pd.to_numeric(pd.Series(strs, index=s.index, dtype=object), errors="raise")
+    else:
+        num = s
+    if ctype == "float":
+        return num.astype("float64")
+    if pd.api.types.is_integer_dtype(num.dtype):
+        return num
+    return pd.Series(pd.array(num.to_numpy(), dtype="Int64"), index=s.index)
+
+
+def declare_pandas(df: pd.DataFrame, declared: dict[str, ColumnType]) -> pd.DataFrame:
+    """``df`` with each declared column converted to its type (a new frame; ``df`` is left
+    as it is); a column that does not convert is refused, naming no value."""
+    if not declared:
+        return df
+    out = {}
+    for col, ctype in declared.items():
+        try:
+            out[col] = _to_declared(df[col], ctype)
+        except Exception:
+            raise _declare_error(col, ctype) from None
+    return df.assign(**out)
+
+
+def _holds_scalars(s: pd.Series) -> bool:
+    """Whether an object column holds a value that is neither missing nor a list (a column
+    of lists is one type on every engine: explode reads it)."""
+    for v in s.to_numpy(dtype=object):
+        if isinstance(v, list | tuple | set | frozenset) or type(v).__name__ == "ndarray":
+            continue
+        if not _missing(v):
+            return True
+    return False
+
+
+def _missing(v: object) -> bool:
+    try:
+        return bool(pd.isna(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def _refuse_objects(df: pd.DataFrame, engine: str) -> None:
+    """DuckDB and Spark columns have one type each, so a column of Python objects (type
+    ``any``) cannot go there, except a column of lists (explode reads it)."""
+    for i, col in enumerate(df.columns):
+        s = df.iloc[:, i]
+        if s.dtype == object and _holds_scalars(s):
+            raise PinqError(
+                f"column {col!r} holds Python objects (dtype object), which pinqpy reads as "
+                f"type any; the {engine} engine needs one type per column: declare it "
+                f"(schema={{{col!r}: 'str'}}, or 'int', 'float', 'bool', 'datetime') or convert "
+                "the column first"
+            )
+
+
+def _duckdb_read(con: Any, sql: str | None, what: str, make: Any = None) -> Any:
+    duckdb = _import_duckdb()
+    try:
+        return con.sql(sql) if sql is not None else make()
+    except duckdb.Error as exc:
+        raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
+
+
+def _duckdb_declare(rel: Any, schema: object) -> tuple[Any, dict[str, ColumnType]]:
+    """``rel`` with each declared column cast to its type, checked once here with one scan
+    (a value that does not cast is refused); ``any`` cannot be declared on DuckDB."""
+    columns = [str(c) for c in rel.columns]
+    declared = check_declared(schema, columns)
+    if not declared:
+        return rel, declared
+    duckdb = _import_duckdb()
+    for col, ctype in declared.items():
+        if ctype == "any":
+            raise PinqError(
+                f"column {col!r} cannot be declared any on the duckdb engine; declare a type"
+            )
+
+    def q(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    casts = {c: f"TRY_CAST({q(c)} AS {_SQL_TYPES[t]})" for c, t in declared.items()}
+    bad = [f"count(*) FILTER ({q(c)} IS NOT NULL AND {e} IS NULL)" for c, e in casts.items()]
+    try:
+        counts = rel.aggregate(", ".join(bad)).fetchall()[0]
+    except duckdb.Error as exc:
+        raise PinqError(f"DuckDB cannot check the declared types ({type(exc).__name__})") from None
+    for (col, ctype), n in zip(declared.items(), counts, strict=True):
+        if n:
+            raise _declare_error(col, ctype)
+    select = ", ".join(f"{casts[c]} AS {q(c)}" if c in casts else q(c) for c in columns)
+    return rel.project(select), declared
+
+
+def _spark_declare(frame: Any, schema: object) -> tuple[Any, dict[str, ColumnType]]:
+    """``frame`` with each declared column cast to its type (try_cast), checked once here
+    with one Spark job; ``any`` cannot be declared on Spark."""
+    declared = check_declared(schema, list(frame.columns))
+    if not declared:
+        return frame, declared
+    from pyspark.sql import functions as F
+
+    for col, ctype in declared.items():
+        if ctype == "any":
+            raise PinqError(
+                f"column {col!r} cannot be declared any on the spark engine; declare a type"
+            )
+
+    def q(c: str) -> str:
+        return "`" + c.replace("`", "``") + "`"
+
+    types = {**_SQL_TYPES, "str": "STRING"}
+    casts = {c: F.expr(f"try_cast({q(c)} AS {types[t]})") for c, t in declared.items()}
+    checks = [
+        F.sum(F.when(F.col(q(c)).isNotNull() & e.isNull(), 1).otherwise(0)).alias(f"b{i}")
+        for i, (c, e) in enumerate(casts.items())
+    ]
+    try:
+        row = frame.agg(*checks).collect()[0]
+    except Exception as exc:
+        raise PinqError(f"Spark cannot check the declared types ({type(exc).__name__})") from None
+    for i, (col, ctype) in enumerate(declared.items()):
+        if row[f"b{i}"]:
+            raise _declare_error(col, ctype)
+    return frame.select(
+        *[casts[c].alias(c) if c in casts else F.col(q(c)) for c in frame.columns]
+    ), declared
 
 
 def public_frame(data: object) -> pd.DataFrame:
@@ -446,6 +720,28 @@ def public_frame(data: object) -> pd.DataFrame:
         "a public table is a pandas DataFrame, a DuckDB relation or a Spark DataFrame, not "
         f"{type(data).__name__}"
     )
+
+
+# Where each wrapped table's column types came from, for DESCRIBE (by plan source table).
+_TYPE_SOURCES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def note_type_sources(table: Any, wrapped: Wrapped) -> None:
+    _TYPE_SOURCES[table] = dict(wrapped.type_source)
+
+
+def type_sources(plan: PlanNode) -> dict[str, str]:
+    """Column -> where its type came from ("declared", "inferred", "engine") for the columns
+    of a plan's source tables (a column of several tables: the first found)."""
+    out: dict[str, str] = {}
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Source):
+            for col, src in _TYPE_SOURCES.get(node.table, {}).items():
+                out.setdefault(col, src)
+        stack.extend(node.children)
+    return out
 
 
 # -- choosing the executor -------------------------------------------------------------------

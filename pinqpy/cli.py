@@ -179,6 +179,24 @@ def parse_keys(text: str) -> tuple[str, list[str]]:
     return column, keys
 
 
+def parse_schema(text: str) -> tuple[str, str]:
+    """``COLUMN=TYPE`` -> (column, type), a declared column type.
+
+    >>> parse_schema("code=str")
+    ('code', 'str')
+    """
+    from ._expr.types import COLUMN_TYPES
+
+    column, value = parse_assignment(text, "--schema")
+    ctype = value.strip().lower()
+    if column is None or ctype not in COLUMN_TYPES:
+        raise CliError(
+            f"--schema {text!r}: expected COLUMN=TYPE with TYPE one of " + ", ".join(COLUMN_TYPES),
+            2,
+        )
+    return column, ctype
+
+
 def _convert_keys(keys: Sequence[str], dtype: Any, flag: str) -> list[Hashable]:
     """Keys as the column's type: numbers for a numeric column (ints when they look like
     ints), booleans for a boolean column, text otherwise.
@@ -276,12 +294,14 @@ def read_table(
     name: str | None = None,
     stream: IO[str] | None = None,
     progress_bytes: int | None = None,
+    text_columns: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Read a CSV (also ``.tsv``, compressed ``.gz``/``.bz2``/``.zip``/``.xz``) or parquet file.
 
     A text file of at least ``progress_bytes`` (default :data:`PROGRESS_MIN_BYTES`, or the
     environment variable ``PINQPY_PROGRESS_BYTES``) draws a progress line on ``stream``
     (standard error). Problems are a :class:`CliError` whose message quotes no data.
+    ``text_columns`` of a text file are read as text (their declared type converts them).
 
     >>> from importlib import resources
     >>> with resources.as_file(resources.files("pinqpy") / "data" / "PUMS.csv") as p:
@@ -313,7 +333,12 @@ def read_table(
             if size >= threshold:
                 reader = _ProgressReader(raw, size, f"loading {label}", stream or sys.stderr)
                 source = reader  # type: ignore[assignment]
-            frame = pd.read_csv(source, sep=_TEXT_SUFFIXES[kind], compression=compression)
+            frame = pd.read_csv(
+                source,
+                sep=_TEXT_SUFFIXES[kind],
+                compression=compression,
+                dtype={c: "str" for c in text_columns} or None,
+            )
             if reader is not None:
                 reader.finish()
             return frame
@@ -337,7 +362,9 @@ def read_table(
         raise CliError(f"{label}: cannot read the file ({type(err).__name__})") from None
 
 
-def open_table(path: Path | str, engine: str, *, name: str | None = None) -> Any:
+def open_table(
+    path: Path | str, engine: str, *, name: str | None = None, schema: Any = None
+) -> Any:
     """A CSV or parquet file opened by DuckDB or Spark where it lies (nothing is loaded into
     Python); ``.columns`` lists its columns. Problems are a :class:`CliError`."""
     from ._engine import read_file
@@ -361,9 +388,28 @@ def open_table(path: Path | str, engine: str, *, name: str | None = None) -> Any
             "pinqpy reads .csv, .tsv (optionally compressed) and .parquet"
         )
     try:
-        return read_file(str(path), fmt, engine, sep=sep)
+        return read_file(str(path), fmt, engine, sep=sep, schema=schema)
     except PinqError as err:
         raise CliError(f"{label}: {one_line(err)}") from None
+
+
+def _declare(table: Any, spec: Any, engine: str, declared: dict[str, str]) -> Any:
+    """A table opened from a file, with its declared column types, as a plan source."""
+    from ._engine import Wrapped, wrap
+
+    if engine != "pandas":
+        if not declared:
+            return table
+        return open_table(spec.path, engine, name=spec.name, schema=declared)
+    try:
+        got = wrap(table, "pandas", None, declared)
+    except PinqError as err:
+        raise CliError(f"table {spec.name}: {one_line(err)}", 2) from None
+    text = Path(spec.path).suffix.lower() not in _PARQUET_SUFFIXES
+    sources = {
+        c: "declared" if c in declared else "inferred" if text else "engine" for c in got.schema
+    }
+    return Wrapped(got.engine, got.data, got.schema, sources)
 
 
 def _columns(table: Any) -> list[str]:
@@ -417,14 +463,25 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     keys = [parse_keys(k) for k in args.keys or []]
     units = [parse_assignment(u, "--privacy-unit") for u in args.privacy_unit or []]
     max_rows = [parse_assignment(m, "--max-rows") for m in args.max_rows or []]
+    declared = [parse_schema(t) for t in getattr(args, "schema", None) or []]
+    declared_columns = [c for c, _ in declared]
 
     engine = getattr(args, "engine", "pandas") or "pandas"
     if engine == "pandas":
         frames: dict[str, Any] = {
-            s.name: read_table(s.path, name=s.name, stream=stream) for s in private
+            s.name: read_table(s.path, name=s.name, stream=stream, text_columns=declared_columns)
+            for s in private
         }
     else:
         frames = {s.name: open_table(s.path, engine, name=s.name) for s in private}
+    for text, (column, _) in zip(getattr(args, "schema", None) or [], declared, strict=True):
+        if not any(column in _columns(t) for t in frames.values()):
+            raise CliError(f"--schema {text}: no private table has a column {column!r}", 2)
+    for spec in private:
+        # Declared types are converted (or cast) once, as the table is opened; the others
+        # are inferred from the file (DESCRIBE shows which).
+        mine = {c: t for c, t in declared if c in _columns(frames[spec.name])}
+        frames[spec.name] = _declare(frames[spec.name], spec, engine, mine)
     public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
 
     def having(column: str, flag: str, text: str) -> list[str]:
@@ -741,6 +798,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="COL=K1,K2,...",
         help="public GROUP BY keys of a column (numbers for a numeric column; repeatable)",
+    )
+    parser.add_argument(
+        "--schema",
+        action="append",
+        metavar="COL=TYPE",
+        help="declare a column's type (int, float, str, bool, datetime, any) instead of "
+        "inferring it from the file, for every private table that has it (repeatable)",
     )
     parser.add_argument(
         "--privacy-unit",

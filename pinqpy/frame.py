@@ -32,7 +32,15 @@ import pandas as pd
 from . import _answers
 from . import _mechanisms as mech
 from ._agents import PartitionAgent, charge_all, flatten
-from ._engine import Wrapped, engine_name, executor_for, read_file, same_engine, wrap
+from ._engine import (
+    Wrapped,
+    engine_name,
+    executor_for,
+    note_type_sources,
+    read_file,
+    same_engine,
+    wrap,
+)
 from ._executor import Executor, Grouping, Read, batch
 from ._expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from ._expr.bounds import derive_bounds
@@ -132,6 +140,12 @@ class PrivateFrame:
         Public key lists per column, used by :meth:`partition` when it is given none.
     allow_callables:
         ``False`` refuses Python callables in place of expressions.
+    schema:
+        Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
+        ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
+        Spark) when the frame is made; a value that does not convert is refused then. Other
+        columns take the engine's type; a pandas ``object`` column is ``any``, whose values
+        are each read as their own type (see the README).
 
     A PrivateFrame has no ``len()``, no iteration and no ``head()``; its repr shows the
     schema, the stability and the budget only.
@@ -151,11 +165,12 @@ class PrivateFrame:
         name: str = "table",
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
+        schema: Mapping[str, str] | None = None,
     ):
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
         self._init(
-            wrap(data, engine, connection),
+            wrap(data, engine, connection, schema),
             budget,
             privacy_unit,
             bounds,
@@ -177,6 +192,7 @@ class PrivateFrame:
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = True,
         name: str | None = None,
+        schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
         """A private frame over a parquet file, directory or glob, read by ``engine``.
 
@@ -201,6 +217,7 @@ class PrivateFrame:
             keys,
             allow_callables,
             name,
+            schema,
         )
 
     @classmethod
@@ -216,10 +233,13 @@ class PrivateFrame:
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = True,
         name: str | None = None,
+        schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
         """A private frame over a CSV file (with a header row), read by ``engine``.
 
-        Column types are inferred by the engine that reads the file. Arguments are those of
+        Column types are inferred from the file, once, by the engine that reads it (DESCRIBE
+        shows them as ``inferred``); ``schema={"code": "str"}`` declares a column's type
+        instead, reading it as text and converting it. Arguments are those of
         :meth:`from_parquet`.
 
         >>> import pinqpy as pq
@@ -239,6 +259,7 @@ class PrivateFrame:
             keys,
             allow_callables,
             name,
+            schema,
         )
 
     @classmethod
@@ -254,10 +275,11 @@ class PrivateFrame:
         keys: Mapping[str, Iterable[Hashable]] | None,
         allow_callables: bool,
         name: str | None,
+        schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
-        wrapped = read_file(path, kind, engine, connection)
+        wrapped = read_file(path, kind, engine, connection, schema=schema)
         if name is None:
             stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
             name = stem if stem.isidentifier() else "table"
@@ -301,6 +323,7 @@ class PrivateFrame:
             keys=meta_keys,
             allow_callables=bool(allow_callables),
         )
+        note_type_sources(table, wrapped)
         self._plan: PlanNode = Source(table)
         self._meta: FrameMeta = facts_of(self._plan)
 

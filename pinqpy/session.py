@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from ._engine import public_frame
+from ._engine import public_frame, type_sources
 from ._html import session_html
 from ._public import snapshot
 from ._sql import ast as q
@@ -72,6 +72,7 @@ class Session:
         allow_callables: bool = True,
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
+        schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
         """Register a private table under ``name`` and return its PrivateFrame.
 
@@ -79,7 +80,8 @@ class Session:
         :class:`PrivateFrame` wraps -- a pandas DataFrame, a DuckDB relation or table name, a
         Spark DataFrame -- with ``budget=`` and optional metadata; ``engine`` and
         ``connection`` are passed on. ``privacy_unit`` with ``max_rows=k`` keeps at most k
-        rows per person, so queries see a table of stability k.
+        rows per person, so queries see a table of stability k. ``schema={"code": "str"}``
+        declares column types, converted or cast now (see :class:`PrivateFrame`).
         """
         _check_name(name)
         if name in self._public:
@@ -92,6 +94,7 @@ class Session:
                 or privacy_unit is not None
                 or engine is not None
                 or connection is not None
+                or schema is not None
             ):
                 raise PinqError(
                     "register a PrivateFrame on its own: its budget, bounds and keys come with it"
@@ -112,6 +115,7 @@ class Session:
                 name=name,
                 engine=engine,
                 connection=connection,
+                schema=schema,
             )
         if max_rows is not None:
             frame = frame.bound_contributions(max_rows=max_rows)
@@ -295,13 +299,20 @@ class Session:
         return pd.concat(frames, ignore_index=True)
 
     def describe(self, name: str) -> pd.DataFrame:
-        """The public schema of a table: types, declared bounds and keys."""
+        """The public schema of a table: types, where each type came from, declared bounds
+        and keys.
+
+        ``type_source`` is ``declared`` (given with ``schema=`` or ``--schema``), ``inferred``
+        (read from a CSV file's text by the engine when the table was registered: declare
+        the type to fix it instead) or ``engine`` (the column's own type in the DataFrame or
+        database; a pandas object column is ``any``); a column a query made is ``computed``."""
         if name in self._public:
             df = self._public[name]
             return pd.DataFrame(
                 {"column": [str(c) for c in df.columns], "type": [str(t) for t in df.dtypes]}
             )
         frame = self.table(name)
+        sources = type_sources(frame._plan)
         rows = []
         for col, ctype in frame.schema.items():
             b = frame.bounds.get(col)
@@ -310,6 +321,7 @@ class Session:
                 {
                     "column": col,
                     "type": ctype,
+                    "type_source": sources.get(col, "computed"),
                     "bounds": "" if b is None else f"[{b[0]:g}, {b[1]:g}]",
                     "keys": "" if k is None else f"{len(k)} public keys",
                     "privacy_unit": col == frame.privacy_unit,

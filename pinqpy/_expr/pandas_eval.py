@@ -3,7 +3,13 @@
 NULL propagates through arithmetic and comparisons; AND, OR and NOT use three-valued logic.
 A fault that depends on the data (division by zero, overflow, the square root of a negative,
 a value that does not CAST) gives NULL for that row: evaluation never raises because of a
-value and never warns. Work is done column-at-a-time with numpy; there are no per-row loops.
+value and never warns. Work is done column-at-a-time with numpy; the only per-row loop reads
+the Python objects of an ``object`` column once.
+
+Types come from dtypes, never from values. An ``object`` column is of kind ``"any"``: each of
+its values is read on its own, as it would be in a column of its own type (a number as a
+number, a string as a string; anything else, such as a date or a list, as NULL), so one row
+never changes how another is compared (see :data:`pinqpy._expr.types.ANY_RULE`).
 
 >>> import pandas as pd
 >>> from pinqpy._expr.parser import parse_expression as p
@@ -40,7 +46,7 @@ from .ast import (
     Unary,
 )
 from .check import _suggest, resolve_column
-from .types import CAST_TYPES, _object_type
+from .types import CAST_TYPES, any_class
 
 __all__ = ["evaluate", "predicate_mask"]
 
@@ -53,7 +59,8 @@ _UNSET: Any = object()
 
 # Kinds of values: "int" (int64 + mask), "float" (float64, NaN is NULL), "bool" (bool + mask,
 # data always False where NULL), "str" (pandas Series, NaN is NULL), "datetime"
-# (datetime64, NaT is NULL) and "null" (an untyped NULL).
+# (datetime64, NaT is NULL), "any" (a numpy object array, each value read on its own; None
+# and NaN are NULL) and "null" (an untyped NULL).
 _NUMERIC = frozenset({"int", "float", "bool"})
 
 _CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -77,12 +84,13 @@ class _V:
     stored in the data (NaN, NaT, missing string) and the mask is derived on demand.
     """
 
-    __slots__ = ("_mask", "data", "kind")
+    __slots__ = ("_mask", "_parts", "data", "kind")
 
     def __init__(self, kind: str, data: Any, mask: Any = _UNSET) -> None:
         self.kind = kind
         self.data = data
         self._mask = mask if mask is not _UNSET else (_UNSET if kind in _DERIVED else None)
+        self._parts: _AnyParts | None = None
 
     @property
     def scalar(self) -> bool:
@@ -98,6 +106,8 @@ class _V:
                 m = np.isnat(self.data)
             elif self.kind == "str":
                 m = self.data.isna().to_numpy()
+            elif self.kind == "any":
+                m = np.asarray(pd.isna(self.data), dtype=bool)
             else:  # "null"
                 m = np.ones(len(self.data), dtype=bool)
             self._mask = m
@@ -107,7 +117,52 @@ class _V:
         return m
 
 
-_DERIVED = frozenset({"float", "datetime", "str", "null"})
+_DERIVED = frozenset({"float", "datetime", "str", "null", "any"})
+
+
+class _AnyParts:
+    """An ``any`` array split by how each value is read: numbers (as float64, NaN elsewhere)
+    and strings (a str Series, missing elsewhere). Other values are in neither part."""
+
+    __slots__ = ("is_num", "is_str", "num", "text")
+
+    def __init__(self, objs: np.ndarray) -> None:
+        n = len(objs)
+        classes = [any_class(x) for x in objs]
+        self.is_num = np.fromiter((c == "number" for c in classes), dtype=bool, count=n)
+        self.is_str = np.fromiter((c == "str" for c in classes), dtype=bool, count=n)
+        num = np.full(n, np.nan)
+        if self.is_num.any():
+            num[self.is_num] = [_as_float_value(x) for x in objs[self.is_num]]
+        text = np.full(n, None, dtype=object)
+        text[self.is_str] = objs[self.is_str]
+        self.num = _float_result(num)
+        self.text = _V("str", pd.Series(text, dtype="str"))
+
+
+def _as_float_value(x: object) -> float:
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (OverflowError, ValueError, TypeError, ArithmeticError):
+        return np.nan
+
+
+def _any_text(x: object) -> object:
+    """One value of an ``any`` column as text (None for NULL), as its own type would give."""
+    if isinstance(x, str):
+        return x
+    if x is None:
+        return None
+    if isinstance(x, bool | np.bool_):
+        return "true" if x else "false"
+    try:
+        if pd.isna(x):  # type: ignore[arg-type]
+            return None
+    except (TypeError, ValueError):
+        pass
+    if isinstance(x, np.generic):
+        x = x.item()
+    return str(x)
 
 
 def _or_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
@@ -296,6 +351,10 @@ class _Evaluator:
             return _V("float", np.full(n, np.nan if d is None else d, np.float64))
         if v.kind == "datetime":
             return _V("datetime", np.full(n, _NAT if d is None else d))
+        if v.kind == "any":
+            out = np.empty(n, dtype=object)
+            out[:] = [d] * n
+            return _V("any", out)
         return _V("str", pd.Series(np.full(n, d, dtype=object), dtype="str"))
 
     def const(self, v: _V) -> _V:
@@ -304,6 +363,58 @@ class _Evaluator:
 
     def null_of(self, kind: str) -> _V:
         return self.full(_V(kind, None))
+
+    # -- the any kind ---------------------------------------------------------------------
+    def parts(self, v: _V) -> _AnyParts:
+        """How each value of an ``any`` array is read (worked out once per value)."""
+        v = self.full(v) if v.scalar else v
+        if v._parts is None:
+            v._parts = _AnyParts(np.asarray(v.data, dtype=object))
+        return v._parts
+
+    def sides(self, v: _V) -> list[tuple[np.ndarray | None, _V]]:
+        """``v`` as (rows, typed value) pairs: itself, or an ``any`` array's two parts."""
+        if v.kind != "any":
+            return [(None, v)]
+        p = self.parts(v)
+        return [(p.is_num, p.num), (p.is_str, p.text)]
+
+    def compare_any(self, op: str, a: _V, b: _V) -> _V:
+        """A comparison with an ``any`` side: each row compared by its own values' types."""
+        data = np.zeros(self.n, dtype=bool)
+        null = np.ones(self.n, dtype=bool)
+        for ma, va in self.sides(a):
+            for mb, vb in self.sides(b):
+                rows = ma if mb is None else mb if ma is None else ma & mb
+                if rows is not None and not rows.any():
+                    continue
+                r = self.full(self.compare(op, va, vb))
+                rn = r.nulls()
+                known = ~rn if rn is not None else np.ones(self.n, dtype=bool)
+                if rows is not None:
+                    known = known & rows
+                data |= r.data & known
+                null &= ~known
+        return _V("bool", data, null if null.any() else None)
+
+    def any_numeric(self, v: _V) -> _V:
+        """An ``any`` array as float: numbers as themselves, strings parsed, others NULL."""
+        p = self.parts(v)
+        if not p.is_str.any():
+            return p.num
+        parsed = self.as_float(p.text)
+        return _V("float", np.where(p.is_num, p.num.data, parsed))
+
+    def any_text(self, v: _V) -> _V:
+        objs = np.asarray(self.full(v).data, dtype=object)
+        text = np.empty(len(objs), dtype=object)
+        text[:] = [_any_text(x) for x in objs]
+        return _V("str", pd.Series(text, dtype="str"))
+
+    def any_cast(self, v: _V, type_name: str) -> _V:
+        """CAST of an ``any`` array: each value converted by its own kind."""
+        p = self.parts(v)
+        return self.select(p.is_num, self.cast(p.num, type_name), self.cast(p.text, type_name))
 
     # -- coercions ------------------------------------------------------------------------
     def as_float(self, v: _V) -> Any:
@@ -320,6 +431,8 @@ class _Evaluator:
             return out
         if v.kind == "str":
             return self.as_float(self.cast(v, "DOUBLE"))
+        if v.kind == "any":
+            return self.any_numeric(v).data
         return np.nan if v.scalar else np.full(self.n, np.nan)
 
     def to_kind(self, v: _V, kind: str) -> _V:
@@ -328,6 +441,8 @@ class _Evaluator:
             return v
         if v.kind == "null" or (v.scalar and v.data is None):
             return self.null_of(kind)
+        if kind == "any":
+            return _V("any", _as_objects(self.full(v)))
         if kind == "float":
             return _V("float", self.as_float(v))
         if kind == "int" and v.kind == "bool":
@@ -341,6 +456,8 @@ class _Evaluator:
     def to_str(self, v: _V) -> _V:
         if v.kind == "str":
             return v
+        if v.kind == "any":
+            return self.any_text(v)
         if v.scalar:
             if v.data is None:
                 return _V("str", None)
@@ -378,6 +495,8 @@ class _Evaluator:
             return self.to_kind(v, "int")
         if v.kind == "str":
             return self.cast(v, "DOUBLE")
+        if v.kind == "any":
+            return self.any_numeric(v)
         return self.null_of("float")
 
     def arith(self, op: str, a: _V, b: _V) -> _V:
@@ -459,6 +578,8 @@ class _Evaluator:
     # -- comparison and logic -------------------------------------------------------------
     def comparable(self, a: _V, b: _V) -> tuple[_V, _V] | None:
         """Bring both sides into one family for comparing; None if never comparable."""
+        if "any" in (a.kind, b.kind):
+            return a, b  # compared row by row (compare_any)
         if a.kind == b.kind or (a.kind in _NUMERIC and b.kind in _NUMERIC):
             return a, b
         if "datetime" in (a.kind, b.kind) and "str" in (a.kind, b.kind):
@@ -483,6 +604,8 @@ class _Evaluator:
             pair = self.comparable(a, b)
         if pair is None:
             return self.null_of("bool")
+        if "any" in (a.kind, b.kind):
+            return self.compare_any(op, a, b)
         a, b = pair
         if (a.scalar and a.data is None) or (b.scalar and b.data is None):
             return self.null_of("bool")
@@ -612,6 +735,10 @@ class _Evaluator:
         kinds = {v.kind for v in vs if v.kind != "null"}
         if not kinds:
             return "null"
+        if len(kinds) > 1:
+            kinds.discard("any")  # as the checker does: the typed results decide
+        if kinds == {"any"}:
+            return "any"
         if kinds <= _NUMERIC:
             return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
         if len(kinds) == 1:
@@ -625,6 +752,10 @@ class _Evaluator:
             xo = _objects(x)
             yo = _objects(y)
             return _V("str", pd.Series(np.where(cond, xo, yo), dtype="str"))
+        if kind == "any":
+            out = np.empty(self.n, dtype=object)
+            out[:] = np.where(cond, _as_objects(self.full(x)), _as_objects(self.full(y)))
+            return _V("any", out)
         if kind in ("float", "datetime", "null"):
             return _V(kind, np.where(cond, _nullable_data(x), _nullable_data(y)))
         xd, yd = x.data, y.data
@@ -722,6 +853,8 @@ class _Evaluator:
             sub = _Evaluator(None, 1)
             return _scalarize(sub.cast(sub.full(v), type_name))
         upper = type_name.upper()
+        if v.kind == "any":
+            return self.to_str(v) if target == "str" else self.any_cast(v, type_name)
         if target == "int":
             return self.cast_int(v)
         if target == "float":
@@ -948,6 +1081,25 @@ def _objects(v: _V) -> Any:
     return v.data.to_numpy(dtype=object, na_value=None)
 
 
+def _as_objects(v: _V) -> np.ndarray:
+    """An array's values as Python objects, None for NULL (for an ``any`` result)."""
+    if v.kind == "any":
+        return np.asarray(v.data, dtype=object)
+    n = len(v.data)
+    if v.kind == "null":
+        return np.full(n, None, dtype=object)
+    if v.kind == "str":
+        return v.data.to_numpy(dtype=object, na_value=None)
+    if v.kind == "datetime":
+        out = pd.Series(v.data).astype(object).to_numpy()
+    else:
+        out = np.asarray(v.data).astype(object)
+    m = v.nulls()
+    if m is not None and m.any():
+        out[m] = None
+    return out
+
+
 def _str_series(s: Any) -> pd.Series:
     if isinstance(s, pd.Series) and s.dtype != "str":
         return s.astype("str")
@@ -973,6 +1125,8 @@ def _scalarize(v: _V) -> _V:
         return _V(v.kind, None)
     if v.kind == "str":
         return _V("str", str(v.data.iloc[0]))
+    if v.kind == "any":
+        return _V("any", v.data[0])
     return _V(v.kind, v.data[0])
 
 
@@ -1001,9 +1155,9 @@ def _from_series(s: pd.Series) -> _V:
             return _V("float", s.dt.total_seconds().to_numpy(dtype=np.float64, na_value=np.nan))
         if k in "US":
             return _V("str", pd.Series(s.to_numpy(), dtype="str"))
-        return _from_objects(s)
+        return _V("any", s.to_numpy(dtype=object))
     if isinstance(dtype, pd.CategoricalDtype):
-        return _from_objects(s.astype(object))
+        return _from_categorical(s)
     if isinstance(dtype, pd.DatetimeTZDtype):
         return _V("datetime", s.dt.tz_convert(None).to_numpy())
     if pd.api.types.is_bool_dtype(dtype):
@@ -1020,33 +1174,24 @@ def _from_series(s: pd.Series) -> _V:
         return _V("float", s.to_numpy(dtype=np.float64, na_value=np.nan))
     if pd.api.types.is_string_dtype(dtype):
         return _V("str", pd.Series(s.array, copy=False).astype("str"))
-    return _from_objects(s.astype(object))
+    return _V("any", s.to_numpy(dtype=object))
 
 
-def _from_objects(s: pd.Series) -> _V:
-    kind = _object_type(pd.api.types.infer_dtype(s, skipna=True))
-    s = s.reset_index(drop=True)
+def _from_categorical(s: pd.Series) -> _V:
+    """A categorical column, read as its categories' dtype (object categories: ``any``)."""
+    from .types import series_type
+
+    kind = series_type(s)
+    plain = s.reset_index(drop=True)
     if kind == "int":
-        try:
-            arr = pd.array(s.to_numpy(), dtype="Int64")
-        except (OverflowError, ValueError, TypeError):
-            return _V(
-                "float", pd.to_numeric(s, errors="coerce").to_numpy(np.float64, na_value=np.nan)
-            )
-        m = np.asarray(arr.isna())
-        return _V("int", arr.to_numpy(dtype=np.int64, na_value=0), m if m.any() else None)
-    if kind == "float":
-        num = pd.to_numeric(s, errors="coerce")
-        return _V("float", np.asarray(num, dtype=np.float64))
+        return _from_series(plain.astype("Int64"))
     if kind == "bool":
-        m = s.isna().to_numpy()
-        data = s.where(~m, False).astype(bool).to_numpy()
-        return _V("bool", data, m if m.any() else None)
-    if kind == "datetime":
-        parsed = pd.to_datetime(s, errors="coerce", utc=True).dt.tz_convert(None)
-        return _V("datetime", parsed.to_numpy())
-    # Strings, and mixed columns compared as their text.
-    return _V("str", s.astype("str"))
+        return _from_series(plain.astype("boolean"))
+    if kind == "str":
+        return _V("str", plain.astype(object).astype("str"))
+    if kind in ("float", "datetime"):
+        return _from_series(plain.astype(s.dtype.categories.dtype))
+    return _V("any", plain.to_numpy(dtype=object))
 
 
 def _guarded(expr: Expr, run: Callable[[], Any]) -> Any:
@@ -1110,6 +1255,8 @@ def _to_series(ev: _Evaluator, v: _V, index: pd.Index) -> pd.Series:
         return pd.Series(data, index=index)
     if v.kind == "str":
         return pd.Series(_str_series(v.data).array, index=index, dtype="str")
+    if v.kind == "any":
+        return pd.Series(v.data, index=index, dtype=object)
     if v.kind == "null":
         return pd.Series(np.full(ev.n, np.nan), index=index)
     return pd.Series(v.data, index=index)

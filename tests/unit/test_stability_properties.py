@@ -39,7 +39,9 @@ user_rows = st.lists(st.integers(0, 3), min_size=1, max_size=5)  # k values of o
 
 
 def to_df(records: list[dict]) -> pd.DataFrame:
-    cols = {"k": "int64", "v": "float64", "s": "object", "items": "object"}
+    # "s" is a string column ("str"): an object column is type any, which DuckDB and Spark
+    # cannot hold undeclared.
+    cols = {"k": "int64", "v": "float64", "s": "str", "items": "object"}
     df = pd.DataFrame(records, columns=list(cols))
     return df.astype({c: t for c, t in cols.items() if c != "items"})
 
