@@ -36,9 +36,9 @@ from ._executor import (
     Grouping,
     Read,
     batch_memo,
-    canonical_key,
     canonical_key_counts,
-    is_null_key,
+    column_key,
+    column_key_rows,
     prefetched,
 )
 from ._expr.ast import (
@@ -1098,44 +1098,15 @@ def _key_literal(v: object, kind: str) -> str:
     return f"CAST({_str_lit(str(pd.Timestamp(v)))} AS TIMESTAMP)"  # type: ignore[arg-type]
 
 
-_TYPED_KINDS = frozenset({"int", "float", "bool", "str", "datetime"})
-
-
-def _match_value(v: object, col_kind: str) -> object:
-    """A public key value as the column's values spell it (:func:`canonical_key`): None for
-    NULL-like, ``NO_MATCH`` when no value of the column can equal it."""
-    if col_kind in _TYPED_KINDS:
-        return canonical_key(v, col_kind)
-    return None if is_null_key(v) else NO_MATCH
-
-
 def _key_match(col_sql: str, col_kind: str, key: object) -> str:
     """SQL true exactly where the column equals a public key under the column's type (a
     NULL-like key matches NULL)."""
-    v = _match_value(key, col_kind)
+    v = column_key(key, col_kind)
     if v is None:
         return f"({col_sql} IS NULL)"
     if v is NO_MATCH:
         return "FALSE"
     return f"({col_sql} = {_key_literal(v, col_kind)})"
-
-
-def _grouping_rows(
-    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
-) -> list[tuple[Any, ...]]:
-    """The listed keys as rows (position in the list, values spelt as the columns spell
-    them); a key no row can match is left out (it counts 0), as is a key equal to an earlier
-    one under the columns' types (its rows count for the first)."""
-    rows: list[tuple[Any, ...]] = []
-    seen: set[tuple[Any, ...]] = set()
-    for i, key in enumerate(keys):
-        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
-        vals = tuple(_match_value(v, k) for v, k in zip(parts, kinds, strict=True))
-        if any(v is NO_MATCH for v in vals) or vals in seen:
-            continue
-        seen.add(vals)
-        rows.append((i, *vals))
-    return rows
 
 
 def _key_rows(
@@ -1515,7 +1486,7 @@ class DuckDBExecutor(Executor):
         kinds = p.kinds(rel)
         cols = list(grouping.columns)
         ckinds = [kinds[c] for c in cols]
-        rows = _grouping_rows(ckinds, grouping.keys, single=len(cols) == 1)
+        rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
         if not rows:
             return None
         keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))

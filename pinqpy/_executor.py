@@ -34,6 +34,8 @@ __all__ = [
     "batch_memo",
     "canonical_key",
     "canonical_key_counts",
+    "column_key",
+    "column_key_rows",
     "is_null_key",
     "prefetched",
 ]
@@ -295,6 +297,37 @@ def canonical_key(v: object, kind: str) -> object:
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+TYPED_KINDS = frozenset({"int", "float", "bool", "str", "datetime"})
+
+
+def column_key(v: object, col_kind: str) -> object:
+    """A public key value as a SQL engine's column of ``col_kind`` spells it, to match rows
+    against: :func:`canonical_key` for the typed kinds; for the others (lists, structs), None
+    for a NULL-like key and :data:`NO_MATCH` for any other, as no row can equal it."""
+    if col_kind in TYPED_KINDS:
+        return canonical_key(v, col_kind)
+    return None if is_null_key(v) else NO_MATCH
+
+
+def column_key_rows(
+    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> list[tuple[int, tuple[Any, ...]]]:
+    """The listed keys of a grouping as (position in the list, values spelt as the columns
+    of ``kinds`` spell them, None for NULL); a key no row can match is left out (it counts
+    0), as is a key equal to an earlier one under the columns' types (its rows count for the
+    first), so that no row is ever counted in two groups."""
+    rows: list[tuple[int, tuple[Any, ...]]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for i, key in enumerate(keys):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        vals = tuple(column_key(v, k) for v, k in zip(parts, kinds, strict=True))
+        if any(v is NO_MATCH for v in vals) or vals in seen:
+            continue
+        seen.add(vals)
+        rows.append((i, vals))
+    return rows
 
 
 def _sort_key(v: object) -> tuple[Any, ...]:
