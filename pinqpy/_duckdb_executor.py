@@ -30,7 +30,17 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import Grid, bucket_query, uniform_grid
-from ._executor import Executor, Grouping, Read, batch_memo, prefetched
+from ._executor import (
+    NO_MATCH,
+    Executor,
+    Grouping,
+    Read,
+    batch_memo,
+    canonical_key_counts,
+    column_key,
+    column_key_rows,
+    prefetched,
+)
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -899,22 +909,43 @@ class _PlanSql(PlanVisitor[str]):
             items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
             counts = call.name.upper() == "COUNT"
             schema.append((name, "BIGINT" if counts else "DOUBLE"))
+        # Grouped by exactly the unit, a row whose unit is NULL belongs to no known person.
+        keep = ""
+        if node.by_unit:
+            keep = " WHERE " + " AND ".join(f"{k} IS NOT NULL" for k in keys)
         return self.add(
-            f"SELECT {', '.join(items)} FROM {lets.source(child, items)} GROUP BY ALL", schema
+            f"SELECT {', '.join(items)} FROM {lets.source(child, items)}{keep} GROUP BY ALL",
+            schema,
         )
 
-    def truncate(self, child: str, columns: Sequence[str], limit: int) -> str:
-        """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
+    def truncate(
+        self, child: str, columns: Sequence[str], limit: int, drop_null: bool = False
+    ) -> str:
+        """The ``limit`` rows of lowest salted-hash priority per key of ``columns`` (with
+        ``drop_null``, rows whose key is NULL are dropped first).
+
+        DuckDB's ``hash`` of several values combines them linearly, so a salt hashed along
+        with the row would only XOR every row's hash with one constant, which keeps most of
+        the rows' order. The row's hash is keyed instead as the pandas engine keys it: two
+        rounds of XOR with a fresh 64-bit salt, each followed by DuckDB's (nonlinear)
+        64-bit integer hash, so the priority depends on the row and the salt alone.
+        """
         child = self.normalized(child, columns)
-        salt = _str_lit(_noise.current_source().bytes(8).hex())
+        salt = _noise.current_source().bytes(24)
+        s1 = int.from_bytes(salt[8:16], "little")
+        s2 = int.from_bytes(salt[16:24], "little")
         all_cols = [_ident(c) for c, _ in self.schema(child)]
-        prio = f"hash({', '.join([salt, *all_cols])})"
+        row = f"hash({', '.join([_str_lit(salt[:8].hex()), *all_cols])})"
+        prio = f"hash(xor(hash(xor({row}, CAST({s1} AS UBIGINT))), CAST({s2} AS UBIGINT)))"
         part = ", ".join(_ident(c) for c in columns)
+        keep = ""
+        if drop_null:
+            keep = " WHERE " + " AND ".join(f"{_ident(c)} IS NOT NULL" for c in columns)
         # The priority is computed below the window, so the window sorts one column, and
         # columns unused above are pruned before it. The rank is compared as rank - 1 < limit:
         # DuckDB turns "rank <= limit" into a top-n aggregate per key, which is several times
         # slower than this sort with a million keys and runs out of memory with ten million.
-        prioritized = f"SELECT *, {prio} AS __pinq_prio FROM {child}"
+        prioritized = f"SELECT *, {prio} AS __pinq_prio FROM {child}{keep}"
         inner = (
             f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY __pinq_prio) - 1 "
             f"AS __pinq_rank FROM ({prioritized})"
@@ -985,7 +1016,8 @@ class _PlanSql(PlanVisitor[str]):
         return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}", schema)
 
     def visit_bound_contributions(self, node: BoundContributions) -> str:
-        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
+        # A row whose unit is NULL belongs to no known person: it is dropped.
+        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows, drop_null=True)
 
 
 def _typed(v: _S) -> str:
@@ -1067,13 +1099,14 @@ def _key_literal(v: object, kind: str) -> str:
 
 
 def _key_match(col_sql: str, col_kind: str, key: object) -> str:
-    """SQL true exactly where the column equals a public key (NULL keys match NULL)."""
-    kind = _value_kind(key)
-    if kind is None:
+    """SQL true exactly where the column equals a public key under the column's type (a
+    NULL-like key matches NULL)."""
+    v = column_key(key, col_kind)
+    if v is None:
         return f"({col_sql} IS NULL)"
-    if not _compatible(col_kind, kind):
+    if v is NO_MATCH:
         return "FALSE"
-    return f"({col_sql} = {_key_literal(key, kind)})"
+    return f"({col_sql} = {_key_literal(v, col_kind)})"
 
 
 def _key_rows(
@@ -1453,7 +1486,7 @@ class DuckDBExecutor(Executor):
         kinds = p.kinds(rel)
         cols = list(grouping.columns)
         ckinds = [kinds[c] for c in cols]
-        rows = _key_rows(ckinds, grouping.keys, single=len(cols) == 1)
+        rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
         if not rows:
             return None
         keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
@@ -1686,7 +1719,10 @@ class DuckDBExecutor(Executor):
             keys: list[Hashable] = [r[0] for r in rows]
         else:
             keys = [tuple(r[:-1]) for r in rows]
-        return keys, np.array([int(r[-1]) for r in rows], dtype=np.int64)
+        # Released as canonical spellings (-0.0 groups with 0.0 and comes back as either).
+        kinds = p.kinds(rel)
+        counts = np.array([int(r[-1]) for r in rows], dtype=np.int64)
+        return canonical_key_counts(keys, counts, [kinds[c] for c in columns])
 
     def candidate_counts(
         self,

@@ -25,7 +25,20 @@ import pandas as pd
 from ._expr.ast import Expr
 from ._plan import PlanNode, PyFunc
 
-__all__ = ["Executor", "Grouping", "Read", "batch", "batch_memo", "prefetched"]
+__all__ = [
+    "NO_MATCH",
+    "Executor",
+    "Grouping",
+    "Read",
+    "batch",
+    "batch_memo",
+    "canonical_key",
+    "canonical_key_counts",
+    "column_key",
+    "column_key_rows",
+    "is_null_key",
+    "prefetched",
+]
 
 _BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
 
@@ -197,3 +210,165 @@ class Executor(ABC):
         candidates: tuple[Hashable, ...],
     ) -> np.ndarray:
         """Per group, how many rows have each candidate value; shape (K, len(candidates))."""
+
+
+# -- keys -------------------------------------------------------------------------------------
+# A key value that no row of a column can equal (``1.5`` on an integer column, text on a number
+# column): it matches nothing and counts 0.
+NO_MATCH: Any = type("NoMatch", (), {"__repr__": lambda self: "NO_MATCH"})()
+
+
+def is_null_key(v: object) -> bool:
+    """Whether ``v`` is NULL-like: None, NaN (float or numpy), ``pd.NA`` or ``NaT`` (pandas or
+    numpy). Every NULL-like value is one and the same key."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return True
+    if isinstance(v, float | np.floating | np.datetime64 | np.timedelta64):
+        return bool(np.isnat(v)) if isinstance(v, np.datetime64 | np.timedelta64) else bool(v != v)
+    try:
+        return bool(pd.isna(v)) if pd.api.types.is_scalar(v) else False
+    except (TypeError, ValueError):
+        return False
+
+
+def _number(v: object) -> int | float | None:
+    """``v`` as a Python int (integral numbers and bools) or float (+0.0 for zero), or None
+    when it is not a real number."""
+    import numbers
+
+    if isinstance(v, bool | np.bool_):
+        return int(bool(v))
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if f.is_integer():
+            return int(f)
+        return f + 0.0
+    return None
+
+
+def canonical_key(v: object, kind: str) -> object:
+    """The one spelling of a key value of a column of ``kind`` ("int", "float", "bool",
+    "str", "datetime"; anything else is untyped, as pandas' object columns are): the value
+    every row equal to ``v`` under the column's type is released as, and matched by.
+
+    - Every NULL-like value (None, NaN, ``pd.NA``, ``NaT``) is ``None``.
+    - Typed columns give the Python type of the column: ``int``, ``float`` (``+0.0`` for zero,
+      so ``-0.0`` is never released), ``bool``, ``str``, ``pd.Timestamp``; numpy scalars
+      become Python scalars. A value no row of the column can equal (``1.5`` or ``"a"`` on an
+      integer column, ``2`` on a boolean one) is :data:`NO_MATCH`.
+    - Untyped columns compare as Python does (``1 == 1.0 == True``): a number is an ``int``
+      when integral (so ``True`` and ``1.0`` are released as ``1``, whatever row came
+      first), else a ``float``; text is ``str``; anything else is kept as it is.
+
+    >>> canonical_key(-0.0, "float"), canonical_key(True, "int"), canonical_key(1.0, "any")
+    (0.0, 1, 1)
+    >>> canonical_key(float("nan"), "str") is None, canonical_key(1.5, "int")
+    (True, NO_MATCH)
+    """
+    if is_null_key(v):
+        return None
+    if kind in ("int", "float", "bool"):
+        num = _number(v)
+        if num is None:
+            return NO_MATCH
+        if kind == "float":
+            return float(num) + 0.0
+        if isinstance(num, float):
+            return NO_MATCH
+        if kind == "int":
+            return num
+        return bool(num) if num in (0, 1) else NO_MATCH
+    if kind == "str":
+        return str(v) if isinstance(v, str) else NO_MATCH
+    if kind == "datetime":
+        if isinstance(v, str) or _number(v) is not None:
+            return NO_MATCH
+        try:
+            return pd.Timestamp(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return NO_MATCH
+    num = _number(v)
+    if num is not None:
+        return num
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+TYPED_KINDS = frozenset({"int", "float", "bool", "str", "datetime"})
+
+
+def column_key(v: object, col_kind: str) -> object:
+    """A public key value as a SQL engine's column of ``col_kind`` spells it, to match rows
+    against: :func:`canonical_key` for the typed kinds; for the others (lists, structs), None
+    for a NULL-like key and :data:`NO_MATCH` for any other, as no row can equal it."""
+    if col_kind in TYPED_KINDS:
+        return canonical_key(v, col_kind)
+    return None if is_null_key(v) else NO_MATCH
+
+
+def column_key_rows(
+    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> list[tuple[int, tuple[Any, ...]]]:
+    """The listed keys of a grouping as (position in the list, values spelt as the columns
+    of ``kinds`` spell them, None for NULL); a key no row can match is left out (it counts
+    0), as is a key equal to an earlier one under the columns' types (its rows count for the
+    first), so that no row is ever counted in two groups."""
+    rows: list[tuple[int, tuple[Any, ...]]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for i, key in enumerate(keys):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        vals = tuple(column_key(v, k) for v, k in zip(parts, kinds, strict=True))
+        if any(v is NO_MATCH for v in vals) or vals in seen:
+            continue
+        seen.add(vals)
+        rows.append((i, vals))
+    return rows
+
+
+def _sort_key(v: object) -> tuple[Any, ...]:
+    """Orders canonical key values: numbers, then text, then datetimes, then the rest (by
+    their text), NULL last; so the order depends on the keys alone, not on the rows."""
+    if v is None:
+        return (4, 0)
+    if isinstance(v, bool | int | float):
+        return (0, v)
+    if isinstance(v, str):
+        return (1, v)
+    if isinstance(v, pd.Timestamp):
+        return (2, v.value)
+    return (3, repr(v))
+
+
+def canonical_key_counts(
+    keys: Sequence[Hashable], counts: np.ndarray, kinds: Sequence[str]
+) -> tuple[list[Hashable], np.ndarray]:
+    """The keys an engine found (scalars for one column, tuples for several, columns of
+    ``kinds``) in their canonical spelling (:func:`canonical_key`), with the counts of keys
+    that are equal under it merged, in an order that depends on the keys alone.
+
+    Every engine's private key selection goes through this, so what is released never
+    tells which row came first (``-0.0`` or ``0.0``, ``1`` or ``True``, ``None`` or NaN).
+
+    >>> canonical_key_counts([-0.0, 0.0, float("nan"), None], np.array([1, 2, 3, 4]), ["float"])
+    ([0.0, None], array([3, 7]))
+    """
+    single = len(kinds) == 1
+    merged: dict[Any, int] = {}
+    for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        canon = tuple(canonical_key(v, k) for v, k in zip(parts, kinds, strict=True))
+        # A value of the column cannot fail to match its own column's type; if an engine
+        # gave one anyway it is kept as untyped rather than lost.
+        canon = tuple(
+            canonical_key(v, "any") if c is NO_MATCH else c
+            for c, v in zip(canon, parts, strict=True)
+        )
+        merged[canon] = merged.get(canon, 0) + int(n)
+    order = sorted(merged, key=lambda t: tuple(_sort_key(v) for v in t))
+    out: list[Hashable] = [t[0] if single else t for t in order]
+    return out, np.array([merged[t] for t in order], dtype=np.int64)

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import _noise
 from ._buckets import grid_bucket_counts, uniform_grid
-from ._executor import Executor, Grouping, batch_memo
+from ._executor import (
+    NO_MATCH,
+    Executor,
+    Grouping,
+    batch_memo,
+    canonical_key,
+    canonical_key_counts,
+)
 from ._expr.ast import Column, Expr
 from ._expr.pandas_eval import evaluate, predicate_mask
+from ._expr.types import series_type
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -137,21 +146,44 @@ def _integer_sum(
     return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
 
 
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, a bijection of uint64 whose every output bit depends on every
+    input bit (numpy's uint64 arithmetic wraps, as the finalizer needs)."""
+    x = x ^ (x >> np.uint64(30))
+    x *= _MIX1
+    x ^= x >> np.uint64(27)
+    x *= _MIX2
+    x ^= x >> np.uint64(31)
+    return x
+
+
 def _random_priorities(df: pd.DataFrame) -> np.ndarray:
     """A random priority per row that depends only on the row's own values and a fresh salt.
 
     Truncation keeps the lowest-priority rows of each key. Because a row's priority does not
     depend on any other row, which rows one unit keeps is unaffected by other units arriving
     or leaving: that is what makes truncation stable.
+
+    ``hash_pandas_object`` uses its ``hash_key`` for text only: numbers hash the same under
+    every key. So the row's hash is keyed again, for every column type, by two rounds of
+    XOR with a fresh 64-bit salt and splitmix64's mixing; which of a key's rows are kept
+    then changes with every salt, numbers or not.
     """
-    salt = _noise.current_source().bytes(8).hex()
+    salt = _noise.current_source().bytes(24)
+    s1 = np.uint64(int.from_bytes(salt[8:16], "little"))
+    s2 = np.uint64(int.from_bytes(salt[16:24], "little"))
     try:
-        hashed = pd.util.hash_pandas_object(df, index=False, hash_key=salt)
-        return hashed.to_numpy(dtype=np.uint64)
+        hashed = pd.util.hash_pandas_object(df, index=False, hash_key=salt[:8].hex())
     except TypeError:
         # Unhashable cells (lists): fall back to independent draws, which are just as private
         # but not a function of the row.
         return _noise.current_source().uint64(len(df))
+    h = hashed.to_numpy(dtype=np.uint64)
+    return _mix64(_mix64(h ^ s1) ^ s2)
 
 
 def _keep_first_per_group(codes: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:
@@ -184,6 +216,12 @@ def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         return codes
     codes, _ = pd.MultiIndex.from_frame(df[list(columns)]).factorize(use_na_sentinel=False)
     return codes
+
+
+def _drop_null_keys(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The rows none of whose ``columns`` is NULL-like (None, NaN, NA, NaT)."""
+    keep = df[list(columns)].notna().all(axis=1).to_numpy()
+    return df if keep.all() else df.loc[keep].reset_index(drop=True)
 
 
 def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) -> pd.DataFrame:
@@ -251,6 +289,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_group_by(self, node: GroupBy) -> _Relation:
         df = self.visit(node.child).materialize()
+        if node.by_unit:  # a row whose unit is NULL belongs to no known person
+            df = _drop_null_keys(df, node.keys)
         keys = list(node.keys)
         work = df[keys].copy()
         named: dict[str, tuple[str, str]] = {}
@@ -310,7 +350,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
         return _Relation(merged.loc[keep, cols].reset_index(drop=True))
 
     def visit_bound_contributions(self, node: BoundContributions) -> _Relation:
-        df = self.visit(node.child).materialize()
+        # A row whose unit is NULL belongs to no known person: it is dropped.
+        df = _drop_null_keys(self.visit(node.child).materialize(), (node.unit,))
         return _Relation(_truncate_per_key(df, (node.unit,), node.max_rows))
 
 
@@ -329,9 +370,7 @@ def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
     elif len(grouping.columns) == 1:
         codes = _key_positions(rel.df[grouping.columns[0]], grouping.keys)
     else:
-        keys = pd.MultiIndex.from_tuples(list(grouping.keys), names=list(grouping.columns))
-        row_keys = pd.MultiIndex.from_frame(rel.df[list(grouping.columns)])
-        codes = keys.get_indexer(row_keys).astype(np.int64, copy=False)
+        codes = _multi_key_positions(rel.df, grouping)
     if rel.mask is not None:
         codes = np.where(rel.mask, codes, -1)
     if memo is not None:
@@ -339,45 +378,94 @@ def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
     return codes
 
 
-def _is_null(key: object) -> bool:
-    return pd.api.types.is_scalar(key) and bool(pd.isna(key))
+def _canonical_keys(keys: tuple[Hashable, ...], kind: str) -> tuple[dict[Any, int], int]:
+    """The listed keys in their canonical spelling for a column of ``kind``: the non-NULL ones
+    mapped to their first position in ``keys``, and the position of the NULL key (-1 if
+    none). Keys no value of the column can equal are left out."""
+    plain: dict[Any, int] = {}
+    null_at = -1
+    for i, key in enumerate(keys):
+        c = canonical_key(key, kind)
+        if c is None:
+            null_at = i if null_at < 0 else null_at
+        elif c is not NO_MATCH:
+            plain.setdefault(c, i)
+    return plain, null_at
 
 
-def _split_keys(keys: tuple[Hashable, ...]) -> tuple[pd.Index, np.ndarray, int]:
-    """The non-NULL keys as an index, their positions in ``keys`` (with -1 appended, for
-    "not found"), and the position of the NULL key (-1 if none).
+# Column kinds whose values pandas looks up in an index of the canonical keys exactly as the
+# canonical keys compare (-0.0 finds 0.0); other columns look each distinct value up.
+_INDEXED_KINDS = frozenset({"int", "float", "bool", "str", "datetime"})
 
-    NULL is looked up apart: ``pd.Index([None])`` is an object index that matches no NaN,
-    while ``pd.Index([None, 1.0])`` is a float index that does.
-    """
-    plain = [(i, k) for i, k in enumerate(keys) if not _is_null(k)]
-    null_at = next((i for i, k in enumerate(keys) if _is_null(k)), -1)
-    where = np.array([i for i, _ in plain] + [-1], dtype=np.int64)
-    return pd.Index([k for _, k in plain]), where, null_at
+
+def _unique_positions(uniques: Any, kind: str, plain: dict[Any, int], obj: bool) -> np.ndarray:
+    """Per distinct value of a column (NULL excluded): its key's position, or -1."""
+    if obj or kind not in _INDEXED_KINDS:
+        # Untyped (object) values compare as Python does (1 == 1.0 == True): canonical
+        # spellings are looked up one distinct value at a time.
+        return np.array([plain.get(canonical_key(u, kind), -1) for u in uniques], dtype=np.int64)
+    if not plain:
+        return np.full(len(uniques), -1, dtype=np.int64)
+    where = np.array([*plain.values(), -1], dtype=np.int64)
+    return where[pd.Index(list(plain)).get_indexer(uniques)]
 
 
 def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
-    """Per value of ``col``: its position in ``keys``, or -1 (a NULL key matches NULLs)."""
-    index, where, null_at = _split_keys(keys)
-    if col.dtype == object:
-        # Hashing an object column would merge values that compare equal across types
-        # (1 and True); look each row up instead.
-        pos = where[index.get_indexer(col)]
-        pos[col.isna().to_numpy()] = null_at
-        return pos
+    """Per value of ``col``: its position in ``keys``, or -1. A key matches the values equal
+    to it under the column's type (``True`` and ``1.0`` find 1 in an integer column); a NULL
+    key (None, NaN, NA, NaT) matches every NULL value, whatever its spelling."""
+    kind = series_type(col)
+    plain, null_at = _canonical_keys(keys, kind)
     # Look up each distinct value once: much faster than a lookup per row (string columns
     # above all), with the same matching, since every row shares its distinct value's answer.
-    row_codes, uniques = pd.factorize(col)  # NULL is code -1
-    table = np.append(where[index.get_indexer(uniques)], null_at)
-    return table[row_codes]
+    row_codes, uniques = pd.factorize(col)  # every NULL-like value is code -1
+    table = _unique_positions(uniques, kind, plain, col.dtype == object)
+    return np.append(table, null_at)[row_codes]
+
+
+def _multi_key_positions(df: pd.DataFrame, grouping: Grouping) -> np.ndarray:
+    """:func:`_key_positions` for keys of several columns: each column's values are matched
+    against that column's key values, then the rows' tuples of matches against the keys'."""
+    n_keys = len(grouping.keys)
+    key_codes = np.zeros((n_keys, len(grouping.columns)), dtype=np.int64)
+    usable = np.ones(n_keys, dtype=bool)
+    row_codes = []
+    for j, c in enumerate(grouping.columns):
+        col = df[c]
+        kind = series_type(col)
+        level: dict[Any, int] = {}
+        for i, key in enumerate(grouping.keys):
+            v = canonical_key(key[j], kind)  # type: ignore[index]
+            if v is NO_MATCH:
+                usable[i] = False
+                continue
+            key_codes[i, j] = level.setdefault(v, len(level))
+        row_codes.append(_key_positions(col, tuple(level)))
+    first: dict[tuple[int, ...], int] = {}
+    for i in np.flatnonzero(usable):
+        first.setdefault(tuple(key_codes[i].tolist()), int(i))
+    if not first:
+        return np.full(len(df), -1, dtype=np.int64)
+    index = pd.MultiIndex.from_tuples(list(first))
+    rows = pd.MultiIndex.from_arrays(row_codes)
+    where = np.array([*first.values(), -1], dtype=np.int64)
+    out = where[index.get_indexer(rows)]
+    unmatched = np.zeros(len(df), dtype=bool)
+    for codes in row_codes:
+        unmatched |= codes < 0
+    out[unmatched] = -1
+    return out
 
 
 def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
-    """How many values of ``col`` equal each key (a NULL key counts NULL values)."""
-    index, where, null_at = _split_keys(keys)
+    """How many values of ``col`` equal each key (a NULL key counts NULL values), for a
+    numeric, boolean or datetime numpy column."""
+    plain, null_at = _canonical_keys(keys, series_type(col))
     out = np.zeros(len(keys), dtype=np.int64)
-    sizes = col.value_counts(sort=False)
-    out[where[:-1]] = sizes.reindex(index, fill_value=0).to_numpy(dtype=np.int64)
+    if plain:
+        sizes = col.value_counts(sort=False)  # NULL excluded
+        found = sizes.reindex(pd.Index(list(plain)), fill_value=0)
+        out[list(plain.values())] = found.to_numpy(dtype=np.int64)
     if null_at >= 0:
         out[null_at] = int(col.isna().sum())
     return out
@@ -508,11 +596,13 @@ class PandasExecutor(Executor):
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
         df = self.relation(plan).materialize()
-        sizes = df.groupby(list(columns), dropna=False, sort=True).size()
-        keys = list(sizes.index) if len(columns) > 1 else [k for k in sizes.index]
+        sizes = df.groupby(list(columns), dropna=False, sort=False).size()
+        keys: list[Hashable] = list(sizes.index)
         if len(columns) > 1:
-            keys = [tuple(k) for k in keys]
-        return keys, sizes.to_numpy(dtype=np.int64)
+            keys = [tuple(k) for k in keys]  # type: ignore[arg-type]
+        # Released as canonical spellings, never as the first row spelt them.
+        kinds = [series_type(df[c]) for c in columns]
+        return canonical_key_counts(keys, sizes.to_numpy(dtype=np.int64), kinds)
 
     def candidate_counts(
         self,

@@ -57,7 +57,17 @@ import pandas as pd
 
 from . import _noise
 from ._buckets import bucket_query, uniform_grid
-from ._executor import Executor, Grouping, Read, batch_memo, prefetched
+from ._executor import (
+    NO_MATCH,
+    Executor,
+    Grouping,
+    Read,
+    batch_memo,
+    canonical_key_counts,
+    column_key,
+    column_key_rows,
+    prefetched,
+)
 from ._expr.ast import (
     AGGREGATE_FUNCTIONS,
     Between,
@@ -1213,34 +1223,14 @@ def _key_literal(v: object, kind: str, tz: str) -> str:
 
 
 def _key_match(col_sql: str, col_kind: str, key: object, tz: str) -> str:
-    """SQL true exactly where the column equals a public key (NULL keys match NULL)."""
-    kind = _value_kind(key)
-    if kind is None:
+    """SQL true exactly where the column equals a public key under the column's type (a
+    NULL-like key matches NULL)."""
+    v = column_key(key, col_kind)
+    if v is None:
         return f"({col_sql} IS NULL)"
-    if not _compatible(col_kind, kind):
+    if v is NO_MATCH:
         return "FALSE"
-    return f"({col_sql} = {_key_literal(key, kind, tz)})"
-
-
-def _key_rows(
-    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
-) -> list[tuple[int, list[Any]]]:
-    """(position, values) of the keys that can match the columns; the others count 0."""
-    rows: list[tuple[int, list[Any]]] = []
-    for i, key in enumerate(keys):
-        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
-        vals: list[Any] = []
-        for kind, v in zip(kinds, parts, strict=True):
-            vk = _value_kind(v)
-            if vk is None:
-                vals.append(None)
-            elif _compatible(kind, vk):
-                vals.append(v)
-            else:
-                break
-        else:
-            rows.append((i, vals))
-    return rows
+    return f"({col_sql} = {_key_literal(v, col_kind, tz)})"
 
 
 def _micros(values: Sequence[Any], tz: str) -> list[int | None]:
@@ -1645,20 +1635,34 @@ class _PlanSql(PlanVisitor[_Rel]):
             counts = call.star or call.name.upper() == "COUNT"
             cols.append(_Col(name, "int" if counts else "float"))
         src = lets.source(child.name, items)
-        sql = f"SELECT {', '.join(items)} FROM {src} GROUP BY {', '.join(keys)}"
+        # Grouped by exactly the unit, a row whose unit is NULL belongs to no known person.
+        keep = ""
+        if node.by_unit:
+            keep = " WHERE " + " AND ".join(f"{k} IS NOT NULL" for k in keys)
+        sql = f"SELECT {', '.join(items)} FROM {src}{keep} GROUP BY {', '.join(keys)}"
         return self.add(sql, cols, [child], not t.unchecked)
 
-    def truncate(self, child: _Rel, columns: Sequence[str], limit: int) -> _Rel:
-        """The ``limit`` rows of lowest salted-hash priority per key of ``columns``."""
+    def truncate(
+        self, child: _Rel, columns: Sequence[str], limit: int, drop_null: bool = False
+    ) -> _Rel:
+        """The ``limit`` rows of lowest salted-hash priority per key of ``columns`` (with
+        ``drop_null``, rows whose key is NULL are dropped first).
+
+        Spark's ``xxhash64`` hashes each value with the hash so far as its seed, so the salt
+        hashed first keys every later value nonlinearly, numbers included: which rows are kept
+        changes with every salt."""
         salt = _str_lit(_noise.current_source().bytes(8).hex())
         child = self.typed(child)
         # A row's priority depends only on its own values and the salt (maps cannot be hashed).
         hashed = [_ident(c.name) for c in child.cols if type(c.dtype).__name__ != "MapType"]
         prio = f"xxhash64({', '.join([salt, *hashed])})"
         part = ", ".join(_ident(c) for c in columns)
+        keep = ""
+        if drop_null:
+            keep = " WHERE " + " AND ".join(f"{_ident(c)} IS NOT NULL" for c in columns)
         inner = (
             f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {prio}) AS __pinq_rank "
-            f"FROM {child.name}"
+            f"FROM {child.name}{keep}"
         )
         sql = f"SELECT {child.col_list()} FROM ({inner}) AS t WHERE __pinq_rank <= {int(limit)}"
         return self.add(sql, child.cols, [child])
@@ -1735,7 +1739,8 @@ class _PlanSql(PlanVisitor[_Rel]):
         return self.add(sql, out, [left, right])
 
     def visit_bound_contributions(self, node: BoundContributions) -> _Rel:
-        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows)
+        # A row whose unit is NULL belongs to no known person: it is dropped.
+        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows, drop_null=True)
 
 
 # -- the executor ------------------------------------------------------------------------------
@@ -1868,7 +1873,7 @@ class SparkExecutor(Executor):
         if missing:
             raise PinqSyntaxError(f"unknown column '{missing[0]}'")
         col_kinds = [rel.kinds[c] for c in cols]
-        rows = _key_rows(col_kinds, grouping.keys, single=len(cols) == 1)
+        rows = [(i, list(v)) for i, v in column_key_rows(col_kinds, grouping.keys, len(cols) == 1)]
         if not rows:
             return None
         tz = _session_tz(self.spark)
@@ -2194,11 +2199,10 @@ class SparkExecutor(Executor):
             (tuple(restore(v, c) for v, c in zip(r[:-1], columns, strict=True)), r[-1])
             for r in rows
         ]
-        # Sorted as pandas' groupby(sort=True, dropna=False): NULL keys last (sorted here, so
-        # that no second Spark job is needed).
-        keyed.sort(key=lambda kv: tuple((v is None, v if v is not None else 0) for v in kv[0]))
         keys: list[Hashable] = [kv[0][0] if len(columns) == 1 else kv[0] for kv in keyed]
-        return keys, np.array([int(kv[1]) for kv in keyed], dtype=np.int64)
+        # Released as canonical spellings, in an order of the keys alone (NULL last).
+        counts = np.array([int(kv[1]) for kv in keyed], dtype=np.int64)
+        return canonical_key_counts(keys, counts, [kinds[c] for c in columns])
 
     def candidate_counts(
         self,
