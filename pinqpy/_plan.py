@@ -59,7 +59,7 @@ class TableRef:
     schema: Mapping[str, Any] | None = field(default=None, repr=False)
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False)
     keys: Mapping[str, tuple[Hashable, ...]] = field(default_factory=dict, repr=False)
-    allow_callables: bool = True
+    allow_callables: bool = False
 
 
 @dataclass(frozen=True, eq=False)

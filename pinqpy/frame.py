@@ -139,7 +139,9 @@ class PrivateFrame:
     keys:
         Public key lists per column, used by :meth:`partition` when it is given none.
     allow_callables:
-        ``False`` refuses Python callables in place of expressions.
+        ``True`` lets Python callables stand in for expressions. They run the analyst's own
+        code on the private rows (a callable that raises on purpose would leak a bit at any
+        epsilon), so it is the curator's choice, off by default.
     schema:
         Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
         ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
@@ -161,7 +163,7 @@ class PrivateFrame:
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Iterable[Hashable]] | None = None,
-        allow_callables: bool = True,
+        allow_callables: bool = False,
         name: str = "table",
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
@@ -190,7 +192,7 @@ class PrivateFrame:
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Iterable[Hashable]] | None = None,
-        allow_callables: bool = True,
+        allow_callables: bool = False,
         name: str | None = None,
         schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
@@ -231,7 +233,7 @@ class PrivateFrame:
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         keys: Mapping[str, Iterable[Hashable]] | None = None,
-        allow_callables: bool = True,
+        allow_callables: bool = False,
         name: str | None = None,
         schema: Mapping[str, str] | None = None,
     ) -> PrivateFrame:
@@ -447,8 +449,10 @@ class PrivateFrame:
         if callable(value) and not isinstance(value, Expression | str):
             if not self._meta.allow_callables:
                 raise PrivacyError(
-                    f"this frame was built with allow_callables=False, so {what} must be an "
-                    "expression string or pq.col(...) expression, not a Python callable"
+                    f"{what} must be an expression string or pq.col(...) expression, not a "
+                    "Python callable: callables run your own code on the private rows, so they "
+                    "are allowed only where the curator created the frame with "
+                    "allow_callables=True"
                 )
             return PyFunc(value, getattr(value, "__name__", "callable"))
         if isinstance(value, str):

@@ -69,7 +69,7 @@ class Session:
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         privacy_unit: str | None = None,
         max_rows: int | None = None,
-        allow_callables: bool = True,
+        allow_callables: bool = False,
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,

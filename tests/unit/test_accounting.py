@@ -15,9 +15,9 @@ from pinqpy._agents import PartAgent, PartitionAgent, charge
 pytestmark = pytest.mark.usefixtures("engine")
 
 
-def frame(budget: pq.Budget, n: int = 20) -> pq.PrivateFrame:
+def frame(budget: pq.Budget, n: int = 20, **kwargs: object) -> pq.PrivateFrame:
     df = pd.DataFrame({"state": ["CA", "NY", "TX", "WA"] * (n // 4), "x": range(n), "y": [1.5] * n})
-    return pq.PrivateFrame(df, budget, bounds={"x": (0, 100)})
+    return pq.PrivateFrame(df, budget, bounds={"x": (0, 100)}, **kwargs)  # type: ignore[arg-type]
 
 
 def test_ten_charges_of_a_tenth_fill_a_budget_of_one_exactly():
@@ -240,7 +240,7 @@ def test_cache_never_answers_new_data_from_old_data():
 
 def test_callables_are_never_cached(engine: str):
     b = pq.Budget(epsilon=1)
-    f = frame(b)
+    f = frame(b, allow_callables=True)
     pred = lambda df: df.x > 3  # noqa: E731
     if engine != "pandas":
         # Only pandas runs Python callables; other engines refuse before charging.

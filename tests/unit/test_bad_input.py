@@ -97,7 +97,7 @@ def test_callables_refused_when_disallowed():
 
 def test_callables_work_when_allowed():
     budget = pq.Budget(epsilon=10)
-    f = pq.PrivateFrame(pd.DataFrame({"a": list(range(100))}), budget)
+    f = pq.PrivateFrame(pd.DataFrame({"a": list(range(100))}), budget, allow_callables=True)
     with pq.testing.no_noise():
         assert f.where(lambda df: df.a >= 50).count(epsilon=1) == 50
         assert f.assign(b=lambda df: df.a * 2).sum("b", epsilon=1, bounds=(0, 1000)) == 9900
@@ -122,3 +122,13 @@ def test_other_bad_arguments(setup):
     with pytest.raises(pq.PinqError):
         pq.PrivateFrame(pd.DataFrame({"a": [1]}), budget, privacy_unit="nope")
     assert budget.spent.is_zero
+
+
+def test_callables_are_refused_by_default_before_the_charge():
+    budget = pq.Budget(epsilon=10)
+    f = pq.PrivateFrame(pd.DataFrame({"a": list(range(100))}), budget)
+    with pytest.raises(pq.PrivacyError, match="allow_callables=True"):
+        f.where(lambda df: df.a >= 50)
+    with pytest.raises(pq.PrivacyError, match="allow_callables=True"):
+        f.sum(lambda df: df.a, epsilon=1, bounds=(0, 100))
+    assert budget.spent.epsilon == 0

@@ -262,7 +262,7 @@ def test_explode_matches() -> None:
 
 
 def test_unsupported_things_are_pinq_errors(pums: pd.DataFrame) -> None:
-    plan = _frame(pums).where(lambda d: d["age"] > 30)._plan
+    plan = _frame(pums, allow_callables=True).where(lambda d: d["age"] > 30)._plan
     with pytest.raises(PinqError, match="callable"):
         DuckDBExecutor().count(plan, None)
     with pytest.raises(PinqError, match="callable"):

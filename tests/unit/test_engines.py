@@ -244,7 +244,7 @@ def test_frames_of_different_engines_do_not_mix(pums: pd.DataFrame) -> None:
 
 def test_callables_refused_by_sql_engines_before_the_charge(pums: pd.DataFrame) -> None:
     budget = pq.Budget(1)
-    frame = pq.PrivateFrame(pums, budget, engine="duckdb")
+    frame = pq.PrivateFrame(pums, budget, engine="duckdb", allow_callables=True)
     with pytest.raises(pq.PinqError, match="cannot run the Python callable"):
         frame.where(lambda d: d.age > 30).count(epsilon=0.1)
     with pytest.raises(pq.PinqError, match="cannot run the Python callable"):

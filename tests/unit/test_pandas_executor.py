@@ -111,7 +111,9 @@ def test_one_query_evaluates_its_relation_once() -> None:
         return df["age"] >= 18
 
     df = pd.DataFrame({"age": [10, 20, 30, 40], "income": [1.0, 2.0, 3.0, 4.0]})
-    frame = pq.PrivateFrame(df, pq.Budget(epsilon=10), bounds={"income": (0, 10)})
+    frame = pq.PrivateFrame(
+        df, pq.Budget(epsilon=10), bounds={"income": (0, 10)}, allow_callables=True
+    )
     session = pq.Session()
     session.register("people", frame.where(adults))
     with pq.testing.no_noise():
