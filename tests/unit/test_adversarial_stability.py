@@ -49,6 +49,7 @@ EXAMPLES = (
 SQL_EXAMPLES = {k: max(1, v // 2) for k, v in EXAMPLES.items()}
 
 SUMMARY: dict[str, Counter] = {}
+VIOLATIONS: dict[str, Counter] = {}  # kind -> the chains (in plain words) that broke stability
 
 
 def _tally(kind: str, what: str) -> None:
@@ -62,6 +63,8 @@ def _print_summary(kind: str) -> None:
         f"refused on both: {c['refused']}, answered: {c['answered']}, "
         f"violations: {c['violations']}"
     )
+    for chain, n in VIOLATIONS.get(kind, Counter()).most_common(12):
+        print(f"    {n} x  {chain}")
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -420,6 +423,7 @@ def test_adversarial_chains(engine: str) -> None:
         problems = compare(r1, r2, what, kind)
         if problems:
             _tally(kind, "violations")
+            VIOLATIONS.setdefault(kind, Counter())[" -> ".join(chain)] += 1
             raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
 
     try:
