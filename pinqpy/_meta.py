@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._expr.types import ColumnType
+from ._keys import NO_MATCH, canonical_key, is_null_key
 from .errors import PinqError
 
 __all__ = [
@@ -28,12 +29,10 @@ __all__ = [
     "ColumnId",
     "FrameMeta",
     "UnitDomain",
-    "canonical_key",
     "check_bounds",
     "check_column_name",
     "check_keys",
     "internal_names",
-    "is_null_like",
 ]
 
 # Executors name their scratch columns with this prefix; user columns may not start with it.
@@ -161,50 +160,6 @@ def check_bounds(bounds: object, what: str) -> tuple[float, float]:
     return (lo_f, hi_f)
 
 
-def is_null_like(value: object) -> bool:
-    """None, NaN (any float kind), ``pd.NA`` and ``NaT``: the values every engine reads as
-    NULL, so they are one key."""
-    if value is None:
-        return True
-    if isinstance(value, float):
-        return math.isnan(value)
-    kind = type(value).__name__
-    if kind in ("NAType", "NaTType"):
-        return True
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return False
-    if isinstance(value, np.floating):
-        return bool(np.isnan(value))
-    if isinstance(value, np.datetime64 | np.timedelta64):
-        return bool(np.isnat(value))
-    return False
-
-
-def canonical_key(value: object, ctype: ColumnType) -> Hashable:
-    """One spelling per key, as the executors match rows: every NULL-like is ``None``, zero is
-    ``+0.0``, numpy scalars are Python scalars, and numbers take the column's type."""
-    if is_null_like(value):
-        return None
-    try:
-        import numpy as np
-
-        if isinstance(value, np.generic):
-            value = value.item()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(value, bool):
-        return value
-    if ctype == "int" and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if ctype == "float" and isinstance(value, int | float):
-        return float(value) + 0.0  # -0.0 + 0.0 is +0.0
-    if isinstance(value, float):
-        return value + 0.0
-    return value  # type: ignore[return-value]
-
-
 _COMPATIBLE: dict[ColumnType, tuple[type, ...]] = {
     "int": (int,),
     "float": (int, float),
@@ -239,7 +194,12 @@ def check_keys(
         for col, v in zip(columns, parts, strict=True):
             ctype = schema.get(col, "any")
             _check_key_type(v, col, ctype)
-            canon.append(canonical_key(v, ctype))
+            key = canonical_key(v, ctype)
+            if key is NO_MATCH:
+                raise PinqError(
+                    f"key of type {type(v).__name__} does not match column {col!r} of type {ctype}"
+                )
+            canon.append(key)
         out.append(tuple(canon) if len(columns) > 1 else canon[0])
     if not out:
         raise PinqError("keys must not be empty")
@@ -256,7 +216,7 @@ def check_keys(
 
 
 def _check_key_type(value: object, column: str, ctype: ColumnType) -> None:
-    if is_null_like(value):
+    if is_null_key(value):
         return
     kinds = _COMPATIBLE.get(ctype)
     if kinds is None:

@@ -21,11 +21,18 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._engine import executor_for
+from pinqpy._engine import default_engine, executor_for
 from pinqpy._executor import Grouping, canonical_key, canonical_key_counts
 
 
 def frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
+    """A frame over ``df``. pandas reads an object column of text as it is (every NULL
+    spelling in place); DuckDB and Spark hold one type per column, so there such a column is
+    declared ``str``, as a curator would."""
+    if default_engine() != "pandas" and "schema" not in kwargs:
+        text = {c: "str" for c in df.columns if df[c].dtype == object}
+        if text:
+            kwargs["schema"] = text
     return pq.PrivateFrame(df, pq.Budget(epsilon=10_000, delta=0.5), **kwargs)  # type: ignore[arg-type]
 
 
