@@ -647,6 +647,15 @@ class PrivateFrame:
         """Keep at most ``max_rows`` rows per privacy unit, chosen at random.
 
         Turns a user-level frame (infinite stability) into one of stability ``max_rows``.
+        Rows whose privacy unit is NULL (None, NaN, NA) belong to no known person and are
+        dropped; a ``groupby`` on exactly the privacy unit drops them too.
+
+        The unit must still be the column the table declared, unchanged (a rename is fine):
+        after ``assign(uid=...)`` or a combination with another budget's table, no column
+        identifies this budget's people, and this is refused (see :mod:`pinqpy._facts`).
+        Rows of other budgets that the frame draws on (if any) can each move at most two
+        kept rows of their unit (themselves and one they displace), so their stability
+        doubles.
         """
         k = _positive_int(max_rows, "max_rows")
         unit = self._meta.privacy_unit

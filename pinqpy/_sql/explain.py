@@ -84,7 +84,7 @@ class _Describe(PlanVisitor[str]):
 
     def visit_group_by(self, node: GroupBy) -> str:
         aggs = ", ".join(f"{c.to_sql()} AS {n}" for n, c in node.aggs)
-        how = " (by privacy unit)" if node.by_unit else ""
+        how = " (by privacy unit; rows with a NULL unit dropped)" if node.by_unit else ""
         return f"GroupBy {', '.join(node.keys)}{how}: {aggs}"
 
     def visit_join(self, node: Join) -> str:
@@ -110,7 +110,10 @@ class _Describe(PlanVisitor[str]):
         }[node.kind]
 
     def visit_bound_contributions(self, node: BoundContributions) -> str:
-        return f"Bound contributions: at most {node.max_rows} rows per {node.unit!r}"
+        return (
+            f"Bound contributions: at most {node.max_rows} rows per {node.unit!r} "
+            "(rows with a NULL unit dropped)"
+        )
 
 
 def _tree(node: PlanNode, depth: int, lines: list[str], describe: _Describe) -> None:
