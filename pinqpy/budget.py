@@ -92,8 +92,18 @@ class Cost:
         eps = self.epsilon * kk
         if self.delta == 0:
             return Cost._of(eps, _ZERO)
-        factor = float(kk) * math.exp(float((kk - 1) * self.epsilon))
-        delta = ceil_fraction(factor * float(self.delta)) if factor > 0 else Fraction(0)
+        # In logs, so a large (k-1)·epsilon cannot overflow. A delta of 1 holds for every
+        # mechanism, so a group delta at or above 1 is charged as 1 (no budget can pay it).
+        log_delta = (
+            math.log(kk.numerator)
+            - math.log(kk.denominator)
+            + float((kk - 1) * self.epsilon)
+            + math.log(self.delta.numerator)
+            - math.log(self.delta.denominator)
+        )
+        if log_delta >= 0:
+            return Cost(eps, max(Fraction(1), self.delta * kk))
+        delta = ceil_fraction(math.exp(log_delta))
         delta = max(delta, self.delta * kk)
         return Cost(eps, delta)
 
