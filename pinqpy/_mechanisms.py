@@ -199,7 +199,7 @@ def _optional_delta(delta: object) -> Fraction | None:
 #: of a mean, stays finite. Width, midpoint and sensitivity are then finite too.
 MAX_BOUND = 2.0**959
 #: The largest bound magnitude a variance or standard deviation accepts: ``2**476`` (about
-#: 3.1e143), so that sums of ``2**63`` squares, ``2·mid·sum`` and ``mid²·count`` stay below
+#: 1.95e143), so that sums of ``2**63`` squares, ``2·mid·sum`` and ``mid²·count`` stay below
 #: ``2**1016`` each and the shifted sum of squares is finite.
 MAX_VARIANCE_BOUND = 2.0**476
 
@@ -919,7 +919,13 @@ def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | N
         noise = LatticeNoise(DiscreteLaplaceNoise(b), g)
         return _Noise("lattice", noise, PureCharge(epsilon), sensitivity, epsilon)
     rho = _rho_within(epsilon, delta)
-    sigma_f = gaussian_sigma_for_rho(sensitivity, rho)
+    try:
+        sigma_f = gaussian_sigma_for_rho(sensitivity, rho)
+    except OverflowError:
+        raise PinqError(
+            "the Gaussian noise for these bounds, epsilon and delta is beyond the range of "
+            "doubles; narrow the bounds or ask for a larger epsilon"
+        ) from None
     sigma = Fraction(sigma_f)
     g = grid_for_gaussian(sensitivity, sigma)
     su = _units_sensitivity(sensitivity, g)
