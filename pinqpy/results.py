@@ -559,7 +559,10 @@ class AdditiveAccuracy(Accuracy):
             v = self.values.astype(np.int64)
             return v - int(t), v + int(t)
         v = self.values.astype(np.float64)
-        return v - t, v + t
+        # Never inf, and never a warning: only values near the largest double could overflow.
+        top = np.finfo(np.float64).max
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.clip(v - t, -top, top), np.clip(v + t, -top, top)
 
     def symmetric_half_width(self, level: float = 0.95) -> float | None:
         return self.noise.half_width(level)
