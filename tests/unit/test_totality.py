@@ -387,3 +387,34 @@ def test_numpy_epsilons_and_deltas():
     frame.count(epsilon=np.float32(0.25), delta=np.float64(1e-7))
     assert budget.spent.epsilon == Fraction(3, 4)
     assert budget.spent.delta == Fraction(1, 10**7)
+
+
+def test_sql_aggregates_at_huge_epsilon_and_extreme_bounds():
+    """The same through SQL: every aggregate at epsilon 1e20 releases finite values, and
+    bounds that cannot be handled are refused before the charge."""
+    budget = pq.Budget(epsilon=10**300, delta=0.5)
+    session = pq.Session()
+    df = pd.DataFrame({"x": [1e6] * 300 + [-3.0, INF, NAN], "k": ["a"] * 150 + ["b"] * 153})
+    session.register("t", df, budget=budget)
+    query = (
+        "SELECT VARIANCE(x, -1e6, 1e6) AS v, STDDEV(x, -1e6, 1e6) AS sd, AVG(x, -1e6, 1e6) AS m,"
+        " SUM(x, -1e6, 1e6) AS s, MEDIAN(x, -1e6, 1e6) AS med, PERCENTILE(x, 0.9, -1e6, 1e6) AS p"
+        " FROM t"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = session.sql(query, epsilon=1e20)
+        assert np.isfinite(out.to_numpy(dtype=np.float64)).all()
+        for column in out.columns:
+            assert np.isfinite(out.ci(column).to_numpy(dtype=np.float64)).all()
+        grouped = session.sql(
+            "SELECT k, COUNT(*) AS n, SUM(x, -1e6, 1e6) AS s FROM t GROUP BY k",
+            epsilon=1e20,
+            delta=1e-6,
+        )
+    assert np.isfinite(grouped["s"].to_numpy(dtype=np.float64)).all()
+    spent = budget.spent
+    for bad in ("SUM(x, 0, 1e300)", "VARIANCE(x, -1e200, 1e200)", "MEDIAN(x, -1e308, 1e308)"):
+        with pytest.raises(pq.PinqError, match=r"bounds \("):
+            session.sql(f"SELECT {bad} FROM t", epsilon=1)
+    assert budget.spent == spent
