@@ -94,10 +94,12 @@ class Cost:
             return Cost._of(eps, _ZERO)
         # In logs, so a large (k-1)·epsilon cannot overflow. A delta of 1 holds for every
         # mechanism, so a group delta at or above 1 is charged as 1 (no budget can pay it).
+        # (An exponent above 1e6 is charged 1 without converting it: it may exceed doubles.)
+        exponent = (kk - 1) * self.epsilon
         log_delta = (
             math.log(kk.numerator)
             - math.log(kk.denominator)
-            + float((kk - 1) * self.epsilon)
+            + (float(exponent) if exponent <= 10**6 else math.inf)
             + math.log(self.delta.numerator)
             - math.log(self.delta.denominator)
         )
