@@ -386,7 +386,7 @@ def _scalar_html(value: Any, level: float) -> str:
 
     low, high = value.ci(level)
     if isinstance(value, NoisyLabel):
-        shown = _e(str.__str__(value))
+        shown = _e(str(value))  # the candidate's own spelling, whatever its type
         note = (
             f"with probability {level:g} its exact count is at most {_short(high)} below the "
             "largest count"

@@ -49,6 +49,7 @@ import numpy as np
 from . import _noise
 from ._samplers import _fit_laplace_scale, discrete_laplace
 from .budget import Cost
+from .errors import PrivacyError
 from .results import DiscreteLaplaceNoise
 
 __all__ = ["KeySelectionMechanism", "frame_delta_for", "selection_threshold"]
@@ -149,5 +150,13 @@ def frame_delta_for(delta: Fraction, stability: Fraction, epsilon: Fraction) -> 
     """
     if stability == 1:
         return delta
-    factor = float(stability) * math.exp(float((stability - 1) * epsilon))
-    return Fraction(float(delta) / factor * (1 - 1e-9))
+    # In logs: (k-1)·epsilon may be far beyond exp's range.
+    log_frame = _log(Fraction(delta)) - _log(Fraction(stability))
+    log_frame -= float((stability - 1) * epsilon)
+    if log_frame < -700:  # exp would leave the normal doubles (and their precision)
+        raise PrivacyError(
+            f"private key selection at stability {float(stability):g} and epsilon "
+            f"{float(epsilon):g} would need a per-row delta below about 1e-304 (group privacy "
+            "multiplies it by k·e^((k-1)·epsilon)); lower the epsilon or the stability"
+        )
+    return Fraction(math.exp(log_frame) * (1 - 1e-9))

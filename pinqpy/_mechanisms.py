@@ -192,16 +192,38 @@ def _optional_delta(delta: object) -> Fraction | None:
     return check_delta(delta)
 
 
-def _bounds(lo: object, hi: object) -> tuple[float, float]:
-    """Validated public bounds as floats (the values the executor clamps to)."""
+#: The largest bound magnitude a sum, mean or quantile accepts: ``2**959`` (about 4.9e288).
+#: An engine sums at most ``2**63`` clamped values (row counts are ``int64``), so every
+#: partial float sum is at most ``2**63·2**959 = 2**1022`` in magnitude (plus rounding far
+#: below the next power of two), and so is ``mid·count``: their difference, the centred sum
+#: of a mean, stays finite. Width, midpoint and sensitivity are then finite too.
+MAX_BOUND = 2.0**959
+#: The largest bound magnitude a variance or standard deviation accepts: ``2**476`` (about
+#: 1.95e143), so that sums of ``2**63`` squares, ``2·mid·sum`` and ``mid²·count`` stay below
+#: ``2**1016`` each and the shifted sum of squares is finite.
+MAX_VARIANCE_BOUND = 2.0**476
+
+
+def _bounds(lo: object, hi: object, limit: float = MAX_BOUND) -> tuple[float, float]:
+    """Validated public bounds as floats (the values the executor clamps to).
+
+    Bounds beyond ``limit`` in magnitude are refused (before any charge): the float sums and
+    the lattice released after the charge could not represent what the query can produce.
+    """
     try:
         lo_f, hi_f = float(lo), float(hi)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise PinqError("bounds must be two numbers (low, high)") from None
     if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
         raise PinqError("bounds must be finite numbers")
     if lo_f > hi_f:
         raise PinqError("bounds must be given as (low, high) with low <= high")
+    if max(abs(lo_f), abs(hi_f)) > limit:
+        raise PinqError(
+            f"bounds ({lo_f:g}, {hi_f:g}) are too large for this aggregation: each must be at "
+            f"most {limit:.4g} in magnitude (2**{math.frexp(limit)[1] - 1}), so that widths, "
+            "midpoints and sums over any number of rows stay finite"
+        )
     return lo_f, hi_f
 
 
@@ -897,7 +919,13 @@ def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | N
         noise = LatticeNoise(DiscreteLaplaceNoise(b), g)
         return _Noise("lattice", noise, PureCharge(epsilon), sensitivity, epsilon)
     rho = _rho_within(epsilon, delta)
-    sigma_f = gaussian_sigma_for_rho(sensitivity, rho)
+    try:
+        sigma_f = gaussian_sigma_for_rho(sensitivity, rho)
+    except OverflowError:
+        raise PinqError(
+            "the Gaussian noise for these bounds, epsilon and delta is beyond the range of "
+            "doubles; narrow the bounds or ask for a larger epsilon"
+        ) from None
     sigma = Fraction(sigma_f)
     g = grid_for_gaussian(sensitivity, sigma)
     su = _units_sensitivity(sensitivity, g)
@@ -908,14 +936,17 @@ def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | N
 
 
 def _keys_vector(x: object, what: str) -> np.ndarray:
-    """Exact per-key aggregates as a finite float64 vector (a scalar is one key)."""
+    """Exact per-key aggregates as a float64 vector (a scalar is one key).
+
+    Runs after the charge, so it never raises because of the values: with bounds within
+    :data:`MAX_BOUND` sums of clamped values are finite, and should a non-finite one come
+    anyway ``±inf`` is kept (the lattice saturates it, as it would the exact huge value) and
+    NaN reads as 0 (deterministic; see :func:`pinqpy._samplers._snap`).
+    """
     arr = np.atleast_1d(np.asarray(x, dtype=np.float64))
     if arr.ndim != 1:
         raise ValueError(f"{what} must have one entry per key (a 1-d array)")
-    if not np.isfinite(arr).all():
-        # An executor bug, not a data condition users can trigger: values are clamped first.
-        raise ValueError(f"{what} must be finite")
-    return arr
+    return np.nan_to_num(arr, nan=0.0, posinf=np.inf, neginf=-np.inf)
 
 
 def _count_vector(x: object, what: str) -> np.ndarray:
@@ -925,7 +956,10 @@ def _count_vector(x: object, what: str) -> np.ndarray:
         raise ValueError(f"{what} must have one entry per key (a 1-d array)")
     if arr.dtype.kind in "iub":
         return arr.astype(np.int64)
-    f = _keys_vector(arr, what)
+    f = np.asarray(arr, dtype=np.float64)
+    if not np.isfinite(f).all():
+        # An executor bug (engines count in integers), not a condition data can trigger.
+        raise ValueError(f"{what} must be finite")
     if not (f == np.rint(f)).all() or (np.abs(f) >= 2.0**62).any():
         raise ValueError(f"{what} must be integers")
     return f.astype(np.int64)
@@ -934,6 +968,22 @@ def _count_vector(x: object, what: str) -> np.ndarray:
 def _finite_or(values: np.ndarray, fallback: float) -> np.ndarray:
     """Never release NaN/inf (only reachable with absurd public parameters)."""
     return np.where(np.isfinite(values), values, fallback)
+
+
+def _quiet(func: Any) -> Any:
+    """Run ``func`` with numpy's floating-point warnings off.
+
+    Post-processing of noisy values (and their intervals) runs after the charge, so it must
+    not warn; every such function maps non-finite intermediates to a fixed fallback
+    (:func:`_finite_or`), a deterministic function of the released values.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 class Mechanism(ABC):
@@ -1129,6 +1179,7 @@ class MeanAccuracy(Accuracy):
         self.count_noise = count_noise
         self.lo, self.hi = lo, hi
 
+    @_quiet
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         alpha = 1.0 - check_level(level)
         t_s = self.sum_noise.half_width(1.0 - alpha / 2.0)
@@ -1230,6 +1281,7 @@ class MeanMechanism(Mechanism):
             return width
         return min((t_s + 0.5 * width * t_n) / (n - t_n), width)
 
+    @_quiet
     def _measure(self, sums: object, counts: object) -> tuple[np.ndarray, np.ndarray]:
         """The two private measurements ``(S', N')`` (everything else is post-processing)."""
         s = _keys_vector(sums, "sums")
@@ -1239,6 +1291,7 @@ class MeanMechanism(Mechanism):
         centred = s - self.mid * c
         return self._sum.add(centred), self._count.add(c)
 
+    @_quiet
     def _post(self, noisy_sum: np.ndarray, noisy_count: np.ndarray) -> np.ndarray:
         mean = self.mid + noisy_sum / np.maximum(noisy_count, 1.0)
         return np.clip(_finite_or(mean, self.mid), self.lo, self.hi)
@@ -1291,6 +1344,7 @@ class VarianceAccuracy(Accuracy):
         self.noisy_count = noisy_count
         self._mech = mech
 
+    @_quiet
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         m = self._mech
         alpha = 1.0 - check_level(level)
@@ -1357,7 +1411,7 @@ class VarianceMechanism(Mechanism):
         ddof: int = 1,
         stddev: bool = False,
     ):
-        self.lo, self.hi = _bounds(lo, hi)
+        self.lo, self.hi = _bounds(lo, hi, MAX_VARIANCE_BOUND)
         self.epsilon = Exact(check_epsilon(epsilon))
         dlt = _optional_delta(delta)
         self.delta = Exact(dlt or 0)
@@ -1422,6 +1476,7 @@ class VarianceMechanism(Mechanism):
         top = self._max_value()
         return math.sqrt(top) if self.stddev else top
 
+    @_quiet
     def release(self, sums: object, sumsq: object, counts: object) -> tuple[np.ndarray, Accuracy]:
         """Noisy variances (or stddevs) from plain clamped sums, sums of squares and counts."""
         s = _keys_vector(sums, "sums")
@@ -1438,6 +1493,7 @@ class VarianceMechanism(Mechanism):
         n = np.maximum(noisy_count, 1.0 + self.ddof)
         pop = (noisy_sq + 0.5 * h2 * n) / n - (noisy_sum / n) ** 2
         var = np.clip(_finite_or(pop, 0.0), 0.0, h2) * n / (n - self.ddof)
+        var = np.clip(_finite_or(var, 0.0), 0.0, self._max_value())
         values = np.sqrt(var) if self.stddev else var
         acc = VarianceAccuracy(values, noisy_sum, noisy_sq, noisy_count, mech=self)
         return values, acc
@@ -1453,6 +1509,28 @@ PF_CLIP = 64
 # Denominators of the exact coin exponents stay at most 2**56, so that a clipped numerator
 # (at most (PF_CLIP + 1)·den) is below 2**63 as bernoulli_exp needs.
 _PF_MAX_DEN_BITS = 56
+
+
+#: The largest epsilon a selection (quantile, argmax) spends on its coins: ``2**32``. A query
+#: may be charged more, but its coins use ``min(epsilon, 2**32)``: a mechanism that is
+#: ``ε'``-DP is ``ε``-DP for every ``ε >= ε'``, so this only ever adds privacy. It keeps the
+#: exact coins' integers inside ``int64`` (an epsilon of 1e20 has a numerator beyond
+#: ``2**63``), and costs nothing useful: at ``2**32`` a candidate one row (argmax) or
+#: ``2**-24`` of a row (quantile) below the best is flipped with probability below
+#: ``e**-64``.
+PF_MAX_EPSILON = Fraction(2**32)
+
+
+def _pf_epsilon(x: Fraction, den_bits: int, extra: int) -> Fraction:
+    """``min(x, PF_MAX_EPSILON)`` rounded *down* to a denominator the exact coins can use.
+
+    The denominator is at most ``2**den_bits`` and also small enough that
+    ``den·(extra + 2·ceil(eps) + 1) < 2**63``: callers clip ``numerator·gap`` at
+    ``(extra + ceil(eps))·den`` and add the numerator, so every intermediate fits ``int64``.
+    """
+    e = min(x, PF_MAX_EPSILON)
+    room = ((1 << 63) // (extra + 2 * math.ceil(e) + 1)).bit_length() - 1
+    return _dyadic_down(e, max(0, min(den_bits, room)))
 
 
 def _dyadic_down(x: Fraction, bits: int) -> Fraction:
@@ -1650,6 +1728,7 @@ class QuantileAccuracy(Accuracy):
         )
         self._mech = mech
 
+    @_quiet
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         mech = self._mech
         cands = mech.candidates
@@ -1704,8 +1783,9 @@ class QuantileMechanism(Mechanism):
     ``eps_sel·(U* - U_j)/(2M)``, a rational, clipped at ``PF_CLIP`` (free, see
     :func:`_permute_and_flip`). ``q`` is used exactly when ``b <= 2**24`` (any decimal ``q``
     up to 7 digits), else rounded to the nearest multiple of ``2**-24``; ``eps_sel`` is
-    rounded *down* to a denominator of at most ``2**(55 - bit_length(M))`` if needed (less
-    privacy loss than charged).
+    capped at :data:`PF_MAX_EPSILON` and rounded *down* to a denominator of at most
+    ``2**(55 - bit_length(M))`` if needed (:func:`_pf_epsilon`; less privacy loss than
+    charged).
 
     **Budget.** ``epsilon`` is split: ``eps_sel = (1 - ci_share)·epsilon`` for the selection
     and ``ci_epsilon = ci_share·epsilon`` (default 1/4) for a noisy coarse histogram that
@@ -1765,8 +1845,8 @@ class QuantileMechanism(Mechanism):
         q_pf = qq if qq.denominator <= 1 << 24 else Fraction(round(qq * 2**24), 2**24)
         self._q_pf = q_pf
         big_m = max(q_pf.numerator, q_pf.denominator - q_pf.numerator)
-        e_sel = _dyadic_down(
-            Fraction(self.select_epsilon), _PF_MAX_DEN_BITS - 1 - big_m.bit_length()
+        e_sel = _pf_epsilon(
+            Fraction(self.select_epsilon), _PF_MAX_DEN_BITS - 1 - big_m.bit_length(), 0
         )
         if e_sel <= 0:
             raise PinqError("epsilon is too small for the quantile's exact selection")
@@ -2007,8 +2087,9 @@ class ArgmaxMechanism(Mechanism):
     (exponents are at least ``min(clip, eps) = eps`` below the best) and case (b)'s
     ``p'_i ∈ [λ·p_i, p_i]``.
 
-    **Exact rationals.** ``eps = e/d`` (rounded *down* to a denominator of at most ``2**56``
-    if needed): the coin of candidate ``i`` is ``Bernoulli(exp(-e·(c* - c_i)/d))``.
+    **Exact rationals.** ``eps = e/d`` (capped at :data:`PF_MAX_EPSILON` and rounded *down* to
+    a denominator of at most ``2**56`` if needed, :func:`_pf_epsilon`; either only adds
+    privacy): the coin of candidate ``i`` is ``Bernoulli(exp(-e·(c* - c_i)/d))``.
 
     **Accuracy.** A candidate whose count is ``s`` below the maximum is released with
     probability at most its coin, ``e^{-eps·s}``, so all such candidates together have
@@ -2040,7 +2121,7 @@ class ArgmaxMechanism(Mechanism):
             self.labels = np.empty(n, dtype=object)
             for i, label in enumerate(labels):
                 self.labels[i] = label
-        eps = _dyadic_down(Fraction(self.epsilon), _PF_MAX_DEN_BITS)
+        eps = _pf_epsilon(Fraction(self.epsilon), _PF_MAX_DEN_BITS, PF_CLIP)
         if eps <= 0:
             raise PinqError("epsilon is too small for the argmax's exact selection")
         self._pf_eps = eps

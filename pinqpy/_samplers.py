@@ -872,6 +872,23 @@ def _check_grid(k: int) -> Fraction:
     return Fraction(2) ** k
 
 
+#: The grid is never finer than ``Δ·2**-GRID_MAX_STEPS_EXP`` (``Δ`` the sensitivity).
+GRID_MAX_STEPS_EXP = 30
+
+
+def _grid_floor_exp(d: Fraction) -> int:
+    """The least ``k`` allowed for a grid ``2**k`` at sensitivity ``d`` (``d·2**-30 < 2**k``).
+
+    Why a floor. An answer is released as an ``int64`` count of grid steps, so only answers
+    within ``2**62`` steps are represented exactly; beyond, :func:`_snap` saturates them. A
+    finer grid would only come from a huge epsilon (above about ``2**19`` at the default 10
+    bits), where the noise is a fraction of a step and a finer grid buys nothing; with the
+    floor, ``2**62`` steps are more than ``2**32·Δ``, so a sum saturates only beyond ``2**32``
+    rows at the bound. The floor depends on ``Δ`` only (public).
+    """
+    return _pow2_floor_exp(d) - GRID_MAX_STEPS_EXP + 1
+
+
 def _positive(x: Any, what: str) -> Fraction:
     f = to_fraction(x, what)
     if f <= 0:
@@ -891,12 +908,17 @@ def grid_for(
     most one step to the sensitivity (see :func:`lattice_laplace`), a relative cost of at most
     ``2**-bits`` in noise. ``g`` depends on ``(Δ, ε, bits)`` and nothing else.
 
+    The grid is never finer than ``Δ·2**-30`` (see :func:`_grid_floor_exp`): that matters only
+    for ``ε`` above about ``2**(29 - bits)``, where the noise is a grid step or less anyway.
+
     >>> grid_for(1, Fraction(1, 2)), grid_for(100, 4)
     (Fraction(1, 1024), Fraction(1, 64))
+    >>> grid_for(1, 10**20) == Fraction(1, 2**29)
+    True
     """
     d = _positive(sensitivity, "sensitivity")
     eps = _positive(epsilon, "epsilon")
-    return _check_grid(_pow2_floor_exp(min(d, d / eps) / 2**bits))
+    return _check_grid(max(_pow2_floor_exp(min(d, d / eps) / 2**bits), _grid_floor_exp(d)))
 
 
 # σ in grid units is kept at most 2**18 so that the discrete Gaussian sampler's limits hold.
@@ -913,39 +935,55 @@ def grid_for_gaussian(
     The largest power of two with ``g <= min(Δ, σ) / 2**bits``, unless that makes ``σ/g`` exceed
     ``2**18`` (only when ``σ > 2**(18 - bits)·Δ``, i.e. very small privacy parameters): then the
     smallest power of two with ``σ/g <= 2**18``, which keeps ``σ`` in grid units within the
-    exact sampler's range at the cost of a coarser grid.
+    exact sampler's range at the cost of a coarser grid. Never finer than ``Δ·2**-30``, as
+    :func:`grid_for`.
 
     >>> grid_for_gaussian(1, 5)
     Fraction(1, 1024)
     """
     d = _positive(sensitivity, "sensitivity")
     sig = _positive(sigma, "sigma")
-    k = _pow2_floor_exp(min(d, sig) / 2**bits)
+    k = max(_pow2_floor_exp(min(d, sig) / 2**bits), _grid_floor_exp(d))
     k_min = _pow2_floor_exp(sig / 2**_GAUSS_MAX_SIGMA_EXP)
     if Fraction(2) ** k_min < sig / 2**_GAUSS_MAX_SIGMA_EXP:
         k_min += 1  # smallest k with sig / 2**k <= 2**18
     return _check_grid(max(k, k_min))
 
 
-def _snap(values: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``round(v / 2**k)`` (half to even) exactly, as ``int64``; also the float64 input.
+#: The largest number of grid steps a release can start from: the largest double below
+#: ``2**62`` (doubles there are ``2**10`` apart). Exact answers beyond it are saturated.
+SATURATION_STEPS = 2.0**62 - 2.0**10
 
-    A float is an exact binary rational, and ``ldexp(v, -k) = v·2**-k`` only moves its exponent,
-    so it is exact unless it overflows (caught below) or falls into the subnormal range, where
-    ``|v/g| < 2**-1022`` and the correctly rounded result, 0, is unaffected. ``np.rint`` rounds a
-    double to the nearest integer, ties to even, exactly (the integer is representable: below
-    ``2**53`` every integer is, above it the input is already an integer). ``|v/g| < 2**62``
-    then converts to ``int64`` exactly.
+
+def _snap(values: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``round(clamp(v/2**k))`` (half to even) exactly, as ``int64``; also the float64 input.
+
+    **Total.** No value makes this raise or warn, since it runs after the charge:
+
+    * ``v/g`` is clamped into ``[-C, C]`` with ``C = SATURATION_STEPS < 2**62`` (saturation).
+      Clamping is 1-Lipschitz -- ``|clamp(a) - clamp(b)| <= |a - b|`` -- so answers of
+      sensitivity ``Δ`` stay of sensitivity ``Δ`` after it, and :func:`_units_sensitivity`
+      holds unchanged; ``C`` depends on nothing but the grid (public). Saturation only ever
+      acts on answers beyond ``C·g`` in magnitude (at least ``2**32·Δ``, see
+      :func:`_grid_floor_exp`), whose release is then ``±C·g`` plus noise: still private,
+      though its accuracy statement no longer describes the distance to the exact answer.
+    * ``±inf`` saturates like any value beyond ``C·g``.
+    * NaN cannot arise from the mechanisms' inputs (clamped values whose bounds
+      :func:`pinqpy._mechanisms._bounds` limits, so no float sum overflows); should one come
+      anyway it is read as 0, deterministically, and never raises.
+
+    Exactness: a float is an exact binary rational, and ``ldexp(v, -k) = v·2**-k`` only moves
+    its exponent, so it is exact unless it overflows (to ``±inf``: then ``|v| > C·g`` and the
+    clamp gives the same ``±C`` as on the exact value) or falls into the subnormal range, where
+    ``|v/g| < 2**-1022`` and the correctly rounded result, 0, is unaffected. ``np.rint`` rounds
+    a double to the nearest integer, ties to even, exactly (below ``2**53`` every integer is
+    representable, above it the input is already an integer), and ``|x| <= C < 2**62``
+    converts to ``int64`` exactly.
     """
     v = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(v).all():
-        raise PinqError("a value to release is not finite")
-    x = np.rint(np.ldexp(v, -k))
-    if x.size and not (np.abs(x) < 2.0**62).all():
-        raise PinqError(
-            "a value to release is too large for its lattice (more than 2**62 grid steps); "
-            "bound the inputs or use fewer bits"
-        )
+    with np.errstate(all="ignore"):
+        x = np.ldexp(np.nan_to_num(v, nan=0.0, posinf=np.inf, neginf=-np.inf), -k)
+        x = np.rint(np.clip(x, -SATURATION_STEPS, SATURATION_STEPS))
     return x.astype(np.int64), v
 
 
@@ -994,9 +1032,10 @@ def lattice_laplace(
     carry nothing beyond the DP release itself.
 
     The guarantee assumes ``values`` are the exact answers of sensitivity ``Δ`` (rounding error
-    in computing them is the caller's to bound). Values beyond ``2**62`` grid steps raise
-    :class:`~pinqpy.errors.PinqError`; inside :func:`pinqpy.testing.no_noise` the values are
-    returned unchanged.
+    in computing them is the caller's to bound). Values beyond ``SATURATION_STEPS`` grid steps
+    (and ``±inf``) are saturated to it, which keeps the sensitivity (see :func:`_snap`): the
+    release never raises because of the values. Inside :func:`pinqpy.testing.no_noise` the
+    values are returned unchanged.
 
     >>> from pinqpy._noise import SeededSource
     >>> out, g, unit = lattice_laplace([3.7, -1e6], 1, 1, source=SeededSource(0))

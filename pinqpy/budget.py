@@ -92,8 +92,20 @@ class Cost:
         eps = self.epsilon * kk
         if self.delta == 0:
             return Cost._of(eps, _ZERO)
-        factor = float(kk) * math.exp(float((kk - 1) * self.epsilon))
-        delta = ceil_fraction(factor * float(self.delta)) if factor > 0 else Fraction(0)
+        # In logs, so a large (k-1)·epsilon cannot overflow. A delta of 1 holds for every
+        # mechanism, so a group delta at or above 1 is charged as 1 (no budget can pay it).
+        # (An exponent above 1e6 is charged 1 without converting it: it may exceed doubles.)
+        exponent = (kk - 1) * self.epsilon
+        log_delta = (
+            math.log(kk.numerator)
+            - math.log(kk.denominator)
+            + (float(exponent) if exponent <= 10**6 else math.inf)
+            + math.log(self.delta.numerator)
+            - math.log(self.delta.denominator)
+        )
+        if log_delta >= 0:
+            return Cost(eps, max(Fraction(1), self.delta * kk))
+        delta = ceil_fraction(math.exp(log_delta))
         delta = max(delta, self.delta * kk)
         return Cost(eps, delta)
 
@@ -294,9 +306,38 @@ def _check_epsilon(value: object, what: str) -> Fraction:
     return eps
 
 
+#: The largest epsilon one measurement may ask for: ``10**100``. Far beyond any meaningful
+#: guarantee (``e**epsilon`` bounds the privacy loss), it is refused before any charge
+#: because the noise calibrations work in doubles: below it every derived quantity (``1/ε``,
+#: ``ε²``, a Gaussian's sigma) stays finite and every release is total. A budget's total may be
+#: larger.
+MAX_EPSILON = Fraction(10**100)
+
+
 def check_epsilon(value: object, what: str = "epsilon") -> Fraction:
-    """Validate a query's epsilon: positive and finite, else :class:`PinqError`."""
-    return _check_epsilon(value, what)
+    """Validate a query's epsilon: positive, finite and at most :data:`MAX_EPSILON`, else
+    :class:`PinqError`.
+
+    >>> check_epsilon(1e101)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pinqpy.errors.PinqError: epsilon is too large (1e+101): one measurement may ask ...1e+100
+    """
+    eps = _check_epsilon(value, what)
+    if eps > MAX_EPSILON:
+        raise PinqError(
+            f"{what} is too large ({_big(eps)}): one measurement may ask for at most "
+            f"{float(MAX_EPSILON):g}"
+        )
+    return eps
+
+
+def _big(x: Fraction) -> str:
+    """``x`` spelt like a float, also beyond the range of doubles."""
+    try:
+        return f"{float(x):g}"
+    except OverflowError:
+        return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
 
 
 #: The smallest delta a query may ask for. Below it the noise cannot be calibrated in

@@ -1259,9 +1259,23 @@ def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
 def _argmax_candidates(candidates: Iterable[Hashable]) -> tuple[Hashable, ...]:
     if isinstance(candidates, str) or not isinstance(candidates, Iterable):
         raise PinqError("argmax needs a list of public candidates")
+    from ._meta import is_null_like
+
     cands = tuple(candidates)
     if not cands:
         raise PinqError("argmax needs at least one candidate")
+    for c in cands:  # all refused before any charge: candidates are public
+        try:
+            hash(c)
+        except TypeError:
+            raise PinqError(
+                f"argmax candidates must be hashable values, not {type(c).__name__}"
+            ) from None
+        if is_null_like(c):
+            raise PinqError(
+                "argmax candidates cannot be NULL or NaN (a NULL equals no value); "
+                "filter NULLs out or map them to a value first"
+            )
     if len(set(cands)) != len(cands):
         raise PinqError("argmax candidates must not repeat")
     return cands

@@ -142,7 +142,38 @@ def test_noisy_label():
 def test_noisy_label_of_a_non_string_candidate():
     acc = ArgmaxAccuracy(np.array([7], dtype=object), epsilon=0.5, n_candidates=2)
     lab = NoisyLabel.from_release(acc)
-    assert lab == "7" and lab.candidate == 7
+    # The candidate itself, with its type (an int subclass), still carrying the accuracy.
+    assert lab == 7 and lab != "7" and lab.candidate == 7 and isinstance(lab, int)
+    assert isinstance(lab, NoisyLabel) and hash(lab) == hash(7)
+    assert lab.ci(0.95) == pytest.approx((0.0, math.log(2 / 0.05) / 0.5))
+    w = pickle.loads(pickle.dumps(lab))
+    assert w == 7 and type(w) is type(lab) and w.ci() == lab.ci()
+
+
+@pytest.mark.parametrize(
+    "candidate, kind",
+    [
+        (2.5, float),
+        (np.float32(0.25), float),
+        (np.int64(3), int),
+        (True, None),
+        (("a", 1), None),
+        (None, None),
+        (pd.Timestamp("2020-01-01"), None),
+    ],
+)
+def test_noisy_label_keeps_the_candidates_type(candidate, kind):
+    values = np.empty(1, dtype=object)
+    values[0] = candidate
+    lab = NoisyLabel.from_release(ArgmaxAccuracy(values, epsilon=1, n_candidates=2))
+    assert lab == candidate and hash(lab) == hash(candidate) and lab.candidate is candidate
+    assert isinstance(lab, NoisyLabel) and lab.ci()[0] == 0.0
+    if kind is not None:
+        assert isinstance(lab, kind)
+    else:
+        assert type(lab).__name__ == "NoisyChoice" and {candidate: 1}[lab] == 1
+    assert pickle.loads(pickle.dumps(lab)) == candidate and "NoisyLabel(" in repr(lab)
+    assert lab._repr_html_()
 
 
 # -- NoisySeries ----------------------------------------------------------------------------
