@@ -1256,25 +1256,36 @@ def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
     return np.unique(np.concatenate([[lo], arr, [hi]]))
 
 
+def _plain_value(v: object) -> bool:
+    import datetime as dt
+
+    if isinstance(v, tuple):
+        return all(_plain_value(x) for x in v)
+    return type(v) in (str, int, float, bool) or isinstance(
+        v, np.generic | dt.date | dt.datetime | pd.Timestamp
+    )
+
+
 def _argmax_candidates(candidates: Iterable[Hashable]) -> tuple[Hashable, ...]:
     if isinstance(candidates, str) or not isinstance(candidates, Iterable):
         raise PinqError("argmax needs a list of public candidates")
-    from ._meta import is_null_like
+    from ._keys import is_null_key
 
     cands = tuple(candidates)
     if not cands:
         raise PinqError("argmax needs at least one candidate")
     for c in cands:  # all refused before any charge: candidates are public
-        try:
-            hash(c)
-        except TypeError:
-            raise PinqError(
-                f"argmax candidates must be hashable values, not {type(c).__name__}"
-            ) from None
-        if is_null_like(c):
+        if is_null_key(c):
             raise PinqError(
                 "argmax candidates cannot be NULL or NaN (a NULL equals no value); "
                 "filter NULLs out or map them to a value first"
+            )
+        # Plain values only: an object of the analyst's own class would run its own __eq__
+        # against private values while an engine compares them.
+        if not _plain_value(c):
+            raise PinqError(
+                "argmax candidates must be plain hashable values (text, numbers, booleans, "
+                f"dates, or tuples of them), not {type(c).__name__}"
             )
     if len(set(cands)) != len(cands):
         raise PinqError("argmax candidates must not repeat")

@@ -418,3 +418,17 @@ def test_sql_aggregates_at_huge_epsilon_and_extreme_bounds():
         with pytest.raises(pq.PinqError, match=r"bounds \("):
             session.sql(f"SELECT {bad} FROM t", epsilon=1)
     assert budget.spent == spent
+
+
+def test_argmax_refuses_candidates_of_the_analysts_own_classes_before_the_charge():
+    class Spy(str):
+        def __eq__(self, other: object) -> bool:  # would see private values
+            return super().__eq__(other)
+
+        __hash__ = str.__hash__
+
+    budget = pq.Budget(epsilon=1)
+    f = pq.PrivateFrame(pd.DataFrame({"s": ["a", "b"]}), budget)
+    with pytest.raises(pq.PinqError, match="plain hashable values"):
+        f.argmax("s", candidates=[Spy("a"), "b"], epsilon=0.5)
+    assert budget.spent.epsilon == 0
