@@ -103,7 +103,7 @@ def table(users: list[list[dict]], first_pid: int, src: int, extra: tuple | None
     df = pd.DataFrame(recs, columns=["pid", "k", "v", "s", "items"])
     df.insert(1, "visit_id", np.arange(len(df), dtype="int64") + 1000 * (src + 1))
     df["src"] = src
-    return df.astype({"pid": "int64", "k": "int64", "v": "float64", "s": "object", "src": "int64"})
+    return df.astype({"pid": "int64", "k": "int64", "v": "float64", "s": "str", "src": "int64"})
 
 
 # -- chain steps ------------------------------------------------------------------------------
