@@ -1351,9 +1351,11 @@ def _key_multiplicity(public: pd.DataFrame, on: tuple[str, ...]) -> int:
     if len(public) <= 5_000:
         from collections import Counter
 
+        from ._keys import is_null_key
+
         keys = zip(*(public[c].tolist() for c in on), strict=True)
-        # NaN != NaN, so normalise missing keys to one value before counting.
-        counts = Counter(tuple(None if v != v else v for v in k) for k in keys)
+        # Every NULL-like (NaN, pd.NA, NaT, None) is one key, as engines match them.
+        counts = Counter(tuple(None if is_null_key(v) else v for v in k) for k in keys)
         return max(counts.values())
     return int(public.groupby(list(on), dropna=False).size().max())
 

@@ -44,7 +44,7 @@ _ENV = os.environ.get("PINQPY_HARNESS_EXAMPLES")
 EXAMPLES = (
     {"pandas": int(_ENV), "duckdb": int(_ENV), "spark": max(1, int(_ENV) // 10)}
     if _ENV
-    else {"pandas": 200, "duckdb": 60, "spark": 5}
+    else {"pandas": 300, "duckdb": 150, "spark": 8}
 )
 SQL_EXAMPLES = {k: max(1, v // 2) for k, v in EXAMPLES.items()}
 
@@ -257,7 +257,7 @@ _ENDINGS = [
 chains = st.builds(
     lambda body, end: [*body, *([end] if end else [])],
     st.lists(st.sampled_from(STEP_NAMES + _RISKY * 2), min_size=0, max_size=4),
-    st.one_of(st.none(), st.sampled_from(_ENDINGS)),
+    st.sampled_from([None, *_ENDINGS, *_ENDINGS, *_ENDINGS]),
 ).filter(bool)
 
 

@@ -132,3 +132,15 @@ def test_callables_are_refused_by_default_before_the_charge():
     with pytest.raises(pq.PrivacyError, match="allow_callables=True"):
         f.sum(lambda df: df.a, epsilon=1, bounds=(0, 100))
     assert budget.spent.epsilon == 0
+
+
+def test_public_table_with_nullable_integer_null_key_joins(engine: str) -> None:
+    """A nullable-integer public key holding <NA> is one NULL key, as every engine matches
+    it; nothing raises outside pinqpy."""
+    budget = pq.Budget(epsilon=10)
+    pub = pd.DataFrame({"k": pd.array([1, pd.NA, 3], dtype="Int64"), "lab": ["a", "b", "c"]})
+    f = pq.PrivateFrame(pd.DataFrame({"k": pd.array([1, 2, 3, None], dtype="Int64")}), budget)
+    joined = f.join(pub, on="k")
+    assert joined.stability == 1
+    with pq.testing.no_noise():
+        assert int(joined.count(epsilon=1)) == 3  # 1, 3 and the NULL key, on every engine
