@@ -186,3 +186,31 @@ class Lattice:
         v = v[~np.isnan(v)]
         d = [int(x) for x in self.indices(np.clip(v, self.lo, self.hi))]
         return sum(d), sum(x * x for x in d), len(d)
+
+    def index_sums(self, value_sums: object, counts: object) -> list[int]:
+        """``Σd`` per key from exact sums of values that lie on the lattice (integers, for
+        bounds like ``(0, 100)``): ``Σx/q - B·n``. For tests and callers holding exact value
+        sums; raises ValueError if a sum is not of lattice values."""
+        out = []
+        for s, n in zip(_flat(value_sums), _flat(counts), strict=True):
+            d = Fraction(s) / self.step - Fraction(self.base) * int(n)
+            if d.denominator != 1:
+                raise ValueError("these sums are not of values on the lattice")
+            out.append(int(d))
+        return out
+
+    def index_sumsqs(self, value_sumsqs: object, value_sums: object, counts: object) -> list[int]:
+        """``Σd²`` per key from exact sums of squares and sums of lattice values:
+        ``Σx²/q² - 2B·Σx/q + B²·n`` (see :meth:`index_sums`)."""
+        out = []
+        q, b = self.step, Fraction(self.base)
+        for s2, s, n in zip(_flat(value_sumsqs), _flat(value_sums), _flat(counts), strict=True):
+            d = Fraction(s2) / q**2 - 2 * b * Fraction(s) / q + b * b * int(n)
+            if d.denominator != 1:
+                raise ValueError("these sums are not of values on the lattice")
+            out.append(int(d))
+        return out
+
+
+def _flat(x: object) -> list[float]:
+    return [float(v) for v in np.atleast_1d(np.asarray(x, dtype=np.float64)).tolist()]
