@@ -191,6 +191,7 @@ def mean_draw(mech: MeanMechanism):
 
     return draw
 
+
 @pytest.mark.parametrize("size", SIZES)
 def test_mean(size, audit_log):
     mech = MeanMechanism(EPS, 0, 10)
@@ -206,6 +207,7 @@ def variance_draw(mech: VarianceMechanism):
         return np.column_stack([values, *acc.interval(0.5)])
 
     return draw
+
 
 @pytest.mark.parametrize("size", SIZES)
 def test_variance(size, audit_log):
@@ -235,6 +237,7 @@ def quantile_draw(mech: QuantileMechanism, with_ci: bool = False):
         return np.column_stack([values, *acc.interval(0.5)])
 
     return draw
+
 
 def quantile_chunk(mech: QuantileMechanism) -> int:
     return max(1, 1_000_000 // len(mech.candidates))
@@ -293,6 +296,7 @@ def argmax_draw(mech: ArgmaxMechanism):
 
     return draw
 
+
 ARGMAX_PAIR = ([0, 3, 3], [1, 3, 3])
 
 
@@ -323,6 +327,7 @@ def key_draw(mech: KeySelectionMechanism):
         return out
 
     return draw
+
 
 @pytest.mark.parametrize("size", SIZES)
 def test_key_selection_lone_row_is_released_with_probability_delta(size, audit_log):
