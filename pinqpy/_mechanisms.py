@@ -1468,6 +1468,9 @@ class VarianceMechanism(Mechanism):
         self.lattice = Lattice.of(self.lo, self.hi)
         half = self.lattice.half
         self.half = _float_up(half)
+        if self.half > 1e154:  # self.half**2 would overflow
+            # From the public bounds, before any charge: no float holds such a variance.
+            raise PinqError("bounds too wide for a variance: (hi - lo)² overflows a float")
         q2 = self.lattice.step / 2
         self.slack = _float_up(2 * half * q2 + q2 * q2)
         # A row adds (x̂ - mid)² - h²/2, exactly, in [-h²/2, h²/2].
