@@ -230,8 +230,13 @@ def test_reproduced_attack_variance_far_from_zero(
         session = pq.Session()
         session.register("t", pq.PrivateFrame(pd.DataFrame({"flag": flags}), pq.Budget(10)))
         with pq.testing.no_noise():
-            out = session.sql("SELECT VARIANCE(flag + 1e7, 1e7, 1e7 + 1) AS v FROM t", epsilon=1)
+            out = session.sql(
+                "SELECT VARIANCE(flag + 1e7, 1e7, 1e7 + 1) AS v, AVG(flag + 1e7, 1e7, 1e7 + 1) "
+                "AS a, COUNT(*) AS n FROM t",  # read together: one engine query
+                epsilon=1,
+            )
         assert float(out["v"].iloc[0]) == pytest.approx(np.var(flags, ddof=1), abs=1e-6)
+        assert float(out["a"].iloc[0]) == pytest.approx(1e7 + flags.mean(), abs=1e-7)
     mech = VarianceMechanism(1, 1e7, 1e7 + 1)
     h = mech.lattice.half
     assert h == Fraction(1, 2)
