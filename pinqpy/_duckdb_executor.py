@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import math
 import re
+import sys
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from ._expr.ast import (
     Unary,
 )
 from ._expr.types import CAST_TYPES, ColumnType
-from ._lattice import Lattice
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -1208,7 +1209,7 @@ def _int_bucket_query(rows: str, grid: Grid) -> str:
 
 def _sum_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[str]:
     """The clamped sum of ``v`` and its count of non-NULL values (over the rows ``when``
-    admits: a FILTER clause or "").
+    admits: a FILTER clause or ""), exact before its conversion to a double.
 
     Integers clamped to integer bounds are summed exactly as integers: the float sum pandas
     computes is the same number while it is exact (below 2**53) and its rounding otherwise;
@@ -1216,9 +1217,18 @@ def _sum_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[s
     if kind == "int":
         lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
         return [f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}", f"COUNT({v}){when}"]
-    lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
-    clamped = f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}"
-    return [f"COALESCE({clamped}, 0.0)", f"COUNT({v}){when}"]
+    # Other values are summed exactly on the SUM's fixed-point grid (SumGrid): truncated
+    # toward zero to multiples of q (never larger in magnitude, so the sensitivity stays
+    # max(|lo|, |hi|)), summed as BIGINT into HUGEINT, then scaled by q as a double. A float
+    # SUM of 10**8 doubles can err by the sensitivity itself.
+    grid = SumGrid.of(lo, hi)
+    c = f"LEAST(GREATEST({v}, {_float_literal(lo)}), {_float_literal(hi)})"
+    k = f"CAST(TRUNC({grid.sql(c, _float_literal)}) AS BIGINT)"
+    total = f"CAST(SUM({k}){when} AS DOUBLE) * {_float_literal(grid.step_float)}"
+    top = _float_literal(sys.float_info.max)
+    bottom = _float_literal(-sys.float_info.max)
+    # (DuckDB's LEAST and GREATEST skip NULLs: COALESCE first.)
+    return [f"LEAST(GREATEST(COALESCE({total}, 0.0), {bottom}), {top})", f"COUNT({v}){when}"]
 
 
 def _float_literal(x: float) -> str:

@@ -1084,9 +1084,16 @@ class SumMechanism(_AdditiveMechanism):
     most ``max(|lo|, |hi|)``: that is the sensitivity ``Δ``. The sum is released on the lattice
     ``g·Z`` with ``g = 2**k`` chosen from ``(Δ, epsilon, delta)`` only, with exact discrete
     noise in grid units (:func:`_lattice_noise`): every released sum is a multiple of ``g``,
-    whatever the data. (Floating-point summation can err by more than one ulp per term for
-    huge inputs; the executor should sum accurately, e.g. with :func:`math.fsum`-grade
-    algorithms.)
+    whatever the data.
+
+    **Float error.** Every engine sums the clamped values exactly on a fixed-point grid
+    (:class:`~pinqpy._lattice.SumGrid`: truncated toward zero to multiples of
+    ``q <= Δ·2**-40``, which never increases a magnitude, so ``Δ`` stays exact; integer
+    columns with integer bounds exactly as integers) and converts the exact sum to a double
+    once, within 2 ulps: an error of at most ``n·2**-52·Δ`` for ``n`` rows, below ``1e-6·Δ``
+    up to ``4·10**9`` rows. (A float sum of the values could err by ``n²·2**-53·Δ``, the
+    sensitivity itself at ``10**8`` rows.) Quantisation moves each value by less than ``q``,
+    deterministically and row by row, which costs accuracy only.
 
     >>> m = SumMechanism(0.1, -5, 3)
     >>> m.describe()

@@ -29,7 +29,7 @@ from ._executor import (
 from ._expr.ast import Column, Expr
 from ._expr.pandas_eval import evaluate, predicate_mask
 from ._expr.types import series_type
-from ._lattice import Lattice
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -130,8 +130,8 @@ def _integer_sum(
     """One group's clamped sum of a stored int64 column with integer bounds, summed as
     integers, without a float copy of the column; None when it does not apply.
 
-    While ``n * max(|lo|, |hi|) < 2**53`` every partial sum is an integer a float holds
-    exactly, so the float sum is exact too and the two are the same number."""
+    While ``n * max(|lo|, |hi|) < 2**63`` no partial sum overflows ``int64``: the sum is
+    exact, and is returned correctly rounded to a float."""
     if grouping is not None or not isinstance(value, Column):
         return None
     if not (float(lo).is_integer() and float(hi).is_integer()):
@@ -142,7 +142,7 @@ def _integer_sum(
     vals = series.to_numpy()
     if rel.mask is not None:
         vals = vals[rel.mask]
-    if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**53:
+    if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**63:
         return None
     total = int(_clip(vals, int(lo), int(hi)).sum())
     return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
@@ -482,11 +482,12 @@ _EXACT_CHUNK = 1 << 30
 
 
 def _exact_sums(codes: np.ndarray | None, k: int, ints: np.ndarray) -> list[int]:
-    """Per group position, the exact sum of non-negative ``int64`` terms below ``2**44``
-    (lattice indices and their squares), as Python ints.
+    """Per group position, the exact sum of ``int64`` terms of magnitude below ``2**44``
+    (lattice indices and their squares, a SUM's grid points), as Python ints.
 
-    Each term is split as ``a·2**22 + b`` (``a < 2**22``, ``b < 2**22``); within a chunk of
-    at most ``2**30`` rows every partial sum of either part is an integer below ``2**52``,
+    Each term is split as ``a·2**22 + b`` (``a = t >> 22``, so ``|a| < 2**22``;
+    ``0 <= b < 2**22``); within a chunk of at most ``2**30`` rows every partial sum of either
+    part is an integer of magnitude below ``2**52``,
     which ``np.bincount``'s float64 accumulator (or an ``int64`` sum) holds exactly; chunks
     are combined as Python ints. No overflow and no rounding for any number of rows."""
     a_tot = [0] * k
@@ -571,10 +572,16 @@ class PandasExecutor(Executor):
         vals, codes = self._values(rel, grouping, value)
         # clip also sends +-inf to the bounds, so they count like any other value.
         clipped = _clip(vals, lo, hi)
-        if codes is None:
-            return np.array([clipped.sum()]), np.array([len(clipped)], dtype=np.int64)
-        k = _n_groups(grouping)
-        return _per_group(codes, k, clipped), _per_group(codes, k)
+        # Summed exactly on the SUM's fixed-point grid (pinqpy._lattice.SumGrid): a float
+        # sum of 10**8 values can err by the sensitivity itself.
+        grid = SumGrid.of(lo, hi)
+        k = 1 if codes is None else _n_groups(grouping)
+        if codes is not None:
+            clipped = np.where(codes < k, clipped, 0.0)  # uncounted rows (NaN...) add 0
+        totals = _exact_sums(codes, k, grid.indices(clipped))
+        sums = np.array([grid.total(t) for t in totals])
+        counts = np.array([len(clipped)], dtype=np.int64) if codes is None else _per_group(codes, k)
+        return sums, counts
 
     def lattice_sums(
         self,

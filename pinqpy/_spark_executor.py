@@ -86,7 +86,7 @@ from ._expr.ast import (
 )
 from ._expr.check import resolve_column
 from ._expr.types import CAST_TYPES, ColumnType
-from ._lattice import Lattice
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -2083,7 +2083,16 @@ class SparkExecutor(Executor):
                 f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END AS {c}"
             )
             if r[0] == "clamped_sum":
-                aggs.extend([f"sum({c})", "0.0D", f"COUNT({c})"])
+                # Exactly on the SUM's fixed-point grid (SumGrid): truncated toward zero to
+                # multiples of q (CAST to BIGINT truncates; never larger in magnitude, so the
+                # sensitivity stays max(|lo|, |hi|)), summed as DECIMAL(38, 0), scaled by q as
+                # a double. A float sum of 10**8 doubles can err by the sensitivity itself.
+                grid = SumGrid.of(float(r[2]), float(r[3]))
+                k = f"CAST(CAST({grid.sql(c, _float_lit)} AS BIGINT) AS DECIMAL(38, 0))"
+                total = f"CAST(sum({k}) AS DOUBLE) * {_float_lit(grid.step_float)}"
+                top = _float_lit(sys.float_info.max)
+                total = f"least(greatest({total}, -{top}), {top})"
+                aggs.extend([total, "0.0D", f"COUNT({c})"])
                 continue
             # Exact lattice-index sums (pinqpy._lattice): d in [0, 2**21] computed in doubles
             # as numpy does (bround is half-to-even), summed as BIGINT (exact below 2**42
