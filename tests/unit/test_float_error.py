@@ -17,6 +17,7 @@ from zero, and the error leaks. pinqpy quantises each value on a public lattice
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -30,7 +31,7 @@ from pinqpy import _mechanisms
 from pinqpy._engine import executor_for
 from pinqpy._executor import Grouping
 from pinqpy._expr.parser import parse_expression
-from pinqpy._lattice import BITS, Lattice
+from pinqpy._lattice import BITS, Lattice, SumGrid
 from pinqpy._mechanisms import MeanMechanism, VarianceMechanism
 from pinqpy.errors import PinqError
 
@@ -277,5 +278,39 @@ def test_neighbouring_measurements_move_by_at_most_the_sensitivity(engine: str) 
         h = var.lattice.half
         assert abs(out[1][0] - out[0][0]) <= h
         assert abs(out[1][1] - out[0][1]) <= h * h / 2
+
+    check()
+
+
+def test_plain_sum_is_exact_before_its_conversion(engine: str) -> None:
+    """SUM: the engine's sum is the exact sum of the values truncated to the SUM's grid
+    (|q·k| <= |x|, so the sensitivity max(|lo|, |hi|) holds exactly), converted to a double
+    within 2 ulps; every value moved by less than q <= max(|lo|, |hi|)·2**-40."""
+
+    @settings(
+        max_examples=_examples(engine),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(bounds(), st.lists(values, max_size=12))
+    def check(b: tuple[float, float], xs: list[float]) -> None:
+        lo, hi = b
+        f = _frame(xs)
+        got = executor_for(f._plan).clamped_sum(f._plan, None, parse_expression("x"), lo, hi)
+        grid = SumGrid.of(lo, hi)
+        q, m = grid.step, max(abs(Fraction(lo)), abs(Fraction(hi)))
+        total = Fraction(0)
+        for x in xs:
+            if math.isnan(x):
+                continue
+            xc = Fraction(min(max(x, lo), hi))
+            xq = q * math.trunc(xc / q)
+            assert abs(xq) <= abs(xc) and abs(xq - xc) < q and q <= max(m * 2**-40, q)
+            total += xq
+        s = float(got[0][0])
+        if abs(total) < Fraction(sys.float_info.max):
+            assert abs(Fraction(s) - total) <= 2 * Fraction(math.ulp(float(total)))
+            if m:
+                assert abs(Fraction(s) - total) / m <= Fraction(len(xs) + 1, 2**52)
 
     check()

@@ -159,8 +159,8 @@ def test_integer_sums_equal_the_float_sum(
     """A stored int64 column with integer bounds is summed as integers: the same number as
     the exact sum of the same clipped values; a bound too large for int64 sums falls back to
     the SUM's fixed-point grid (pinqpy._lattice.SumGrid), also summed exactly."""
-    from pinqpy._lattice import SumGrid
     from pinqpy._expr.ast import Column
+    from pinqpy._lattice import SumGrid
     from pinqpy._pandas_executor import PandasExecutor
 
     df = pd.DataFrame({"v": np.array(values, dtype=np.int64), "k": np.arange(len(values)) % 3})
