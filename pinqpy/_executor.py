@@ -181,7 +181,12 @@ class Executor(ABC):
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per group: the sum of non-NULL values clamped into [lo, hi], and how many there were."""
+        """Per group: the sum of non-NULL values clamped into [lo, hi], and how many there were.
+
+        Summed exactly (integer columns with integer bounds as integers, other values on
+        :class:`~pinqpy._lattice.SumGrid`'s fixed point, truncated toward zero, which never
+        increases a magnitude) and converted to a double once, within 2 ulps: no float
+        summation error, which for 10**8 rows can reach the sensitivity itself."""
 
     @abstractmethod
     def lattice_sums(
