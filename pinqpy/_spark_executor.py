@@ -2088,8 +2088,8 @@ class SparkExecutor(Executor):
                 # sensitivity stays max(|lo|, |hi|)), summed as DECIMAL(38, 0), scaled by q as
                 # a double. A float sum of 10**8 doubles can err by the sensitivity itself.
                 grid = SumGrid.of(float(r[2]), float(r[3]))
-                k = f"CAST(CAST({grid.sql(c, _float_lit)} AS BIGINT) AS DECIMAL(38, 0))"
-                total = f"CAST(sum({k}) AS DOUBLE) * {_float_lit(grid.step_float)}"
+                units = f"CAST(CAST({grid.sql(c, _float_lit)} AS BIGINT) AS DECIMAL(38, 0))"
+                total = f"CAST(sum({units}) AS DOUBLE) * {_float_lit(grid.step_float)}"
                 top = _float_lit(sys.float_info.max)
                 total = f"least(greatest({total}, -{top}), {top})"
                 aggs.extend([total, "0.0D", f"COUNT({c})"])
