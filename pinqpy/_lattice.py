@@ -293,4 +293,4 @@ class SumGrid:
         try:
             return float(x)
         except OverflowError:
-            return math.copysign(1.7976931348623157e308, x)
+            return 1.7976931348623157e308 if x > 0 else -1.7976931348623157e308

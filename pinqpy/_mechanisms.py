@@ -864,28 +864,24 @@ def _to_float(x: Fraction | int) -> float:
     try:
         return float(x)
     except OverflowError:
-        return math.copysign(sys.float_info.max, x)
+        return sys.float_info.max if x > 0 else -sys.float_info.max
 
 
 def _index_sums(x: object, what: str) -> list[int]:
     """Exact per-key integer sums (of lattice indices) as Python ints: integer arrays, lists
-    of ints, or integral floats (checked)."""
-    arr = np.atleast_1d(np.asarray(x, dtype=object if isinstance(x, list) else None))
+    of (arbitrarily large) ints, or integral floats (checked)."""
+    arr = np.atleast_1d(np.asarray(x, dtype=object))
     if arr.ndim != 1:
         raise ValueError(f"{what} must have one entry per key (a 1-d array)")
     out: list[int] = []
     for v in arr.tolist():
-        if isinstance(v, bool) or not isinstance(v, int | float | Fraction):
-            if hasattr(v, "__int__") and int(v) == v:
-                out.append(int(v))
-                continue
+        try:
+            i = int(v)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{what} must be integers") from None
+        if isinstance(v, bool | np.bool_) or i != v:
             raise ValueError(f"{what} must be integers")
-        if isinstance(v, int):
-            out.append(v)
-        elif (isinstance(v, float) and not math.isfinite(v)) or int(v) != v:
-            raise ValueError(f"{what} must be integers")
-        else:
-            out.append(int(v))
+        out.append(i)
     return out
 
 
