@@ -220,6 +220,7 @@ _CLASSES: dict[str, tuple[str, str]] = {
                 "QuantileAccuracy", "ArgmaxMechanism",
             ),
         ),
+        ("pinqpy._lattice", ("Lattice",)),
     )
     for name in names
 }  # fmt: skip

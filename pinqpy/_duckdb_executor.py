@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import math
 import re
+import sys
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ._executor import (
     NO_MATCH,
     Executor,
     Grouping,
+    LatticeSums,
     Read,
     batch_memo,
     canonical_key_counts,
@@ -57,6 +59,7 @@ from ._expr.ast import (
     Unary,
 )
 from ._expr.types import CAST_TYPES, ColumnType
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -1206,7 +1209,7 @@ def _int_bucket_query(rows: str, grid: Grid) -> str:
 
 def _sum_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[str]:
     """The clamped sum of ``v`` and its count of non-NULL values (over the rows ``when``
-    admits: a FILTER clause or "").
+    admits: a FILTER clause or ""), exact before its conversion to a double.
 
     Integers clamped to integer bounds are summed exactly as integers: the float sum pandas
     computes is the same number while it is exact (below 2**53) and its rounding otherwise;
@@ -1214,20 +1217,38 @@ def _sum_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[s
     if kind == "int":
         lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
         return [f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}", f"COUNT({v}){when}"]
-    lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
-    clamped = f"SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}"
-    return [f"COALESCE({clamped}, 0.0)", f"COUNT({v}){when}"]
+    # Other values are summed exactly on the SUM's fixed-point grid (SumGrid): truncated
+    # toward zero to multiples of q (never larger in magnitude, so the sensitivity stays
+    # max(|lo|, |hi|)), summed as BIGINT into HUGEINT, then scaled by q as a double. A float
+    # SUM of 10**8 doubles can err by the sensitivity itself.
+    grid = SumGrid.of(lo, hi)
+    c = f"LEAST(GREATEST({v}, {_float_literal(lo)}), {_float_literal(hi)})"
+    k = f"CAST(TRUNC({grid.sql(c, _float_literal)}) AS BIGINT)"
+    total = f"CAST(SUM({k}){when} AS DOUBLE) * {_float_literal(grid.step_float)}"
+    top = _float_literal(sys.float_info.max)
+    bottom = _float_literal(-sys.float_info.max)
+    # (DuckDB's LEAST and GREATEST skip NULLs: COALESCE first.)
+    return [f"LEAST(GREATEST(COALESCE({total}, 0.0), {bottom}), {top})", f"COUNT({v}){when}"]
 
 
-def _moment_aggs(v: str, kind: str, lo: float, hi: float, when: str = "") -> list[str]:
-    """The clamped sum and sum of squares of ``v``, and its count of non-NULL values."""
-    lo_s, hi_s = _key_literal(float(lo), "float"), _key_literal(float(hi), "float")
-    c = f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
-    return [
-        f"COALESCE(SUM({c}){when}, 0.0)",
-        f"COALESCE(SUM({c} * {c}){when}, 0.0)",
-        f"COUNT({v}){when}",
-    ]
+def _float_literal(x: float) -> str:
+    return _key_literal(float(x), "float")
+
+
+def _lattice_aggs(
+    v: str, kind: str, lo: float, hi: float, when: str = "", squares: bool = False
+) -> list[str]:
+    """Exact ``Σd`` (and ``Σd²`` with ``squares``, else 0) of the lattice indices of ``v``
+    clamped into [lo, hi] (:class:`~pinqpy._lattice.Lattice`), and its count of non-NULL
+    values. ``d`` is computed in doubles exactly as numpy computes it (``ROUND_EVEN`` is
+    half-to-even, as ``np.rint``), cast to BIGINT (it lies in ``[0, 2**21]``) and summed:
+    DuckDB sums BIGINT into HUGEINT, 128 bits, so ``Σd < n·2**21`` and ``Σd² < n·2**42``
+    are exact and cannot overflow."""
+    lat = Lattice.of(lo, hi)
+    c = f"LEAST(GREATEST({v}, {_float_literal(lo)}), {_float_literal(hi)})"
+    d = f"CAST({lat.sql(c, _float_literal, 'ROUND_EVEN')} AS BIGINT)"
+    sq = f"COALESCE(SUM({d} * {d}){when}, 0)" if squares else "0"
+    return [f"COALESCE(SUM({d}){when}, 0)", sq, f"COUNT({v}){when}"]
 
 
 def _count_rows(rows: Sequence[tuple[Any, ...]], k: int) -> np.ndarray:
@@ -1244,12 +1265,11 @@ def _sum_rows(rows: Sequence[tuple[Any, ...]], k: int) -> tuple[np.ndarray, np.n
     return sums, counts
 
 
-def _moment_rows(
-    rows: Sequence[tuple[Any, ...]], k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    sums, sumsq, counts = np.zeros(k), np.zeros(k), np.zeros(k, dtype=np.int64)
+def _lattice_rows(rows: Sequence[tuple[Any, ...]], k: int) -> LatticeSums:
+    """Exact integer sums per group (HUGEINT arrives as a Python int)."""
+    sums, sumsq, counts = [0] * k, [0] * k, np.zeros(k, dtype=np.int64)
     for gi, total, total2, n in rows:
-        sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = float(total), float(total2), int(n)
+        sums[int(gi)], sumsq[int(gi)], counts[int(gi)] = int(total), int(total2), int(n)
     return sums, sumsq, counts
 
 
@@ -1512,7 +1532,12 @@ class DuckDBExecutor(Executor):
             w = 1 if r.kind == "count" else 2 if r.kind == "sum" else 3
             part = [(row[0], *row[at : at + w]) for row in rows]
             at += w
-            decode = {"count": _count_rows, "sum": _sum_rows, "moments": _moment_rows}[r.kind]
+            decode = {
+                "count": _count_rows,
+                "sum": _sum_rows,
+                "mean": _lattice_rows,
+                "moments": _lattice_rows,
+            }[r.kind]
             out.append(decode(part, k))
         return out
 
@@ -1541,8 +1566,11 @@ class DuckDBExecutor(Executor):
                     when = f" FILTER (WHERE NOT isnan(r.{v.nan_col}))"
                 else:
                     nan_items.append(f"COUNT_IF(isnan(r.{v.nan_col}))")
-            aggs = _sum_aggs if r.kind == "sum" else _moment_aggs
-            items += aggs(f"r.__pinq_v{i}", v.kind, r.lo, r.hi, when)
+            if r.kind == "sum":
+                items += _sum_aggs(f"r.__pinq_v{i}", v.kind, r.lo, r.hi, when)
+            else:
+                squares = r.kind == "moments"
+                items += _lattice_aggs(f"r.__pinq_v{i}", v.kind, r.lo, r.hi, when, squares)
         src = f"{rel} AS r"
         if sqls:
             cols = ", ".join(f"{v} AS __pinq_v{i}" for i, v in sqls)
@@ -1625,16 +1653,22 @@ class DuckDBExecutor(Executor):
         )
         return _sum_rows(rows, k)
 
-    def clamped_moments(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        hit = prefetched("moments", plan, grouping, value, lo, hi)
+    def lattice_sums(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        lo: float,
+        hi: float,
+        squares: bool = False,
+    ) -> LatticeSums:
+        hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         rows, k = self._grouped(
-            plan, grouping, value, lambda v, kind: _moment_aggs(v, kind, lo, hi)
+            plan, grouping, value, lambda v, kind: _lattice_aggs(v, kind, lo, hi, "", squares)
         )
-        return _moment_rows(rows, k)
+        return _lattice_rows(rows, k)
 
     def buckets(
         self,

@@ -21,6 +21,7 @@ from ._executor import (
     NO_MATCH,
     Executor,
     Grouping,
+    LatticeSums,
     batch_memo,
     canonical_key,
     canonical_key_counts,
@@ -28,6 +29,7 @@ from ._executor import (
 from ._expr.ast import Column, Expr
 from ._expr.pandas_eval import evaluate, predicate_mask
 from ._expr.types import series_type
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -128,8 +130,8 @@ def _integer_sum(
     """One group's clamped sum of a stored int64 column with integer bounds, summed as
     integers, without a float copy of the column; None when it does not apply.
 
-    While ``n * max(|lo|, |hi|) < 2**53`` every partial sum is an integer a float holds
-    exactly, so the float sum is exact too and the two are the same number."""
+    While ``n * max(|lo|, |hi|) < 2**63`` no partial sum overflows ``int64``: the sum is
+    exact, and is returned correctly rounded to a float."""
     if grouping is not None or not isinstance(value, Column):
         return None
     if not (float(lo).is_integer() and float(hi).is_integer()):
@@ -140,7 +142,7 @@ def _integer_sum(
     vals = series.to_numpy()
     if rel.mask is not None:
         vals = vals[rel.mask]
-    if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**53:
+    if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**63:
         return None
     total = int(_clip(vals, int(lo), int(hi)).sum())
     return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
@@ -475,6 +477,35 @@ def _n_groups(grouping: Grouping | None) -> int:
     return 1 if grouping is None else len(grouping.keys)
 
 
+# Rows per chunk of an exact sum: 2**30 terms below 2**22 sum below 2**52, exactly in a float.
+_EXACT_CHUNK = 1 << 30
+
+
+def _exact_sums(codes: np.ndarray | None, k: int, ints: np.ndarray) -> list[int]:
+    """Per group position, the exact sum of ``int64`` terms of magnitude below ``2**44``
+    (lattice indices and their squares, a SUM's grid points), as Python ints.
+
+    Each term is split as ``a·2**22 + b`` (``a = t >> 22``, so ``|a| < 2**22``;
+    ``0 <= b < 2**22``); within a chunk of at most ``2**30`` rows every partial sum of either
+    part is an integer of magnitude below ``2**52``,
+    which ``np.bincount``'s float64 accumulator (or an ``int64`` sum) holds exactly; chunks
+    are combined as Python ints. No overflow and no rounding for any number of rows."""
+    a_tot = [0] * k
+    b_tot = [0] * k
+    for start in range(0, max(len(ints), 1), _EXACT_CHUNK):
+        part = ints[start : start + _EXACT_CHUNK]
+        a, b = part >> 22, part & ((1 << 22) - 1)
+        if codes is None:
+            sa, sb = [int(a.sum())], [int(b.sum())]
+        else:
+            c = codes[start : start + _EXACT_CHUNK]
+            sa = np.bincount(c, weights=a, minlength=k + 1)[:k].astype(np.int64).tolist()
+            sb = np.bincount(c, weights=b, minlength=k + 1)[:k].astype(np.int64).tolist()
+        a_tot = [x + y for x, y in zip(a_tot, sa, strict=True)]
+        b_tot = [x + y for x, y in zip(b_tot, sb, strict=True)]
+    return [(x << 22) + y for x, y in zip(a_tot, b_tot, strict=True)]
+
+
 def _per_group(codes: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
     """Row counts (or sums of ``weights``) per group position; position ``k`` is dropped."""
     out = np.bincount(codes, weights=weights, minlength=k + 1)[:k]
@@ -541,22 +572,38 @@ class PandasExecutor(Executor):
         vals, codes = self._values(rel, grouping, value)
         # clip also sends +-inf to the bounds, so they count like any other value.
         clipped = _clip(vals, lo, hi)
-        if codes is None:
-            return np.array([clipped.sum()]), np.array([len(clipped)], dtype=np.int64)
-        k = _n_groups(grouping)
-        return _per_group(codes, k, clipped), _per_group(codes, k)
+        # Summed exactly on the SUM's fixed-point grid (pinqpy._lattice.SumGrid): a float
+        # sum of 10**8 values can err by the sensitivity itself.
+        grid = SumGrid.of(lo, hi)
+        k = 1 if codes is None else _n_groups(grouping)
+        if codes is not None:
+            clipped = np.where(codes < k, clipped, 0.0)  # uncounted rows (NaN...) add 0
+        totals = _exact_sums(codes, k, grid.indices(clipped))
+        sums = np.array([grid.total(t) for t in totals])
+        counts = np.array([len(clipped)], dtype=np.int64) if codes is None else _per_group(codes, k)
+        return sums, counts
 
-    def clamped_moments(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def lattice_sums(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        lo: float,
+        hi: float,
+        squares: bool = False,
+    ) -> LatticeSums:
+        lat = Lattice.of(lo, hi)
         vals, codes = self._values(self.relation(plan), grouping, value)
         clipped = _clip(vals, lo, hi)
-        if codes is None:
-            count = np.array([len(clipped)], dtype=np.int64)
-            return np.array([clipped.sum()]), np.array([np.dot(clipped, clipped)]), count
-        k = _n_groups(grouping)
-        sums = _per_group(codes, k, clipped)
-        return sums, _per_group(codes, k, clipped * clipped), _per_group(codes, k)
+        k = 1 if codes is None else _n_groups(grouping)
+        if codes is not None:
+            # Uncounted rows (NULL, NaN, unlisted keys) are sent to lo: d = 0 adds nothing.
+            clipped = np.where(codes < k, clipped, lo)
+        d = lat.indices(clipped)
+        s1 = _exact_sums(codes, k, d)
+        s2 = _exact_sums(codes, k, d * d) if squares else [0] * k
+        counts = np.array([len(d)], dtype=np.int64) if codes is None else _per_group(codes, k)
+        return s1, s2, counts
 
     def buckets(
         self,

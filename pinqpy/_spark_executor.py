@@ -61,6 +61,7 @@ from ._executor import (
     NO_MATCH,
     Executor,
     Grouping,
+    LatticeSums,
     Read,
     batch_memo,
     canonical_key_counts,
@@ -85,6 +86,7 @@ from ._expr.ast import (
 )
 from ._expr.check import resolve_column
 from ._expr.types import CAST_TYPES, ColumnType
+from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -1304,7 +1306,7 @@ def _key_arrow(values: Sequence[Any], kind: str, tz: str) -> tuple[Any, Any]:
 # costs Spark nothing extra; larger ones are sent as a DataFrame.
 _INLINE_ROWS = 1000
 # The reads one Spark job can compute together, by the name of their request.
-_REQUESTS = {"count": "count", "sum": "clamped_sum", "moments": "clamped_moments"}
+_REQUESTS = {"count": "count", "sum": "clamped_sum", "mean": "lattice", "moments": "lattice2"}
 
 
 def _normalized_type(data_type: Any) -> Any:
@@ -2021,16 +2023,20 @@ class SparkExecutor(Executor):
         )[0]
         return out
 
-    def clamped_moments(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        hit = prefetched("moments", plan, grouping, value, lo, hi)
+    def lattice_sums(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        lo: float,
+        hi: float,
+        squares: bool = False,
+    ) -> LatticeSums:
+        hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
-        request = ("clamped_moments", value, lo, hi)
-        out: tuple[np.ndarray, np.ndarray, np.ndarray] = self._aggregates(
-            "summing values", plan, grouping, [request]
-        )[0]
+        request = ("lattice2" if squares else "lattice", value, lo, hi)
+        out: LatticeSums = self._aggregates("summing values", plan, grouping, [request])[0]
         return out
 
     def read_together(
@@ -2057,7 +2063,7 @@ class SparkExecutor(Executor):
         k = 1 if grouping is None else len(grouping.keys)
         values: list[Expr | PyFunc] = []
         for r in requests:
-            if r[0] not in ("count", "clamped_sum", "clamped_moments"):
+            if r[0] not in ("count", "clamped_sum", "lattice", "lattice2"):
                 raise PinqError(f"unknown aggregate {r[0]!r}")
             if r[0] != "count" and not any(r[1] is v for v in values):
                 values.append(r[1])
@@ -2076,11 +2082,29 @@ class SparkExecutor(Executor):
                 f"CASE WHEN __pinq_v{i} IS NOT NULL THEN "
                 f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END AS {c}"
             )
-            squares = f"sum({c} * {c})" if r[0] == "clamped_moments" else "0.0D"
-            aggs.extend([f"sum({c})", squares, f"COUNT({c})"])
+            if r[0] == "clamped_sum":
+                # Exactly on the SUM's fixed-point grid (SumGrid): truncated toward zero to
+                # multiples of q (CAST to BIGINT truncates; never larger in magnitude, so the
+                # sensitivity stays max(|lo|, |hi|)), summed as DECIMAL(38, 0), scaled by q as
+                # a double. A float sum of 10**8 doubles can err by the sensitivity itself.
+                grid = SumGrid.of(float(r[2]), float(r[3]))
+                units = f"CAST(CAST({grid.sql(c, _float_lit)} AS BIGINT) AS DECIMAL(38, 0))"
+                total = f"CAST(sum({units}) AS DOUBLE) * {_float_lit(grid.step_float)}"
+                top = _float_lit(sys.float_info.max)
+                total = f"least(greatest({total}, -{top}), {top})"
+                aggs.extend([total, "0.0D", f"COUNT({c})"])
+                continue
+            # Exact lattice-index sums (pinqpy._lattice): d in [0, 2**21] computed in doubles
+            # as numpy does (bround is half-to-even), summed as BIGINT (exact below 2**42
+            # rows) and d² as DECIMAL(38, 0) (exact below 10**38 / 2**42 rows); never a float.
+            lat = Lattice.of(float(r[2]), float(r[3]))
+            d = f"CAST({lat.sql(c, _float_lit, 'bround')} AS BIGINT)"
+            squares = f"sum(CAST({d} * {d} AS DECIMAL(38, 0)))" if r[0] == "lattice2" else "0"
+            aggs.extend([f"sum({d})", squares, f"COUNT({c})"])
         counts = [np.zeros(k, dtype=np.int64) for _ in requests]
         sums = [np.zeros(k) for _ in requests]
-        sumsq = [np.zeros(k) for _ in requests]
+        isums: list[list[int]] = [[0] * k for _ in requests]
+        isumsq: list[list[int]] = [[0] * k for _ in requests]
         with self._call(what) as (call, p):
             base = self._base(call, p, plan, grouping, values)
             if base is not None:
@@ -2097,8 +2121,13 @@ class SparkExecutor(Executor):
                     continue
                 s_, s2, n = row[at : at + 3]
                 at += 3
-                if n:  # a single group with no values sums to NULL
-                    sums[j][gi], sumsq[j][gi], counts[j][gi] = float(s_), float(s2), int(n)
+                if not n:  # a single group with no values sums to NULL
+                    continue
+                counts[j][gi] = int(n)
+                if r[0] == "clamped_sum":
+                    sums[j][gi] = float(s_)
+                else:  # Python ints from BIGINT and Decimal: exact
+                    isums[j][gi], isumsq[j][gi] = int(s_), int(s2)
         out: list[Any] = []
         for j, r in enumerate(requests):
             if r[0] == "count":
@@ -2106,7 +2135,7 @@ class SparkExecutor(Executor):
             elif r[0] == "clamped_sum":
                 out.append((sums[j], counts[j]))
             else:
-                out.append((sums[j], sumsq[j], counts[j]))
+                out.append((isums[j], isumsq[j], counts[j]))
         return out
 
     def buckets(

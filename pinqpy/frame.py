@@ -969,11 +969,11 @@ class PrivateFrame:
         return Prepared(
             self,
             m,
-            lambda g: ex.clamped_sum(plan, g, e, lo, hi),
+            lambda g: _drop_squares(ex.lattice_sums(plan, g, e, lo, hi)),
             "mean",
             _what("mean", e),
             lambda: ex.validate(plan, e, numeric=True),
-            Read(ex, plan, "sum", e, lo, hi),
+            Read(ex, plan, "mean", e, lo, hi),
         )
 
     def _prep_variance(
@@ -986,7 +986,7 @@ class PrivateFrame:
         return Prepared(
             self,
             m,
-            lambda g: ex.clamped_moments(plan, g, e, lo, hi),
+            lambda g: ex.lattice_sums(plan, g, e, lo, hi, squares=True),
             what,
             _what(what, e),
             lambda: ex.validate(plan, e, numeric=True),
@@ -1331,6 +1331,11 @@ def _prefetch(prepared: Sequence[Prepared], grouping: Grouping | None) -> None:
         if len(reads) > 1:
             with _reading(", ".join(p.label for p in prepared)):
                 ex.prefetch(reads, grouping)
+
+
+def _drop_squares(sums: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+    """A mean's read: the lattice-index sums and counts (no squares were computed)."""
+    return sums[0], sums[2]
 
 
 def _what(kind: str, value: Expr | PyFunc, *extra: object) -> str | None:

@@ -145,11 +145,6 @@ def additive_draw(mech: Any, dtype: type = np.int64):
     return draw
 
 
-def rows_stats(values: list[float]) -> tuple[float, float, int]:
-    v = np.asarray(values, dtype=np.float64)
-    return float(v.sum()), float((v**2).sum()), len(v)
-
-
 # -- counts ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", SIZES)
 def test_count_laplace(size, audit_log):
@@ -190,7 +185,7 @@ def mean_draw(mech: MeanMechanism):
     """The released mean and its 50% confidence interval (three columns)."""
 
     def draw(rows: list[float], n: int) -> np.ndarray:
-        s, _, c = rows_stats(rows)
+        s, _, c = mech.lattice.value_sums(rows)  # exact lattice-index sums
         values, acc = mech.release(np.full(n, s), np.full(n, c, dtype=np.int64))
         return np.column_stack([values, *acc.interval(0.5)])
 
@@ -207,8 +202,8 @@ def test_mean(size, audit_log):
 
 def variance_draw(mech: VarianceMechanism):
     def draw(rows: list[float], n: int) -> np.ndarray:
-        s, q, c = rows_stats(rows)
-        values, acc = mech.release(np.full(n, s), np.full(n, q), np.full(n, c, dtype=np.int64))
+        s, q, c = mech.lattice.value_sums(rows)  # exact lattice-index sums
+        values, acc = mech.release([s] * n, [q] * n, np.full(n, c, dtype=np.int64))
         return np.column_stack([values, *acc.interval(0.5)])
 
     return draw

@@ -97,7 +97,7 @@ def test_mean_measurements_of_neighbours_land_on_one_lattice_and_counts_are_inte
     # calibration), never from the data.
     if delta is None:
         assert g == grid_for(50, Fraction(1, 5))
-    sums = [np.full(REPS, math.fsum(d)) for d in (d1, d2)]
+    sums = [np.full(REPS, mech.lattice.value_sums(d)[0]) for d in (d1, d2)]
     counts = [np.full(REPS, len(d)) for d in (d1, d2)]
     with testing.seed(12):
         releases = [mech.release(s, c) for s, c in zip(sums, counts, strict=True)]
@@ -117,9 +117,8 @@ def test_variance_measurements_land_on_public_lattices():
     assert gs == grid_for(4, Fraction(3, 10)) and gq == grid_for(8, Fraction(3, 10))
     with testing.seed(13):
         for d in (d1, d2):
-            _, acc = mech.release(
-                np.full(REPS, d.sum()), np.full(REPS, (d**2).sum()), np.full(REPS, len(d))
-            )
+            s, s2, n = mech.lattice.value_sums(d)
+            _, acc = mech.release([s] * REPS, [s2] * REPS, np.full(REPS, n))
             assert on_lattice(acc.noisy_sum, gs) and on_lattice(acc.noisy_sq, gq)
             assert (acc.noisy_count == np.rint(acc.noisy_count)).all()
 
@@ -193,8 +192,8 @@ def test_releases_call_no_float_sampler_and_no_transcendental(monkeypatch):
         mechs["count_g"].release(np.arange(50))
         mechs["sum"].release(np.linspace(0, 100, 50))
         mechs["sum_g"].release(np.linspace(0, 100, 50))
-        mechs["mean"].release(np.full(5, 30.0), np.full(5, 6))
-        mechs["variance"].release(np.full(5, 30.0), np.full(5, 200.0), np.full(5, 6))
+        mechs["mean"].release(np.full(5, 3 * 2**20), np.full(5, 6))
+        mechs["variance"].release(np.full(5, 3 * 2**20), np.full(5, 2**40), np.full(5, 6))
         mechs["quantile"].release(eq, gap)
         mechs["argmax"].release(np.array([[3, 9, 1, 9], [0, 0, 0, 0]]))
         mechs["keys"].release(["a", "b"], np.array([40, 1]))

@@ -282,7 +282,8 @@ def test_no_nan_or_inf_in_releases():
 def test_mean_exact_mode_and_empty_groups():
     mech = MeanMechanism(1.0, 10, 30)
     with testing.no_noise():
-        values, _ = mech.release(np.array([150.0, 0.0, 60.0]), np.array([10, 0, 2]))
+        sums = mech.lattice.index_sums([150.0, 0.0, 60.0], [10, 0, 2])  # on the lattice
+        values, _ = mech.release(sums, np.array([10, 0, 2]))
     assert values.tolist() == [15.0, 20.0, 30.0]  # empty group: the midpoint
 
 
@@ -310,7 +311,8 @@ def test_mean_accuracy_before_data():
     assert mech.expected_error(n=10_000) < mech.expected_error(n=100) <= 100
     # The data-free bound agrees with the intervals of a release at that group size.
     with testing.seed(4):
-        values, _ = mech.release(np.full(20_000, 50.0 * 10_000), np.full(20_000, 10_000.0))
+        s = mech.lattice.index_sums([50.0 * 10_000], [10_000])[0]
+        values, _ = mech.release(np.full(20_000, s), np.full(20_000, 10_000.0))
     err = np.abs(values - 50.0)
     assert (err <= mech.accuracy(0.95, n=10_000)).mean() >= 0.95
 
@@ -331,7 +333,7 @@ def test_variance_exact_mode(ddof):
     data = pd.Series([1.0, 4.0, 4.0, 9.0, 2.5])
     mech = VarianceMechanism(1.0, 0, 10, ddof=ddof)
     sd = VarianceMechanism(1.0, 0, 10, ddof=ddof, stddev=True)
-    args = (np.array([data.sum()]), np.array([(data**2).sum()]), np.array([len(data)]))
+    args = mech.lattice.value_sums(data.to_numpy())  # (Σd, Σd², n): data on the lattice
     with testing.no_noise():
         assert mech.release(*args)[0][0] == pytest.approx(data.var(ddof=ddof), rel=1e-12)
         assert sd.release(*args)[0][0] == pytest.approx(data.std(ddof=ddof), rel=1e-12)

@@ -157,8 +157,10 @@ def test_integer_sums_equal_the_float_sum(
     values: list[int], lo: int, width: int, masked: bool
 ) -> None:
     """A stored int64 column with integer bounds is summed as integers: the same number as
-    the float sum of the same clipped values, and a bound too large falls back to floats."""
+    the exact sum of the same clipped values; a bound too large for int64 sums falls back to
+    the SUM's fixed-point grid (pinqpy._lattice.SumGrid), also summed exactly."""
     from pinqpy._expr.ast import Column
+    from pinqpy._lattice import SumGrid
     from pinqpy._pandas_executor import PandasExecutor
 
     df = pd.DataFrame({"v": np.array(values, dtype=np.int64), "k": np.arange(len(values)) % 3})
@@ -169,6 +171,11 @@ def test_integer_sums_equal_the_float_sum(
     rows = df[df["k"] != 1] if masked else df
     for hi in (lo + width, float(2**60)):
         got = ex.clamped_sum(plan, None, Column("v"), lo, hi)
-        want = rows["v"].to_numpy(dtype=float).clip(lo, hi).sum()
-        assert got[0][0] == want  # exactly: both sums are exact below 2**53
+        clipped = rows["v"].to_numpy(dtype=float).clip(lo, hi)
+        if max(len(rows), 1) * max(abs(lo), abs(hi)) < 2**63:
+            want = float(sum(int(v) for v in clipped))  # as integers, exactly
+        else:
+            grid = SumGrid.of(lo, hi)  # truncated to multiples of q, summed exactly
+            want = float(sum(int(k) for k in grid.indices(clipped)) * grid.step)
+        assert got[0][0] == want
         assert got[1][0] == len(rows)

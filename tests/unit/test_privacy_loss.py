@@ -159,7 +159,7 @@ def test_mean_measurements_match_the_formula():
     mech = MeanMechanism(1.0, 0, 100)
     data = np.array([10.0, 20.0, 90.0])
     with testing.no_noise():
-        s, n = mech._measure(np.array([data.sum()]), np.array([len(data)]))
+        s, n = mech._measure(mech.lattice.index_sums([data.sum()], [3]), np.array([len(data)]))
     assert s[0] == pytest.approx((data - 50).sum()) and n[0] == 3 and n.dtype == np.int64
 
 

@@ -107,7 +107,7 @@ def test_noisy_value_needs_one_key():
 def test_asymmetric_intervals_in_repr():
     mech = MeanMechanism(1.0, 0, 100)
     with testing.seed(1):
-        _, acc = mech.release(np.array([5000.0]), np.array([100.0]))
+        _, acc = mech.release(mech.lattice.index_sums([5000.0], [100]), np.array([100.0]))
     v = NoisyValue.from_release(acc)
     low, high = v.ci()
     assert low <= v <= high
@@ -230,7 +230,8 @@ def test_noisy_series_refuses_changed_values():
 def test_noisy_series_of_means_and_labels():
     mech = MeanMechanism(1.0, 0, 10)
     with testing.seed(4):
-        _, acc = mech.release(np.array([50.0, 0.0]), np.array([10.0, 0.0]))
+        sums = mech.lattice.index_sums([50.0, 0.0], [10, 0])
+        _, acc = mech.release(sums, np.array([10.0, 0.0]))
     s = NoisySeries.from_release(acc, index=pd.Index(["x", "y"], name="key"))
     ci = s.ci()
     assert (ci["low"] <= s).all() and (s <= ci["high"]).all()

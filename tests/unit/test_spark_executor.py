@@ -84,10 +84,10 @@ def _same_moments(
     ex: SparkExecutor, plan: PlanNode, grouping: Grouping | None, expr: str, lo: float, hi: float
 ) -> None:
     e = parse_expression(expr)
-    want = PANDAS.clamped_moments(plan, grouping, e, lo, hi)
-    got = ex.clamped_moments(plan, grouping, e, lo, hi)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-6, err_msg=expr)
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-9, atol=1e-6, err_msg=expr)
+    # Exact lattice-index sums: the engines agree to the last integer.
+    want = PANDAS.lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    got = ex.lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    assert got[0] == want[0] and got[1] == want[1], expr
     np.testing.assert_array_equal(got[2], want[2], err_msg=expr)
 
 
@@ -236,8 +236,8 @@ def test_no_listed_key_can_match(ex: SparkExecutor, pums: pd.DataFrame) -> None:
     plan = _frame(pums)._plan
     grouping = Grouping(("sex",), ("a", "b"))
     np.testing.assert_array_equal(ex.count(plan, grouping), [0, 0])
-    sums, _, counts = ex.clamped_moments(plan, grouping, parse_expression("age"), 0, 1)
-    assert sums.tolist() == [0.0, 0.0] and counts.tolist() == [0, 0]
+    sums, _, counts = ex.lattice_sums(plan, grouping, parse_expression("age"), 0, 1, True)
+    assert sums == [0, 0] and counts.tolist() == [0, 0]
 
 
 def test_partition_parts(ex: SparkExecutor, pums: pd.DataFrame) -> None:
@@ -353,15 +353,15 @@ def test_prefetched_reads_in_one_job(
             got = [
                 ex.count(plan, grouping),
                 ex.clamped_sum(plan, grouping, x, 0, 50),
-                ex.clamped_moments(plan, grouping, y, 18, 70),
+                ex.lattice_sums(plan, grouping, y, 18, 70, squares=True),
             ]
         assert len(jobs) == n_jobs
         np.testing.assert_array_equal(got[0], PANDAS.count(plan, grouping))
         for g, w in zip(got[1], PANDAS.clamped_sum(plan, grouping, x, 0, 50), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-9)
-        want = PANDAS.clamped_moments(plan, grouping, y, 18, 70)
-        for g, w in zip(got[2], want, strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-9)
+        want = PANDAS.lattice_sums(plan, grouping, y, 18, 70, squares=True)
+        assert got[2][0] == want[0] and got[2][1] == want[1]
+        np.testing.assert_array_equal(got[2][2], want[2])
 
 
 def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFrame) -> None:
@@ -667,9 +667,9 @@ def test_spark_dataframe_source(ex: SparkExecutor, spark: Any) -> None:
     np.testing.assert_array_equal(ex.count(spark_plan, grouping), PANDAS.count(plan, grouping))
     for expr in ("x", "dec * i"):
         e = parse_expression(expr)
-        got = ex.clamped_moments(spark_plan, grouping, e, 0, 20)
-        want = PANDAS.clamped_moments(plan, grouping, e, 0, 20)
-        np.testing.assert_allclose(got[0], want[0], rtol=1e-9)
+        got = ex.lattice_sums(spark_plan, grouping, e, 0, 20, squares=True)
+        want = PANDAS.lattice_sums(plan, grouping, e, 0, 20, squares=True)
+        assert got[0] == want[0] and got[1] == want[1]
         np.testing.assert_array_equal(got[2], want[2])
     assert spark_schema(sdf) == {
         "i": "int",
