@@ -54,6 +54,7 @@ _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
 _TWO_63 = 2.0**63
 _NAT = np.datetime64("NaT", "ns")
+_MAX_POSITION = 2**62  # beyond the length of any string
 
 _UNSET: Any = object()
 
@@ -198,6 +199,33 @@ def _float_to_int(arr: np.ndarray) -> _V:
     ok = np.isfinite(arr) & (arr >= -_TWO_63) & (arr < _TWO_63)
     data = np.where(ok, arr, 0.0).astype(np.int64)
     return _V("int", data, None if ok.all() else ~ok)
+
+
+def _as_datetime64(x: Any) -> Any:
+    if isinstance(x, pd.Timestamp):
+        return x.to_datetime64()
+    return x if isinstance(x, np.ndarray | np.datetime64) else np.asarray(x)
+
+
+_NS_LO = np.datetime64(pd.Timestamp.min.value, "ns").astype("datetime64[us]")
+_NS_HI = np.datetime64(pd.Timestamp.max.value, "ns").astype("datetime64[us]")
+
+
+def _compare_datetimes(op: Callable[[Any, Any], Any], x: Any, y: Any) -> Any:
+    """Compare timestamps of different units exactly: numpy would convert both to the finer
+    unit, which silently wraps a value outside its range (1500-01-01 in nanoseconds). Values
+    that fit in nanoseconds compare in nanoseconds, the others in microseconds (a value outside
+    the nanosecond range lies beyond every value inside it, so the order is the same)."""
+    x, y = _as_datetime64(x), _as_datetime64(y)
+    if np.datetime_data(x.dtype)[0] == np.datetime_data(y.dtype)[0]:
+        return op(x, y)
+    xu, yu = x.astype("datetime64[us]"), y.astype("datetime64[us]")
+    coarse = op(xu, yu)
+    fits = (xu >= _NS_LO) & (xu <= _NS_HI) & (yu >= _NS_LO) & (yu <= _NS_HI)
+    if not np.any(fits):
+        return coarse
+    fine = op(x.astype("datetime64[ns]"), y.astype("datetime64[ns]"))
+    return np.where(fits, fine, coarse)
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -609,7 +637,10 @@ class _Evaluator:
         a, b = pair
         if (a.scalar and a.data is None) or (b.scalar and b.data is None):
             return self.null_of("bool")
-        res = _CMP_OPS[op](a.data, b.data)
+        if a.kind == "datetime" and b.kind == "datetime":
+            res = _compare_datetimes(_CMP_OPS[op], a.data, b.data)
+        else:
+            res = _CMP_OPS[op](a.data, b.data)
         if isinstance(res, pd.Series):
             res = res.to_numpy(dtype=bool, na_value=False)
         res = np.asarray(res, dtype=bool)
@@ -957,13 +988,16 @@ def _substr(ev: _Evaluator, a: list[_V]) -> _V:
         return ev.null_of("str")
     start = int(a[1].data)
     begin = start - 1  # SQL counts from 1; positions before the first one are skipped
+    # Positions are clamped to what a string can hold (no result changes), so that a huge
+    # start or length never overflows.
+    first = min(max(begin, 0), _MAX_POSITION)
     if len(a) == 3:
         length = int(a[2].data)
         if length < 0:
             return ev.null_of("str")
-        end = max(begin + length, 0)
-        return ev.str_fn(a[0], lambda s: s.str.slice(max(begin, 0), end))
-    return ev.str_fn(a[0], lambda s: s.str.slice(max(begin, 0)))
+        end = min(max(begin + length, 0), _MAX_POSITION)
+        return ev.str_fn(a[0], lambda s: s.str.slice(first, end))
+    return ev.str_fn(a[0], lambda s: s.str.slice(first))
 
 
 def _length(ev: _Evaluator, a: list[_V]) -> _V:
