@@ -339,6 +339,32 @@ def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) ->
 _SQL_AGGS = {"SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "MEDIAN": "median"}
 
 
+def _is_null_item(v: object) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(pd.isna(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a list-like item: not NULL
+        return False
+
+
+def _first_items(x: object, k: int) -> object:
+    """A list-like's first ``k`` non-NULL items as a list (what explode keeps of it); any
+    other value as it is (a scalar explodes to itself)."""
+    if isinstance(x, str | bytes) or not pd.api.types.is_list_like(x):
+        return x
+    out = []
+    try:
+        for v in x:  # type: ignore[attr-defined]
+            if not _is_null_item(v):
+                out.append(v)
+                if len(out) >= k:
+                    break
+    except Exception:  # not iterable after all: explode reads it as a scalar
+        return x
+    return out
+
+
 class _PlanRunner(PlanVisitor[_Relation]):
     """Evaluates one plan; a node shared by several parents (``f.concat(f)``) runs once."""
 
@@ -385,6 +411,14 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_explode(self, node: Explode) -> _Relation:
         df = self.visit(node.child).materialize().reset_index(drop=True)
+        col = df[node.column]
+        if col.dtype == object:
+            # Cut each list to its first max_items non-NULL items before expanding it, so a
+            # long list costs a scan of its items, not a row per item.
+            k = node.max_items
+            cut = np.empty(len(col), dtype=object)
+            cut[:] = [_first_items(x, k) for x in col.to_numpy(dtype=object)]
+            df = df.assign(**{node.column: pd.Series(cut, index=df.index, dtype=object)})
         out = df.explode(node.column)
         # An empty list explodes to one NULL row; NULL items carry nothing, so both go.
         out = out[out[node.column].notna()]

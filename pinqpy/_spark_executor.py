@@ -476,6 +476,11 @@ def _float_lit(v: float) -> str:
     return f"(-{text})" if math.copysign(1.0, v) < 0 else text
 
 
+# Spark strings hold fewer than 2**31 characters and substring takes INT positions: a start
+# or length beyond that is clamped to it, which changes no result (and never fails a cast).
+_MAX_STRING = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class _S:
     """Translated SQL text and the kind of value it yields (as in pandas_eval).
@@ -953,8 +958,9 @@ class _ExprSql:
             if length < 0:
                 return _null("str")
             end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
-            return _S(f"substring({x.sql}, {begin + 1}, {max(end - begin, 0)})", "str")
-        return _S(f"substring({x.sql}, {begin + 1})", "str")
+            count = min(max(end - begin, 0), _MAX_STRING)
+            return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)}, {count})", "str")
+        return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)})", "str")
 
     # -- CAST -----------------------------------------------------------------------------
     def cast(self, v: _S, type_name: str) -> _S:

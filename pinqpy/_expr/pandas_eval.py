@@ -267,6 +267,60 @@ def _like_regex(pattern: str) -> tuple[str, str | None]:
     return "regex", "(?s)" + regex
 
 
+def _like_pieces(pattern: str) -> list[tuple[re.Pattern[str], int]]:
+    """A LIKE pattern split at each ``%``: each piece (literal characters and ``_``) as a
+    regex without repetition, and its length in characters."""
+    pieces: list[list[str]] = [[]]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            pieces[-1].append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "%":
+            pieces.append([])
+        else:
+            pieces[-1].append("." if ch == "_" else re.escape(ch))
+        i += 1
+    return [(re.compile("(?s)" + "".join(p)), len(p)) for p in pieces]
+
+
+def _like_one(text: str, pieces: list[tuple[re.Pattern[str], int]]) -> bool:
+    """Whether ``text`` matches a LIKE pattern, in time linear in ``len(text)`` (times the
+    pattern's length): the first piece must match at the start, the last at the end, and
+    each middle piece is found leftmost after the previous one (taking the leftmost match
+    never loses one). No piece has a quantifier, so no search backtracks."""
+    (first, n0), (last, nk) = pieces[0], pieces[-1]
+    if len(pieces) == 1:
+        return len(text) == n0 and first.match(text) is not None
+    if len(text) < sum(n for _, n in pieces):
+        return False
+    if n0 and first.match(text) is None:
+        return False
+    pos, end = n0, len(text) - nk
+    if nk and last.match(text, end) is None:
+        return False
+    for piece, n in pieces[1:-1]:
+        if n == 0:
+            continue
+        m = piece.search(text, pos, end)
+        if m is None:
+            return False
+        pos = m.end()
+    return True
+
+
+def _like_match(s: pd.Series, pattern: str) -> pd.Series:
+    """LIKE over a text Series that is not Arrow-backed (so would run Python's ``re``)."""
+    pieces = _like_pieces(pattern)
+    objs = s.to_numpy(dtype=object, na_value=None)
+    hit = np.fromiter(
+        (isinstance(x, str) and _like_one(x, pieces) for x in objs), dtype=bool, count=len(objs)
+    )
+    return pd.Series(hit, index=s.index)
+
+
 class _Evaluator:
     def __init__(self, df: pd.DataFrame | None, n: int) -> None:
         self.df = df
@@ -755,8 +809,10 @@ class _Evaluator:
             hit = s.str.endswith(text)
         elif kind == "contains":
             hit = s.str.contains(text, regex=False)
+        elif isinstance(s.array, pd.arrays.ArrowStringArray):
+            hit = s.str.fullmatch(text)  # Arrow's RE2: linear time whatever the pattern
         else:
-            hit = s.str.fullmatch(text)
+            hit = _like_match(s, str(pattern.data))  # Python's re could backtrack
         res = hit.to_numpy(dtype=bool, na_value=False)
         v = _V("bool", res, lambda: x.nulls())
         return self.logic_not(v) if e.negated else v
