@@ -519,6 +519,14 @@ class _Evaluator:
 
     def to_kind(self, v: _V, kind: str) -> _V:
         """Convert for mixing in one result (CASE, COALESCE, ...); bad values become NULL."""
+        if v.kind == kind == "datetime" and v.data is not None:
+            # Branches may be in nanoseconds and microseconds; numpy would mix them in
+            # nanoseconds, silently wrapping a date outside 1677-2262. Results are in
+            # microseconds (as on DuckDB and Spark).
+            data = _as_datetime64(v.data)
+            if np.datetime_data(data.dtype)[0] != "us":
+                data = data.astype("datetime64[us]")
+            return _V("datetime", data)
         if v.kind == kind:
             return v
         if v.kind == "null" or (v.scalar and v.data is None):
