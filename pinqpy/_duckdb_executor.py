@@ -56,7 +56,7 @@ from ._expr.ast import (
     Literal,
     Unary,
 )
-from ._expr.types import CAST_TYPES, ColumnType
+from ._expr.types import CAST_TYPES, ColumnType, valid_text
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -91,7 +91,7 @@ def _ident(name: str) -> str:
 
 
 def _str_lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return "'" + valid_text(text).replace("'", "''") + "'"
 
 
 def _kind_of_type(type_name: str) -> str:

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from ._executor import Executor
-from ._expr.types import ColumnType, check_declared, schema_from_pandas
+from ._expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
 from ._pandas_executor import PandasExecutor
 from ._plan import PlanNode, Source
 from .errors import PinqError
@@ -553,21 +553,12 @@ _SQL_TYPES = {
 # every pandas table is cleaned when it is wrapped, before any query: each such string (also
 # inside a list that explode may read) is replaced by its UTF-16 reading, a surrogate pair
 # joined into its character and each lone surrogate replaced by U+FFFD. The mapping looks at
-# one value only, and strings that are valid text are untouched.
-def _fix_text(x: str) -> str:
-    return x.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
+# one value only (pinqpy._expr.types.valid_text, which literals are read through too), and
+# strings that are valid text are untouched.
 def _clean_value(x: object) -> object:
     """``x`` with every string in it valid text (the object itself when it already is)."""
     if isinstance(x, str):
-        if x.isascii():
-            return x
-        try:
-            x.encode("utf-8")
-        except UnicodeEncodeError:
-            return _fix_text(x)
-        return x
+        return valid_text(x)
     if isinstance(x, list | tuple | set | frozenset):
         items = [_clean_value(v) for v in x]
         if all(a is b for a, b in zip(items, x, strict=False)):

@@ -84,7 +84,7 @@ from ._expr.ast import (
     Unary,
 )
 from ._expr.check import resolve_column
-from ._expr.types import CAST_TYPES, ColumnType
+from ._expr.types import CAST_TYPES, ColumnType, valid_text
 from ._plan import (
     BoundContributions,
     Distinct,
@@ -456,6 +456,7 @@ def _str_lit(text: str) -> str:
     # Whether Spark unescapes backslashes in literals is a session setting
     # (spark.sql.parser.escapedStringLiterals): text without quotes, backslashes or control
     # characters reads the same either way, and anything else is spelled in hex.
+    text = valid_text(text)
     if all(ch not in "'\\" and ch.isprintable() for ch in text):
         return f"'{text}'"
     return f"decode(unhex('{text.encode('utf-8').hex()}'), 'UTF-8')"

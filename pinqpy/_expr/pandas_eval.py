@@ -46,7 +46,7 @@ from .ast import (
     Unary,
 )
 from .check import _suggest, resolve_column
-from .types import CAST_TYPES, any_class
+from .types import CAST_TYPES, any_class, valid_text
 
 __all__ = ["evaluate", "predicate_mask"]
 
@@ -394,7 +394,7 @@ class _Evaluator:
         if isinstance(value, float):
             return _V("float", np.float64(value))
         if isinstance(value, str):
-            return _V("str", value)
+            return _V("str", valid_text(value))  # as tables are read (pinqpy._engine)
         raise PinqError(f"unsupported literal of type {type(value).__name__}")
 
     def column(self, e: Column) -> _V:
