@@ -157,7 +157,7 @@ def _hashable_values(data: Any) -> Any:
         if bad:
             objs = objs.copy()
             for j in bad:
-                objs[j] = f"\x00unhashable {type(objs[j]).__name__} {objs[j]!r}"
+                objs[j] = f"\x00unhashable {type(objs[j]).__name__} {_spelling(objs[j])}"
             fixed[i] = pd.Series(objs, index=s.index, dtype=object)
     if not fixed:
         return data
@@ -165,6 +165,13 @@ def _hashable_values(data: Any) -> Any:
     for i, col in fixed.items():
         out.isetitem(i, col)
     return out
+
+
+def _spelling(x: object) -> str:
+    try:
+        return repr(x).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    except Exception:  # nested too deeply to spell: this process's identity of it
+        return f"id {id(x)}"
 
 
 def _can_hash(x: object) -> bool:

@@ -555,12 +555,15 @@ _SQL_TYPES = {
 # joined into its character and each lone surrogate replaced by U+FFFD. The mapping looks at
 # one value only (pinqpy._expr.types.valid_text, which literals are read through too), and
 # strings that are valid text are untouched.
-def _clean_value(x: object) -> object:
-    """``x`` with every string in it valid text (the object itself when it already is)."""
+def _clean_value(x: object, depth: int = 0) -> object:
+    """``x`` with every string in it valid text (the object itself when it already is).
+    Containers are cleaned 20 levels deep (each explode reads one level)."""
     if isinstance(x, str):
         return valid_text(x)
+    if depth > 20:
+        return x
     if isinstance(x, list | tuple | set | frozenset):
-        items = [_clean_value(v) for v in x]
+        items = [_clean_value(v, depth + 1) for v in x]
         if all(a is b for a, b in zip(items, x, strict=False)):
             return x
         if isinstance(x, list):
@@ -570,7 +573,7 @@ def _clean_value(x: object) -> object:
         except Exception:  # a tuple subclass that cannot be rebuilt from its items
             return tuple(items)
     if isinstance(x, np.ndarray) and x.dtype == object:
-        fixed = [_clean_value(v) for v in x.ravel()]
+        fixed = [_clean_value(v, depth + 1) for v in x.ravel()]
         if all(a is b for a, b in zip(fixed, x.ravel(), strict=True)):
             return x
         out = np.empty(x.shape, dtype=object)

@@ -262,18 +262,24 @@ class _Frozen:
         return hash(self.key)
 
 
-def _freeze(x: object) -> Hashable:
+def _freeze(x: object, depth: int = 0) -> Hashable:
     if _is_hashable(x):
         return (0, x)
+    if depth > _FREEZE_DEPTH:  # nested too deeply to compare by content: equal to itself
+        return (4, type(x).__name__, id(x))
+    d = depth + 1
     if isinstance(x, list | tuple):
-        return (1, type(x).__name__, tuple(_freeze(v) for v in x))
+        return (1, type(x).__name__, tuple(_freeze(v, d) for v in x))
     if isinstance(x, np.ndarray):
-        return (1, "ndarray", tuple(_freeze(v) for v in x.tolist()))
+        return (1, "ndarray", tuple(_freeze(v, d) for v in x.tolist()))
     if isinstance(x, set):
-        return (2, frozenset(_freeze(v) for v in x))
+        return (2, frozenset(_freeze(v, d) for v in x))
     if isinstance(x, dict):
-        return (3, frozenset((_freeze(k), _freeze(v)) for k, v in x.items()))
+        return (3, frozenset((_freeze(k, d), _freeze(v, d)) for k, v in x.items()))
     return (4, type(x).__name__, id(x))  # no content to compare: equal only to itself
+
+
+_FREEZE_DEPTH = 20
 
 
 def _hashable_series(s: pd.Series) -> pd.Series:
@@ -344,7 +350,7 @@ def _is_null_item(v: object) -> bool:
         return True
     try:
         return bool(pd.isna(v))  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # a list-like item: not NULL
+    except Exception:  # a list-like item: not NULL
         return False
 
 

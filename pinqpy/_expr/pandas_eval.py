@@ -163,7 +163,10 @@ def _any_text(x: object) -> object:
         pass
     if isinstance(x, np.generic):
         x = x.item()
-    return str(x)
+    try:
+        return valid_text(str(x))
+    except Exception:  # an object whose text fails (or a list nested too deeply): NULL
+        return None
 
 
 def _or_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:

@@ -320,3 +320,24 @@ def test_explode_cuts_lists_before_expanding_them(engine: str) -> None:
         times[name] = _best_of(lambda f=f: f.explode("l", max_items=3).count(epsilon=1))
     # Expanding the long list first takes hundreds of times a short scan.
     assert times["long"] < 10 * max(times["short"], 5e-3)
+
+
+def test_deeply_nested_lists_and_odd_keys_are_read() -> None:
+    deep: list[object] = []
+    cur = deep
+    for _ in range(5000):  # deeper than repr or hash can recurse
+        nxt: list[object] = []
+        cur.append(nxt)
+        cur = nxt
+    cur.append("\ud800")
+    df = pd.DataFrame({"o": _objects([None, "a", deep, 1, "\ud800"]), "v": [1, 2, 3, 4, 5]})
+    budget = pq.Budget(epsilon=BIG)
+    f = pq.PrivateFrame(df, budget)
+    with pq.testing.no_noise():
+        assert int(charged_and_total(budget, lambda: f.where("o LIKE '%'").count(1))) == 3
+        grouped = f.groupby("o").agg(n="COUNT(*)")
+        assert int(charged_and_total(budget, lambda: grouped.count(1))) == 4
+        assert int(charged_and_total(budget, lambda: f.distinct("o").count(1))) == 5
+        parts = f.partition("o", keys=["a", 1, "\ud800"])  # the key reads as the data does
+        assert charged_and_total(budget, lambda: parts.count(1)).tolist() == [1, 1, 1]
+        assert int(charged_and_total(budget, lambda: f.union(f).count(1))) == 5
