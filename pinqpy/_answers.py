@@ -134,10 +134,52 @@ def fingerprint(table: TableRef) -> str:
         h.update(
             repr((table.name, tuple(map(str, data.columns)), tuple(map(str, data.dtypes)))).encode()
         )
-        h.update(pd.util.hash_pandas_object(data, index=False).to_numpy().tobytes())
+        h.update(
+            pd.util.hash_pandas_object(_hashable_values(data), index=False).to_numpy().tobytes()
+        )
         found = h.hexdigest()[:32]
         _FINGERPRINTS[table] = found
     return found
+
+
+def _hashable_values(data: Any) -> Any:
+    """``data`` with each value pandas cannot hash (a list in an object column) spelt as a
+    tagged text of its type and repr, so that every table has a fingerprint."""
+    import pandas as pd
+
+    fixed = {}
+    for i in range(data.shape[1]):
+        s = data.iloc[:, i]
+        if s.dtype != object:
+            continue
+        objs = s.to_numpy(dtype=object)
+        bad = [j for j, x in enumerate(objs) if not _can_hash(x)]
+        if bad:
+            objs = objs.copy()
+            for j in bad:
+                objs[j] = f"\x00unhashable {type(objs[j]).__name__} {_spelling(objs[j])}"
+            fixed[i] = pd.Series(objs, index=s.index, dtype=object)
+    if not fixed:
+        return data
+    out = data.copy()
+    for i, col in fixed.items():
+        out.isetitem(i, col)
+    return out
+
+
+def _spelling(x: object) -> str:
+    try:
+        return repr(x).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    except Exception:  # nested too deeply to spell: this process's identity of it
+        return f"id {id(x)}"
+
+
+def _can_hash(x: object) -> bool:
+    try:
+        hash(x)
+    except Exception:
+        return False
+    return True
 
 
 def persistent_key(

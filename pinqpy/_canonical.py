@@ -129,4 +129,5 @@ _PROCESS_SECRET = secrets.token_bytes(32)
 
 def digest(text: str) -> str:
     """An HMAC of a canonical text under a per-process secret (an in-memory cache key)."""
-    return hmac.new(_PROCESS_SECRET, text.encode("utf-8"), hashlib.sha256).hexdigest()
+    data = text.encode("utf-8", "surrogatepass")  # a name in a query may hold a lone surrogate
+    return hmac.new(_PROCESS_SECRET, data, hashlib.sha256).hexdigest()

@@ -58,7 +58,7 @@ from ._expr.ast import (
     Literal,
     Unary,
 )
-from ._expr.types import CAST_TYPES, ColumnType
+from ._expr.types import CAST_TYPES, ColumnType, valid_text
 from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
@@ -94,7 +94,7 @@ def _ident(name: str) -> str:
 
 
 def _str_lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return "'" + valid_text(text).replace("'", "''") + "'"
 
 
 def _kind_of_type(type_name: str) -> str:
@@ -124,6 +124,11 @@ def duckdb_schema(columns: Sequence[str], types: Sequence[str]) -> dict[str, Col
         kind = _kind_of_type(t)
         out[c] = "any" if kind == "other" else kind  # type: ignore[assignment]
     return out
+
+
+# DuckDB strings hold at most 2**32 - 1 bytes, and substring refuses a start or length
+# beyond that (for every row): both are clamped to it, which changes no result.
+_MAX_STRING = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -335,6 +340,10 @@ class _ExprSql:
         return _S(f"CAST({v.sql} AS VARCHAR)", "str")
 
     def to_kind(self, v: _S, kind: str) -> _S:
+        if v.kind == kind == "datetime":
+            # Branches of one result may be TIMESTAMP_NS and TIMESTAMP: DuckDB would cast
+            # both to nanoseconds, which fails (for every row) on a value outside 1677-2262.
+            return _S(f"TRY_CAST({v.sql} AS TIMESTAMP)", "datetime")
         if v.kind == kind:
             return v
         if v.kind == "null":
@@ -430,7 +439,23 @@ class _ExprSql:
             a = self.numeric(a)
         else:
             return _null("bool")
+        if a.kind == "datetime":
+            return self.compare_datetimes(op, a, b)
         return _S(f"({a.sql} {op} {b.sql})", "bool")
+
+    def compare_datetimes(self, op: str, a: _S, b: _S) -> _S:
+        """Compare timestamps of any precision without a fault: DuckDB casts a TIMESTAMP to
+        TIMESTAMP_NS to compare it with one, which fails outside 1677-2262. Both are read in
+        nanoseconds when they fit and in microseconds otherwise; a value outside the
+        nanosecond range lies beyond every one inside it, so the order is the same."""
+        a, b = self.bind(a), self.bind(b)
+        na, nb = f"TRY_CAST({a.sql} AS TIMESTAMP_NS)", f"TRY_CAST({b.sql} AS TIMESTAMP_NS)"
+        ua, ub = f"TRY_CAST({a.sql} AS TIMESTAMP)", f"TRY_CAST({b.sql} AS TIMESTAMP)"
+        return _S(
+            f"(CASE WHEN {na} IS NOT NULL AND {nb} IS NOT NULL THEN {na} {op} {nb} "
+            f"ELSE {ua} {op} {ub} END)",
+            "bool",
+        )
 
     def logic(self, op: str, a: _S, b: _S) -> _S:
         a, b = self.boolean(a), self.boolean(b)
@@ -518,8 +543,9 @@ class _ExprSql:
             if length < 0:
                 return _null("str")
             end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
-            return _S(f"substring({x.sql}, {begin + 1}, {max(end - begin, 0)})", "str")
-        return _S(f"substring({x.sql}, {begin + 1})", "str")
+            count = min(max(end - begin, 0), _MAX_STRING)
+            return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)}, {count})", "str")
+        return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)})", "str")
 
     # -- CAST -----------------------------------------------------------------------------
     def cast(self, v: _S, type_name: str) -> _S:
@@ -568,9 +594,7 @@ class _ExprSql:
                 )
             return _null("bool")
         # datetime
-        if v.kind == "datetime":
-            out = f"CAST({s} AS TIMESTAMP)"
-        elif v.kind == "str":
+        if v.kind in ("datetime", "str"):  # a date beyond the TIMESTAMP range is NULL
             out = f"TRY_CAST({s} AS TIMESTAMP)"
         else:
             return _null("datetime")

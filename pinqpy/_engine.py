@@ -46,10 +46,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ._executor import Executor
-from ._expr.types import ColumnType, check_declared, schema_from_pandas
+from ._expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
 from ._pandas_executor import PandasExecutor
 from ._plan import PlanNode, Source
 from .errors import PinqError
@@ -357,7 +358,7 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
     if isinstance(data, pd.DataFrame):
         _check_columns(list(data.columns))
         declared = check_declared(schema, list(data.columns))
-        data = declare_pandas(data, declared)
+        data = declare_pandas(clean_text(data), declared)
         if engine is None:
             engine = "duckdb" if connection is not None else _DEFAULT[0]
         if engine == "pandas":
@@ -546,6 +547,80 @@ _SQL_TYPES = {
 }
 
 
+# -- text no engine can encode ----------------------------------------------------------------
+# A Python string may hold a lone surrogate ("\ud800"), which has no UTF-8 spelling: pandas'
+# text arrays, DuckDB and Spark all refuse it, and only when a query reaches that row. So
+# every pandas table is cleaned when it is wrapped, before any query: each such string (also
+# inside a list that explode may read) is replaced by its UTF-16 reading, a surrogate pair
+# joined into its character and each lone surrogate replaced by U+FFFD. The mapping looks at
+# one value only (pinqpy._expr.types.valid_text, which literals are read through too), and
+# strings that are valid text are untouched.
+def _clean_value(x: object, depth: int = 0) -> object:
+    """``x`` with every string in it valid text (the object itself when it already is).
+    Containers are cleaned 20 levels deep (each explode reads one level)."""
+    if isinstance(x, str):
+        return valid_text(x)
+    if depth > 20:
+        return x
+    if isinstance(x, list | tuple | set | frozenset):
+        items = [_clean_value(v, depth + 1) for v in x]
+        if all(a is b for a, b in zip(items, x, strict=False)):
+            return x
+        if isinstance(x, list):
+            return items
+        try:
+            return type(x)(items)
+        except Exception:  # a tuple subclass that cannot be rebuilt from its items
+            return tuple(items)
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        fixed = [_clean_value(v, depth + 1) for v in x.ravel()]
+        if all(a is b for a, b in zip(fixed, x.ravel(), strict=True)):
+            return x
+        out = np.empty(x.shape, dtype=object)
+        out.ravel()[:] = fixed
+        return out
+    return x
+
+
+def _needs_cleaning(s: pd.Series) -> bool:
+    dtype = s.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        return True
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
+        return True
+    return isinstance(dtype, pd.CategoricalDtype) and _needs_cleaning(pd.Series(dtype.categories))
+
+
+def clean_text(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every string an engine cannot encode made valid (a new frame; ``df``
+    itself when nothing needed it)."""
+    fixed: dict[int, pd.Series] = {}
+    for i in range(df.shape[1]):
+        s = df.iloc[:, i]
+        if not _needs_cleaning(s):
+            continue
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            cats = s.dtype.categories
+            new = [_clean_value(c) for c in cats]
+            if any(a is not b for a, b in zip(new, cats, strict=True)):
+                fixed[i] = pd.Series(
+                    [_clean_value(v) for v in s.to_numpy(dtype=object)], index=s.index
+                ).astype(object)
+            continue
+        objs = s.to_numpy(dtype=object)
+        new_objs = [_clean_value(v) for v in objs]
+        if any(a is not b for a, b in zip(new_objs, objs, strict=True)):
+            arr = np.empty(len(new_objs), dtype=object)
+            arr[:] = new_objs
+            fixed[i] = pd.Series(arr, index=s.index, dtype=s.dtype if s.dtype != object else object)
+    if not fixed:
+        return df
+    out = df.copy()
+    for i, col in fixed.items():
+        out.isetitem(i, col)
+    return out
+
+
 def _declare_error(col: str, ctype: str, how: str = "") -> PinqError:
     # The message names the column and type only, never a value (values are private).
     return PinqError(
@@ -711,7 +786,7 @@ def _spark_declare(frame: Any, schema: object) -> tuple[Any, dict[str, ColumnTyp
 def public_frame(data: object) -> pd.DataFrame:
     """A public table as pandas (DuckDB relations and Spark DataFrames are read in full)."""
     if isinstance(data, pd.DataFrame):
-        return data
+        return clean_text(data)
     if _is_duckdb_relation(data):
         return data.df()  # type: ignore[attr-defined]
     if _is_spark_frame(data):

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._expr.types import valid_text
+
 __all__ = ["NO_MATCH", "TYPED_KINDS", "canonical_key", "is_null_key"]
 
 # A key value that no row of a column can equal (``1.5`` on an integer column, text on a number
@@ -83,7 +85,8 @@ def canonical_key(v: object, kind: str) -> object:
             return num
         return bool(num) if num in (0, 1) else NO_MATCH
     if kind == "str":
-        return str(v) if isinstance(v, str) else NO_MATCH
+        # Text reads as tables do: a lone surrogate is U+FFFD (pinqpy._expr.types.valid_text).
+        return valid_text(str(v)) if isinstance(v, str) else NO_MATCH
     if kind == "datetime":
         if isinstance(v, str) or _number(v) is not None:
             return NO_MATCH
@@ -95,7 +98,7 @@ def canonical_key(v: object, kind: str) -> object:
     if num is not None:
         return num
     if isinstance(v, str):
-        return str(v)
+        return valid_text(str(v))
     if isinstance(v, np.generic):
         return v.item()
     return v

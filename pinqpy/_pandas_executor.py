@@ -211,6 +211,113 @@ def _keep_first_per_group(codes: np.ndarray, priority: np.ndarray, limit: int) -
     return keep
 
 
+# -- values that cannot be keys -----------------------------------------------------------
+# An ``object`` column may hold unhashable values (lists, dicts, sets, arrays). pandas' hash
+# tables refuse them, so every hashing step reads such a column through these helpers: a
+# value that cannot be a key matches no key, forms no group and joins nothing, and rows are
+# compared (distinct, set operations) through a hashable stand-in equal only to stand-ins of
+# equal content. Which rows hold such values never decides whether the read succeeds.
+def _is_hashable(x: object) -> bool:
+    try:
+        hash(x)
+    except Exception:
+        return False
+    return True
+
+
+def _unhashable(s: pd.Series) -> np.ndarray | None:
+    """Where an object column holds a value that cannot be hashed, or None (typed columns and
+    columns of hashable values)."""
+    if s.dtype != object or len(s) == 0:
+        return None
+    bad = np.fromiter((not _is_hashable(x) for x in s.to_numpy(dtype=object)), bool, len(s))
+    return bad if bad.any() else None
+
+
+def _unhashable_rows(df: pd.DataFrame, columns: Any) -> np.ndarray | None:
+    out: np.ndarray | None = None
+    for c in columns:
+        bad = _unhashable(df[c])
+        if bad is not None:
+            out = bad if out is None else out | bad
+    return out
+
+
+def _drop_unhashable(df: pd.DataFrame, columns: Any) -> pd.DataFrame:
+    """The rows none of whose ``columns`` holds a value that cannot be a key."""
+    bad = _unhashable_rows(df, columns)
+    return df if bad is None else df.loc[~bad].reset_index(drop=True)
+
+
+class _Frozen:
+    """A hashable stand-in for an unhashable value, equal to stand-ins of equal content."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, x: object) -> None:
+        self.key = _freeze(x)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Frozen) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def _freeze(x: object, depth: int = 0) -> Hashable:
+    if _is_hashable(x):
+        return (0, x)
+    if depth > _FREEZE_DEPTH:  # nested too deeply to compare by content: equal to itself
+        return (4, type(x).__name__, id(x))
+    d = depth + 1
+    if isinstance(x, list | tuple):
+        return (1, type(x).__name__, tuple(_freeze(v, d) for v in x))
+    if isinstance(x, np.ndarray):
+        return (1, "ndarray", tuple(_freeze(v, d) for v in x.tolist()))
+    if isinstance(x, set):
+        return (2, frozenset(_freeze(v, d) for v in x))
+    if isinstance(x, dict):
+        return (3, frozenset((_freeze(k, d), _freeze(v, d)) for k, v in x.items()))
+    return (4, type(x).__name__, id(x))  # no content to compare: equal only to itself
+
+
+_FREEZE_DEPTH = 20
+
+
+def _hashable_series(s: pd.Series) -> pd.Series:
+    bad = _unhashable(s)
+    if bad is None:
+        return s
+    objs = s.to_numpy(dtype=object).copy()
+    objs[bad] = [_Frozen(x) for x in objs[bad]]
+    return pd.Series(objs, index=s.index, dtype=object)
+
+
+def _hashable_frame(df: pd.DataFrame, columns: Any = None) -> pd.DataFrame:
+    """``df[columns]`` with every unhashable value replaced by its :class:`_Frozen` stand-in
+    (the frame itself when there is none)."""
+    cols = list(df.columns if columns is None else columns)
+    out = df[cols]
+    fixed = {}
+    for i in range(len(cols)):
+        s = out.iloc[:, i]
+        h = _hashable_series(s)
+        if h is not s:
+            fixed[i] = h
+    if not fixed:
+        return out
+    out = out.copy()
+    for i, h in fixed.items():
+        out.isetitem(i, h)
+    return out
+
+
+def _first_rows(df: pd.DataFrame) -> np.ndarray:
+    """Whether each row is the first of its equal rows (unhashable values compared by
+    content)."""
+    return ~_hashable_frame(df).duplicated().to_numpy()
+
+
 def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
     """Dense integer codes per distinct key (NULL keys form their own group)."""
     if len(columns) == 1:
@@ -223,10 +330,14 @@ def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
 def _drop_null_keys(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """The rows none of whose ``columns`` is NULL-like (None, NaN, NA, NaT)."""
     keep = df[list(columns)].notna().all(axis=1).to_numpy()
+    bad = _unhashable_rows(df, columns)
+    if bad is not None:  # a value that cannot be a key identifies no one either
+        keep = keep & ~bad
     return df if keep.all() else df.loc[keep].reset_index(drop=True)
 
 
 def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) -> pd.DataFrame:
+    df = _drop_unhashable(df, columns)
     if len(df) == 0:
         return df
     keep = _keep_first_per_group(_codes(df, columns), _random_priorities(df), limit)
@@ -234,6 +345,32 @@ def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) ->
 
 
 _SQL_AGGS = {"SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "MEDIAN": "median"}
+
+
+def _is_null_item(v: object) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(pd.isna(v))  # type: ignore[arg-type]
+    except Exception:  # a list-like item: not NULL
+        return False
+
+
+def _first_items(x: object, k: int) -> object:
+    """A list-like's first ``k`` non-NULL items as a list (what explode keeps of it); any
+    other value as it is (a scalar explodes to itself)."""
+    if isinstance(x, str | bytes) or not pd.api.types.is_list_like(x):
+        return x
+    out = []
+    try:
+        for v in x:  # type: ignore[attr-defined]
+            if not _is_null_item(v):
+                out.append(v)
+                if len(out) >= k:
+                    break
+    except Exception:  # not iterable after all: explode reads it as a scalar
+        return x
+    return out
 
 
 class _PlanRunner(PlanVisitor[_Relation]):
@@ -277,11 +414,19 @@ class _PlanRunner(PlanVisitor[_Relation]):
         return _Relation(pd.DataFrame(new, index=df.index))
 
     def visit_distinct(self, node: Distinct) -> _Relation:
-        df = self.visit(node.child).materialize()
-        return _Relation(df[list(node.columns)].drop_duplicates().reset_index(drop=True))
+        df = self.visit(node.child).materialize()[list(node.columns)]
+        return _Relation(df.loc[_first_rows(df)].reset_index(drop=True))
 
     def visit_explode(self, node: Explode) -> _Relation:
         df = self.visit(node.child).materialize().reset_index(drop=True)
+        col = df[node.column]
+        if col.dtype == object:
+            # Cut each list to its first max_items non-NULL items before expanding it, so a
+            # long list costs a scan of its items, not a row per item.
+            k = node.max_items
+            cut = np.empty(len(col), dtype=object)
+            cut[:] = [_first_items(x, k) for x in col.to_numpy(dtype=object)]
+            df = df.assign(**{node.column: pd.Series(cut, index=df.index, dtype=object)})
         out = df.explode(node.column)
         # An empty list explodes to one NULL row; NULL items carry nothing, so both go.
         out = out[out[node.column].notna()]
@@ -293,6 +438,7 @@ class _PlanRunner(PlanVisitor[_Relation]):
         df = self.visit(node.child).materialize()
         if node.by_unit:  # a row whose unit is NULL belongs to no known person
             df = _drop_null_keys(df, node.keys)
+        df = _drop_unhashable(df, node.keys)  # a value that cannot be a key forms no group
         keys = list(node.keys)
         work = df[keys].copy()
         named: dict[str, tuple[str, str]] = {}
@@ -305,7 +451,7 @@ class _PlanRunner(PlanVisitor[_Relation]):
                 continue
             arg = evaluate(call.args[0], df)
             if func == "COUNT":
-                work[tmp] = arg.to_numpy()
+                work[tmp] = _hashable_series(arg).to_numpy()
                 named[name] = (tmp, "nunique" if call.distinct else "count")
             elif func in ("VARIANCE", "STDDEV"):
                 work[tmp] = _numeric(arg)
@@ -324,6 +470,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
     def visit_join(self, node: Join) -> _Relation:
         left = self.visit(node.left).materialize()
         right = self.visit(node.right).materialize()
+        # A key that cannot be hashed matches nothing.
+        left, right = _drop_unhashable(left, node.on), _drop_unhashable(right, node.on)
         if node.bounds is not None:
             left = _truncate_per_key(left, node.on, node.bounds[0])
             right = _truncate_per_key(right, node.on, node.bounds[1])
@@ -332,8 +480,18 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_public_join(self, node: PublicJoin) -> _Relation:
         df = self.visit(node.child).materialize()
-        out = df.merge(node.public.data, on=list(node.on), how=node.how, suffixes=("", "_public"))
-        return _Relation(out)
+        public = node.public.data
+        bad = _unhashable_rows(df, node.on)  # a key that cannot be hashed matches nothing
+        rest = None
+        if bad is not None:
+            df, rest = df.loc[~bad], df.loc[bad]
+        out = df.merge(public, on=list(node.on), how=node.how, suffixes=("", "_public"))
+        if rest is not None and node.how == "left":
+            unmatched = rest.merge(
+                public.iloc[:0], on=list(node.on), how="left", suffixes=("", "_public")
+            )
+            out = pd.concat([out, unmatched], ignore_index=True)
+        return _Relation(out.reset_index(drop=True))
 
     def visit_set_op(self, node: SetOp) -> _Relation:
         left = self.visit(node.left).materialize()
@@ -342,14 +500,16 @@ class _PlanRunner(PlanVisitor[_Relation]):
             return _Relation(pd.concat([left, right], ignore_index=True))
         if node.kind == "union":
             both = pd.concat([left, right], ignore_index=True)
-            return _Relation(both.drop_duplicates().reset_index(drop=True))
-        lu = left.drop_duplicates()
-        ru = right.drop_duplicates()
+            return _Relation(both.loc[_first_rows(both)].reset_index(drop=True))
+        lu = left.loc[_first_rows(left)].reset_index(drop=True)
+        ru = right.loc[_first_rows(right)]
         cols = list(left.columns)
-        merged = lu.merge(ru, on=cols, how="left", indicator="__pinq_side")
+        # Compared through hashable stand-ins; the rows kept are the left side's own.
+        hl, hr = _hashable_frame(lu, cols), _hashable_frame(ru, cols)
+        merged = hl.merge(hr, on=cols, how="left", indicator="__pinq_side")
         in_right = (merged["__pinq_side"] == "both").to_numpy()
         keep = in_right if node.kind == "intersect" else ~in_right
-        return _Relation(merged.loc[keep, cols].reset_index(drop=True))
+        return _Relation(lu.loc[keep].reset_index(drop=True))
 
     def visit_bound_contributions(self, node: BoundContributions) -> _Relation:
         # A row whose unit is NULL belongs to no known person: it is dropped.
@@ -418,6 +578,9 @@ def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
     key (None, NaN, NA, NaT) matches every NULL value, whatever its spelling."""
     kind = series_type(col)
     plain, null_at = _canonical_keys(keys, kind)
+    bad = _unhashable(col)
+    if bad is not None:  # a value that cannot be hashed matches no key, not even NULL
+        return np.where(bad, -1, _key_positions(col.where(~bad, None), keys))
     # Look up each distinct value once: much faster than a lookup per row (string columns
     # above all), with the same matching, since every row shares its distinct value's answer.
     row_codes, uniques = pd.factorize(col)  # every NULL-like value is code -1
@@ -642,7 +805,8 @@ class PandasExecutor(Executor):
     def key_counts(
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
-        df = self.relation(plan).materialize()
+        # A value that cannot be hashed is no key.
+        df = _drop_unhashable(self.relation(plan).materialize(), columns)
         sizes = df.groupby(list(columns), dropna=False, sort=False).size()
         keys: list[Hashable] = list(sizes.index)
         if len(columns) > 1:
@@ -661,7 +825,12 @@ class PandasExecutor(Executor):
         rel = self.relation(plan)
         codes = _group_index(rel, grouping)
         col = _value(value, rel.df)
+        bad = _unhashable(col)  # a value that cannot be hashed is no candidate
+        if bad is not None:
+            col = col.where(~bad, None)
         which = pd.Index(list(candidates)).get_indexer(col).astype(np.int64, copy=False)
+        if bad is not None:
+            which[bad] = -1
         ok = (codes >= 0) & (which >= 0)
         n = len(candidates)
         k = _n_groups(grouping)

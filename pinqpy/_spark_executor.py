@@ -85,7 +85,7 @@ from ._expr.ast import (
     Unary,
 )
 from ._expr.check import resolve_column
-from ._expr.types import CAST_TYPES, ColumnType
+from ._expr.types import CAST_TYPES, ColumnType, valid_text
 from ._lattice import Lattice, SumGrid
 from ._plan import (
     BoundContributions,
@@ -458,6 +458,7 @@ def _str_lit(text: str) -> str:
     # Whether Spark unescapes backslashes in literals is a session setting
     # (spark.sql.parser.escapedStringLiterals): text without quotes, backslashes or control
     # characters reads the same either way, and anything else is spelled in hex.
+    text = valid_text(text)
     if all(ch not in "'\\" and ch.isprintable() for ch in text):
         return f"'{text}'"
     return f"decode(unhex('{text.encode('utf-8').hex()}'), 'UTF-8')"
@@ -476,6 +477,11 @@ def _float_lit(v: float) -> str:
     # digits give back exactly v (and parse faster than a CAST of text).
     text = repr(abs(v)) + "D"
     return f"(-{text})" if math.copysign(1.0, v) < 0 else text
+
+
+# Spark strings hold fewer than 2**31 characters and substring takes INT positions: a start
+# or length beyond that is clamped to it, which changes no result (and never fails a cast).
+_MAX_STRING = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -577,6 +583,30 @@ def _like_pattern(pattern: str) -> str:
         out.append("!" + ch if ch in "%_!" else ch)
         i += 1
     return "".join(out)
+
+
+def _like_pieces(pattern: str) -> list[list[str | None]]:
+    """A LIKE pattern (``\\x`` is a literal x) split at each ``%``: each piece a list of its
+    characters, None for ``_``."""
+    pieces: list[list[str | None]] = [[]]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            pieces[-1].append(pattern[i + 1])
+            i += 2
+            continue
+        if ch == "%":
+            pieces.append([])
+        else:
+            pieces[-1].append(None if ch == "_" else ch)
+        i += 1
+    return pieces
+
+
+def _piece_text(piece: list[str | None]) -> str:
+    """One piece back as pinqpy LIKE text (``_`` for None, other characters escaped)."""
+    return "".join("_" if c is None else "\\" + c for c in piece)
 
 
 class _ExprSql:
@@ -875,9 +905,61 @@ class _ExprSql:
         if e.pattern.value is None:
             return _null("bool")
         x = self.to_str(self.tr(e.operand))
-        pattern = _str_lit(_like_pattern(str(e.pattern.value)))
-        v = _S(f"({x.sql} LIKE {pattern} ESCAPE '!')", "bool")
+        text = valid_text(str(e.pattern.value))
+        pieces = _like_pieces(text)
+        if len(pieces) > 2:
+            v = self.like_pieces(x, pieces)
+        else:  # at most one %: Java's regex does not backtrack beyond one .*
+            v = _S(f"({x.sql} LIKE {_str_lit(_like_pattern(text))} ESCAPE '!')", "bool")
         return self.logic_not(v) if e.negated else v
+
+    def like_pieces(self, x: _S, pieces: list[list[str | None]]) -> _S:
+        """LIKE with several %, without Spark's LIKE: that compiles to a Java regex with a .*
+        per %, which backtracks (time polynomial of the degree of the number of % in a
+        string's length). Instead the first piece must start the text, the last end it, and
+        each middle piece is found leftmost after the one before (leftmost never loses a
+        match): ``locate`` for literal pieces, and for pieces with ``_`` a lazy regex with no
+        other repetition. Each step is linear in the text's length."""
+        x = self.bind(x)
+        length = self.bind(_S(f"char_length({x.sql})", "int")).sql
+        first, last = pieces[0], pieces[-1]
+        conds = [f"({length} >= {sum(len(p) for p in pieces)})"]
+        if first:
+            pattern = _like_pattern(_piece_text(first)) + "%"
+            conds.append(f"({x.sql} LIKE {_str_lit(pattern)} ESCAPE '!')")
+        if last:
+            pattern = "%" + _like_pattern(_piece_text(last))
+            conds.append(f"({x.sql} LIKE {_str_lit(pattern)} ESCAPE '!')")
+        start = str(len(first) + 1)  # 1-based; 0 once a piece was not found
+        for piece in pieces[1:-1]:
+            if not piece:
+                continue
+            if None not in piece:
+                lit = _str_lit("".join(c for c in piece if c is not None))
+                pos = f"locate({lit}, {x.sql}, {start})"  # 0 when start is 0
+            else:
+                regex = (
+                    "(?s)^.*?(?:"
+                    + "".join("." if c is None else f"\\x{{{ord(c):x}}}" for c in piece)
+                    + ")"
+                )
+                found = self.bind(
+                    _S(
+                        f"(CASE WHEN {start} > 0 THEN "
+                        f"regexp_extract(substring({x.sql}, {start}), {_str_lit(regex)}, 0) END)",
+                        "str",
+                    )
+                ).sql
+                pos = (
+                    f"(CASE WHEN char_length({found}) > 0 THEN "
+                    f"{start} + char_length({found}) - {len(piece)} ELSE 0 END)"
+                )
+            p = self.bind(_S(pos, "int")).sql
+            start = self.bind(_S(f"(({p}) + {len(piece)}) * sign({p})", "int")).sql
+        conds.append(f"({start} > 0)")
+        conds.append(f"({start} - 1 <= {length} - {len(last)})")
+        # (Spark's locate reads a NULL text as no match: NULL in, NULL out, as LIKE gives.)
+        return _S(f"(CASE WHEN {x.sql} IS NOT NULL THEN {' AND '.join(conds)} END)", "bool")
 
     # -- CASE and functions ---------------------------------------------------------------
     def case(self, e: Case) -> _S:
@@ -955,8 +1037,9 @@ class _ExprSql:
             if length < 0:
                 return _null("str")
             end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
-            return _S(f"substring({x.sql}, {begin + 1}, {max(end - begin, 0)})", "str")
-        return _S(f"substring({x.sql}, {begin + 1})", "str")
+            count = min(max(end - begin, 0), _MAX_STRING)
+            return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)}, {count})", "str")
+        return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)})", "str")
 
     # -- CAST -----------------------------------------------------------------------------
     def cast(self, v: _S, type_name: str) -> _S:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -744,8 +745,9 @@ class PrivateFrame:
         ex = executor_for(base._plan)
         ex.validate(base._plan)
         charge_all([(lin, m.charge)], label="select_keys")
-        keys, counts = ex.key_counts(base._plan, cols)
-        selected, _ = m.release(keys, counts)
+        with _reading("select_keys"):
+            keys, counts = ex.key_counts(base._plan, cols)
+            selected, _ = m.release(keys, counts)
         return selected
 
     def accuracy(
@@ -1109,9 +1111,11 @@ class PrivateFrame:
                 continue
             with _reading(p.label):
                 data = p.exact(grouping)
-            released = (
-                p.mechanism.release(*data) if isinstance(data, tuple) else p.mechanism.release(data)
-            )
+                released = (
+                    p.mechanism.release(*data)
+                    if isinstance(data, tuple)
+                    else p.mechanism.release(data)
+                )
             _answers.put(keys[i], lineages[i], released, p.frame._plan)
             out.append(released)
         if receipt is not None and pkey is not None:
@@ -1309,9 +1313,14 @@ def _plan_text(prepared: list[Prepared]) -> str:
 @contextmanager
 def _reading(label: str) -> Iterator[None]:
     """Engine failures while reading become a PinqError that quotes nothing: engine messages
-    can quote values. The charge stands, since data may have been read."""
+    can quote values. The charge stands, since data may have been read.
+
+    No warning escapes a read either: whether numpy or pandas warns (an overflow, an invalid
+    value) can depend on the rows, so every warning is silenced while the data is read."""
     try:
-        yield
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
     except PinqError:
         raise
     except Exception as exc:

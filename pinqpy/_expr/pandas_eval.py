@@ -46,7 +46,7 @@ from .ast import (
     Unary,
 )
 from .check import _suggest, resolve_column
-from .types import CAST_TYPES, any_class
+from .types import CAST_TYPES, any_class, valid_text
 
 __all__ = ["evaluate", "predicate_mask"]
 
@@ -54,6 +54,7 @@ _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
 _TWO_63 = 2.0**63
 _NAT = np.datetime64("NaT", "ns")
+_MAX_POSITION = 2**62  # beyond the length of any string
 
 _UNSET: Any = object()
 
@@ -162,7 +163,10 @@ def _any_text(x: object) -> object:
         pass
     if isinstance(x, np.generic):
         x = x.item()
-    return str(x)
+    try:
+        return valid_text(str(x))
+    except Exception:  # an object whose text fails (or a list nested too deeply): NULL
+        return None
 
 
 def _or_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
@@ -198,6 +202,33 @@ def _float_to_int(arr: np.ndarray) -> _V:
     ok = np.isfinite(arr) & (arr >= -_TWO_63) & (arr < _TWO_63)
     data = np.where(ok, arr, 0.0).astype(np.int64)
     return _V("int", data, None if ok.all() else ~ok)
+
+
+def _as_datetime64(x: Any) -> Any:
+    if isinstance(x, pd.Timestamp):
+        return x.to_datetime64()
+    return x if isinstance(x, np.ndarray | np.datetime64) else np.asarray(x)
+
+
+_NS_LO = np.datetime64(pd.Timestamp.min.value, "ns").astype("datetime64[us]")
+_NS_HI = np.datetime64(pd.Timestamp.max.value, "ns").astype("datetime64[us]")
+
+
+def _compare_datetimes(op: Callable[[Any, Any], Any], x: Any, y: Any) -> Any:
+    """Compare timestamps of different units exactly: numpy would convert both to the finer
+    unit, which silently wraps a value outside its range (1500-01-01 in nanoseconds). Values
+    that fit in nanoseconds compare in nanoseconds, the others in microseconds (a value outside
+    the nanosecond range lies beyond every value inside it, so the order is the same)."""
+    x, y = _as_datetime64(x), _as_datetime64(y)
+    if np.datetime_data(x.dtype)[0] == np.datetime_data(y.dtype)[0]:
+        return op(x, y)
+    xu, yu = x.astype("datetime64[us]"), y.astype("datetime64[us]")
+    coarse = op(xu, yu)
+    fits = (xu >= _NS_LO) & (xu <= _NS_HI) & (yu >= _NS_LO) & (yu <= _NS_HI)
+    if not np.any(fits):
+        return coarse
+    fine = op(x.astype("datetime64[ns]"), y.astype("datetime64[ns]"))
+    return np.where(fits, fine, coarse)
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -237,6 +268,60 @@ def _like_regex(pattern: str) -> tuple[str, str | None]:
             return "contains", literal
     regex = "".join(".*" if k == "any" else "." if k == "one" else re.escape(t) for k, t in pieces)
     return "regex", "(?s)" + regex
+
+
+def _like_pieces(pattern: str) -> list[tuple[re.Pattern[str], int]]:
+    """A LIKE pattern split at each ``%``: each piece (literal characters and ``_``) as a
+    regex without repetition, and its length in characters."""
+    pieces: list[list[str]] = [[]]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            pieces[-1].append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "%":
+            pieces.append([])
+        else:
+            pieces[-1].append("." if ch == "_" else re.escape(ch))
+        i += 1
+    return [(re.compile("(?s)" + "".join(p)), len(p)) for p in pieces]
+
+
+def _like_one(text: str, pieces: list[tuple[re.Pattern[str], int]]) -> bool:
+    """Whether ``text`` matches a LIKE pattern, in time linear in ``len(text)`` (times the
+    pattern's length): the first piece must match at the start, the last at the end, and
+    each middle piece is found leftmost after the previous one (taking the leftmost match
+    never loses one). No piece has a quantifier, so no search backtracks."""
+    (first, n0), (last, nk) = pieces[0], pieces[-1]
+    if len(pieces) == 1:
+        return len(text) == n0 and first.match(text) is not None
+    if len(text) < sum(n for _, n in pieces):
+        return False
+    if n0 and first.match(text) is None:
+        return False
+    pos, end = n0, len(text) - nk
+    if nk and last.match(text, end) is None:
+        return False
+    for piece, n in pieces[1:-1]:
+        if n == 0:
+            continue
+        m = piece.search(text, pos, end)
+        if m is None:
+            return False
+        pos = m.end()
+    return True
+
+
+def _like_match(s: pd.Series, pattern: str) -> pd.Series:
+    """LIKE over a text Series that is not Arrow-backed (so would run Python's ``re``)."""
+    pieces = _like_pieces(pattern)
+    objs = s.to_numpy(dtype=object, na_value=None)
+    hit = np.fromiter(
+        (isinstance(x, str) and _like_one(x, pieces) for x in objs), dtype=bool, count=len(objs)
+    )
+    return pd.Series(hit, index=s.index)
 
 
 class _Evaluator:
@@ -312,7 +397,7 @@ class _Evaluator:
         if isinstance(value, float):
             return _V("float", np.float64(value))
         if isinstance(value, str):
-            return _V("str", value)
+            return _V("str", valid_text(value))  # as tables are read (pinqpy._engine)
         raise PinqError(f"unsupported literal of type {type(value).__name__}")
 
     def column(self, e: Column) -> _V:
@@ -437,6 +522,14 @@ class _Evaluator:
 
     def to_kind(self, v: _V, kind: str) -> _V:
         """Convert for mixing in one result (CASE, COALESCE, ...); bad values become NULL."""
+        if v.kind == kind == "datetime" and v.data is not None:
+            # Branches may be in nanoseconds and microseconds; numpy would mix them in
+            # nanoseconds, silently wrapping a date outside 1677-2262. Results are in
+            # microseconds (as on DuckDB and Spark).
+            data = _as_datetime64(v.data)
+            if np.datetime_data(data.dtype)[0] != "us":
+                data = data.astype("datetime64[us]")
+            return _V("datetime", data)
         if v.kind == kind:
             return v
         if v.kind == "null" or (v.scalar and v.data is None):
@@ -609,7 +702,10 @@ class _Evaluator:
         a, b = pair
         if (a.scalar and a.data is None) or (b.scalar and b.data is None):
             return self.null_of("bool")
-        res = _CMP_OPS[op](a.data, b.data)
+        if a.kind == "datetime" and b.kind == "datetime":
+            res = _compare_datetimes(_CMP_OPS[op], a.data, b.data)
+        else:
+            res = _CMP_OPS[op](a.data, b.data)
         if isinstance(res, pd.Series):
             res = res.to_numpy(dtype=bool, na_value=False)
         res = np.asarray(res, dtype=bool)
@@ -724,8 +820,10 @@ class _Evaluator:
             hit = s.str.endswith(text)
         elif kind == "contains":
             hit = s.str.contains(text, regex=False)
+        elif isinstance(s.array, pd.arrays.ArrowStringArray):
+            hit = s.str.fullmatch(text)  # Arrow's RE2: linear time whatever the pattern
         else:
-            hit = s.str.fullmatch(text)
+            hit = _like_match(s, str(pattern.data))  # Python's re could backtrack
         res = hit.to_numpy(dtype=bool, na_value=False)
         v = _V("bool", res, lambda: x.nulls())
         return self.logic_not(v) if e.negated else v
@@ -957,13 +1055,16 @@ def _substr(ev: _Evaluator, a: list[_V]) -> _V:
         return ev.null_of("str")
     start = int(a[1].data)
     begin = start - 1  # SQL counts from 1; positions before the first one are skipped
+    # Positions are clamped to what a string can hold (no result changes), so that a huge
+    # start or length never overflows.
+    first = min(max(begin, 0), _MAX_POSITION)
     if len(a) == 3:
         length = int(a[2].data)
         if length < 0:
             return ev.null_of("str")
-        end = max(begin + length, 0)
-        return ev.str_fn(a[0], lambda s: s.str.slice(max(begin, 0), end))
-    return ev.str_fn(a[0], lambda s: s.str.slice(max(begin, 0)))
+        end = min(max(begin + length, 0), _MAX_POSITION)
+        return ev.str_fn(a[0], lambda s: s.str.slice(first, end))
+    return ev.str_fn(a[0], lambda s: s.str.slice(first))
 
 
 def _length(ev: _Evaluator, a: list[_V]) -> _V:

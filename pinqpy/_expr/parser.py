@@ -51,6 +51,7 @@ from .ast import (
     Unary,
     negate,
 )
+from .types import valid_text
 
 __all__ = [
     "parse_expression",
@@ -149,7 +150,8 @@ class _ToExpr:
 
     def _string(self, t: Tree) -> Expr:
         raw = str(t.children[0])
-        return Literal(raw[1:-1].replace("''", "'"), pos=_pos(t.meta))
+        # A lone surrogate has no UTF-8 spelling: read as tables are (types.valid_text).
+        return Literal(valid_text(raw[1:-1].replace("''", "'")), pos=_pos(t.meta))
 
     def _true(self, t: Tree) -> Expr:
         return Literal(True, pos=_pos(t.meta))
@@ -403,6 +405,7 @@ def parse_expression(text: str, *, positions: bool = True) -> Expr:
     """
     if not isinstance(text, str):
         raise PinqSyntaxError(f"an expression must be text, not {type(text).__name__}")
+    text = valid_text(text)  # a lone surrogate reads as the data does (types.valid_text)
     return _parse_cached(text) if positions else _parse_fast(text)
 
 

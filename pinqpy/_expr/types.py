@@ -35,6 +35,7 @@ __all__ = [
     "schema_from_pandas",
     "series_type",
     "type_of_value",
+    "valid_text",
 ]
 
 ColumnType = Literal["int", "float", "str", "bool", "datetime", "any"]
@@ -208,3 +209,21 @@ def schema_from_pandas(df: pd.DataFrame) -> dict[str, ColumnType]:
     {'o': 'any'}
     """
     return {str(name): _dtype_type(dtype) for name, dtype in df.dtypes.items()}
+
+
+def valid_text(text: str) -> str:
+    """``text`` with a UTF-8 spelling: a lone surrogate (``"\\ud800"``), which no engine can
+    encode, becomes U+FFFD and a surrogate pair the character it spells; valid text is
+    returned as it is. Tables (every value) and literals are read through this one mapping,
+    so a literal matches the data it was written for.
+
+    >>> valid_text("a\\ud800"), valid_text("\\ud83d\\ude00") == "\\U0001f600"
+    ('a\ufffd', True)
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

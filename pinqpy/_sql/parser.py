@@ -31,6 +31,7 @@ from lark import Token, Tree
 
 from .._expr.ast import Expr, InList
 from .._expr.parser import _identifier, _number, _pos, parse_tree, tree_to_expr
+from .._expr.types import valid_text
 from .._grammar import get_parser
 from .._meta import RESERVED_PREFIX
 from ..errors import PinqSyntaxError
@@ -82,7 +83,8 @@ def parse_statement(text: str, *, positions: bool = True) -> Statement:
     """
     if not isinstance(text, str):
         raise PinqSyntaxError(f"a statement must be text, not {type(text).__name__}")
-    return _parse(text, bool(positions))
+    # A lone surrogate (no UTF-8 spelling) in a literal or a name reads as the data does.
+    return _parse(valid_text(text), bool(positions))
 
 
 @functools.lru_cache(maxsize=2048)

@@ -11,7 +11,7 @@ from .._engine import executor_for
 from .._executor import Grouping, batch
 from .._expr.pandas_eval import evaluate, predicate_mask
 from .._stability import lineage_of
-from ..frame import PrivateFrame
+from ..frame import PrivateFrame, _reading
 from ..results import Accuracy, NoisyFrame
 from .compiler import CompiledRelease
 
@@ -82,8 +82,9 @@ def _select_then_aggregate(
     requests = [(lineage, mechanism.charge)]
     requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
     charge_all(requests, label=label)
-    keys, counts = ex.key_counts(frame._plan, columns)
-    selected, _ = mechanism.release(keys, counts)
+    with _reading("GROUP BY key selection"):
+        keys, counts = ex.key_counts(frame._plan, columns)
+        selected, _ = mechanism.release(keys, counts)
     grouping = Grouping(columns, tuple(selected))
     if not selected:
         return [(np.zeros(0), _empty(p)) for p in prepared], grouping
