@@ -156,12 +156,14 @@ class Lattice:
 
     def indices(self, clamped: np.ndarray) -> np.ndarray:
         """``d`` of each value of ``clamped`` (already clamped into the bounds), ``int64``."""
-        t = np.asarray(clamped, dtype=np.float64)
+        # The same operations, in place: one scratch array instead of one per step.
+        t = np.array(clamped, dtype=np.float64, copy=True)
         for f in self.factors:
-            t = t * f
-        d = np.rint(t) - self.base
-        np.clip(d, 0.0, float(self.levels), out=d)
-        return d.astype(np.int64)
+            np.multiply(t, f, out=t)
+        np.rint(t, out=t)
+        np.subtract(t, self.base, out=t)
+        np.clip(t, 0.0, float(self.levels), out=t)
+        return t.astype(np.int64)
 
     def sql(self, clamped: str, lit: Callable[[float], str], rint: str) -> str:
         """``d`` of the SQL double ``clamped`` (already clamped into the bounds), as a double:

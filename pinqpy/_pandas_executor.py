@@ -124,14 +124,14 @@ def _clip(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.minimum(out, hi, out=out)
 
 
-def _integer_sum(
+def _integer_total(
     rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """One group's clamped sum of a stored int64 column with integer bounds, summed as
-    integers, without a float copy of the column; None when it does not apply.
+) -> tuple[int, int] | None:
+    """One group's clamped sum of a stored int64 column with integer bounds, as an exact
+    Python int, and the row count; None when it does not apply.
 
-    While ``n * max(|lo|, |hi|) < 2**63`` no partial sum overflows ``int64``: the sum is
-    exact, and is returned correctly rounded to a float."""
+    While ``n * max(|lo|, |hi|) < 2**63`` no partial sum overflows ``int64``, so the sum,
+    taken without a float copy of the column, is exact."""
     if grouping is not None or not isinstance(value, Column):
         return None
     if not (float(lo).is_integer() and float(hi).is_integer()):
@@ -144,8 +144,17 @@ def _integer_sum(
         vals = vals[rel.mask]
     if max(len(vals), 1) * max(abs(lo), abs(hi)) >= 2**63:
         return None
-    total = int(_clip(vals, int(lo), int(hi)).sum())
-    return np.array([float(total)]), np.array([len(vals)], dtype=np.int64)
+    return int(_clip(vals, int(lo), int(hi)).sum()), len(vals)
+
+
+def _integer_sum(
+    rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_integer_total` as a SUM's (sums, counts), the total correctly rounded."""
+    got = _integer_total(rel, grouping, value, lo, hi)
+    if got is None:
+        return None
+    return np.array([float(got[0])]), np.array([got[1]], dtype=np.int64)
 
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -644,7 +653,9 @@ def _n_groups(grouping: Grouping | None) -> int:
 _EXACT_CHUNK = 1 << 30
 
 
-def _exact_sums(codes: np.ndarray | None, k: int, ints: np.ndarray) -> list[int]:
+def _exact_sums(
+    codes: np.ndarray | None, k: int, ints: np.ndarray, bound: int = 2**44
+) -> list[int]:
     """Per group position, the exact sum of ``int64`` terms of magnitude below ``2**44``
     (lattice indices and their squares, a SUM's grid points), as Python ints.
 
@@ -652,7 +663,17 @@ def _exact_sums(codes: np.ndarray | None, k: int, ints: np.ndarray) -> list[int]
     ``0 <= b < 2**22``); within a chunk of at most ``2**30`` rows every partial sum of either
     part is an integer of magnitude below ``2**52``,
     which ``np.bincount``'s float64 accumulator (or an ``int64`` sum) holds exactly; chunks
-    are combined as Python ints. No overflow and no rounding for any number of rows."""
+    are combined as Python ints. No overflow and no rounding for any number of rows.
+
+    ``bound`` (public: the lattice's size) bounds every term's magnitude; when the whole sum
+    provably fits, one ``int64`` sum or one ``bincount`` is exact already and is used."""
+    n = len(ints)
+    if codes is None and n * bound < 2**63:
+        # Every partial int64 sum is below 2**63 in magnitude: numpy's sum is exact.
+        return [int(ints.sum(dtype=np.int64))]
+    if codes is not None and n * bound < 2**53:
+        # Every partial sum is an integer below 2**53: bincount's float64 holds it exactly.
+        return [int(x) for x in np.bincount(codes, weights=ints, minlength=k + 1)[:k]]
     a_tot = [0] * k
     b_tot = [0] * k
     for start in range(0, max(len(ints), 1), _EXACT_CHUNK):
@@ -756,15 +777,24 @@ class PandasExecutor(Executor):
         squares: bool = False,
     ) -> LatticeSums:
         lat = Lattice.of(lo, hi)
-        vals, codes = self._values(self.relation(plan), grouping, value)
+        rel = self.relation(plan)
+        if not squares and lat.shift <= 0:
+            # Integer values and bounds on a lattice of step 2**shift <= 1: x·2**-shift is an
+            # integer, so rounding is the identity and d = (x - lo)·2**-shift exactly; the
+            # index sum is that multiple of the exact integer sum of the clamped values.
+            got = _integer_total(rel, grouping, value, lo, hi)
+            if got is not None:
+                total, n = got
+                return [(total - int(lo) * n) << -lat.shift], [0], np.array([n], dtype=np.int64)
+        vals, codes = self._values(rel, grouping, value)
         clipped = _clip(vals, lo, hi)
         k = 1 if codes is None else _n_groups(grouping)
         if codes is not None:
             # Uncounted rows (NULL, NaN, unlisted keys) are sent to lo: d = 0 adds nothing.
             clipped = np.where(codes < k, clipped, lo)
         d = lat.indices(clipped)
-        s1 = _exact_sums(codes, k, d)
-        s2 = _exact_sums(codes, k, d * d) if squares else [0] * k
+        s1 = _exact_sums(codes, k, d, lat.levels + 1)
+        s2 = _exact_sums(codes, k, d * d, (lat.levels + 1) ** 2) if squares else [0] * k
         counts = np.array([len(d)], dtype=np.int64) if codes is None else _per_group(codes, k)
         return s1, s2, counts
 
