@@ -1269,6 +1269,21 @@ def _lattice_aggs(
     DuckDB sums BIGINT into HUGEINT, 128 bits, so ``Σd < n·2**21`` and ``Σd² < n·2**42``
     are exact and cannot overflow."""
     lat = Lattice.of(lo, hi)
+    if (
+        kind == "int"
+        and not squares
+        and lat.shift <= 0
+        and float(lo).is_integer()
+        and float(hi).is_integer()
+    ):
+        # Integers on a lattice of step 2**shift <= 1: x·2**-shift is an integer, rounding
+        # is the identity, and d = (x - lo)·2**-shift; so Σd is that multiple of the exact
+        # integer (HUGEINT) sum of the clamped values, as on pandas.
+        lo_s, hi_s = _key_literal(int(lo), "int"), _key_literal(int(hi), "int")
+        total = f"CAST(COALESCE(SUM(LEAST(GREATEST({v}, {lo_s}), {hi_s})){when}, 0) AS HUGEINT)"
+        n = f"COUNT({v}){when}"
+        scale = 1 << -lat.shift
+        return [f"({total} - CAST({lo_s} AS HUGEINT) * {n}) * CAST({scale} AS HUGEINT)", "0", n]
     c = f"LEAST(GREATEST({v}, {_float_literal(lo)}), {_float_literal(hi)})"
     d = f"CAST({lat.sql(c, _float_literal, 'ROUND_EVEN')} AS BIGINT)"
     sq = f"COALESCE(SUM({d} * {d}){when}, 0)" if squares else "0"
