@@ -726,11 +726,7 @@ def _duckdb_declare(rel: Any, schema: object) -> tuple[Any, dict[str, ColumnType
     if not declared:
         return rel, declared
     duckdb = _import_duckdb()
-    for col, ctype in declared.items():
-        if ctype == "any":
-            raise PinqError(
-                f"column {col!r} cannot be declared any on the duckdb engine; declare a type"
-            )
+    _refuse_declared_any(declared, "duckdb")
 
     def q(c: str) -> str:
         return '"' + c.replace('"', '""') + '"'
@@ -748,6 +744,15 @@ def _duckdb_declare(rel: Any, schema: object) -> tuple[Any, dict[str, ColumnType
     return rel.project(select), declared
 
 
+def _refuse_declared_any(declared: dict[str, ColumnType], engine: str) -> None:
+    """An SQL engine holds one type per column, so ``any`` cannot be declared there."""
+    for col, ctype in declared.items():
+        if ctype == "any":
+            raise PinqError(
+                f"column {col!r} cannot be declared any on the {engine} engine; declare a type"
+            )
+
+
 def _spark_declare(frame: Any, schema: object) -> tuple[Any, dict[str, ColumnType]]:
     """``frame`` with each declared column cast to its type (try_cast), checked once here
     with one Spark job; ``any`` cannot be declared on Spark."""
@@ -756,11 +761,7 @@ def _spark_declare(frame: Any, schema: object) -> tuple[Any, dict[str, ColumnTyp
         return frame, declared
     from pyspark.sql import functions as F
 
-    for col, ctype in declared.items():
-        if ctype == "any":
-            raise PinqError(
-                f"column {col!r} cannot be declared any on the spark engine; declare a type"
-            )
+    _refuse_declared_any(declared, "spark")
 
     def q(c: str) -> str:
         return "`" + c.replace("`", "``") + "`"

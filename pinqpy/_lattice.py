@@ -88,8 +88,32 @@ def _floor_log2(x: Fraction) -> int:
     return e
 
 
+class _PowerOfTwoStep:
+    """What a grid of step ``2**shift`` offers: its exact scale factors, its step, and the
+    values scaled to steps (the same multiplications, one scratch array)."""
+
+    shift: int
+
+    @property
+    def factors(self) -> tuple[float, ...]:
+        """Normal doubles whose product is ``2**-shift``; multiplying by each is exact."""
+        return _factors(self.shift)
+
+    @property
+    def step(self) -> Fraction:
+        """``q = 2**shift``."""
+        return Fraction(2) ** self.shift
+
+    def _scaled(self, values: np.ndarray) -> np.ndarray:
+        """``values · 2**-shift`` as a new float64 array."""
+        t = np.array(values, dtype=np.float64, copy=True)
+        for f in self.factors:
+            np.multiply(t, f, out=t)
+        return t
+
+
 @dataclass(frozen=True)
-class Lattice:
+class Lattice(_PowerOfTwoStep):
     """The lattice of the bounds ``(lo, hi)``: step ``2**shift``, ``base`` and ``levels``.
 
     >>> lat = Lattice.of(0.0, 100.0)
@@ -122,16 +146,6 @@ class Lattice:
 
     # -- public constants ------------------------------------------------------------------
     @property
-    def factors(self) -> tuple[float, ...]:
-        """Normal doubles whose product is ``2**-shift``; multiplying by each is exact."""
-        return _factors(self.shift)
-
-    @property
-    def step(self) -> Fraction:
-        """``q = 2**shift``."""
-        return Fraction(2) ** self.shift
-
-    @property
     def half(self) -> Fraction:
         """``h = q·K/2``: the most one row moves the centred sum (its sensitivity)."""
         return self.step * self.levels / 2
@@ -156,10 +170,7 @@ class Lattice:
 
     def indices(self, clamped: np.ndarray) -> np.ndarray:
         """``d`` of each value of ``clamped`` (already clamped into the bounds), ``int64``."""
-        # The same operations, in place: one scratch array instead of one per step.
-        t = np.array(clamped, dtype=np.float64, copy=True)
-        for f in self.factors:
-            np.multiply(t, f, out=t)
+        t = self._scaled(clamped)
         np.rint(t, out=t)
         np.subtract(t, self.base, out=t)
         np.clip(t, 0.0, float(self.levels), out=t)
@@ -228,7 +239,7 @@ SUM_BITS = 40
 
 
 @dataclass(frozen=True)
-class SumGrid:
+class SumGrid(_PowerOfTwoStep):
     """A plain SUM's fixed point: values truncated toward zero to multiples of ``q = 2**shift``.
 
     With ``M = max(|lo|, |hi|)``, ``q`` is the largest power of two with ``M/q >= 2**40``
@@ -264,23 +275,14 @@ class SumGrid:
         return SumGrid(max(_floor_log2(m) - SUM_BITS, -1074))
 
     @property
-    def factors(self) -> tuple[float, ...]:
-        return _factors(self.shift)
-
-    @property
-    def step(self) -> Fraction:
-        return Fraction(2) ** self.shift
-
-    @property
     def step_float(self) -> float:
         return math.ldexp(1.0, self.shift)
 
     def indices(self, clamped: np.ndarray) -> np.ndarray:
         """``k`` of each (clamped, finite) value, ``int64``."""
-        t = np.asarray(clamped, dtype=np.float64)
-        for f in self.factors:
-            t = t * f
-        return np.trunc(t).astype(np.int64)
+        t = self._scaled(clamped)
+        np.trunc(t, out=t)
+        return t.astype(np.int64)
 
     def sql(self, clamped: str, lit: Callable[[float], str]) -> str:
         """The scaled value ``x·2**-shift`` of the SQL double ``clamped`` (to be truncated)."""
