@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 import pinqpy as pq
-from pinqpy._agents import charge
-from pinqpy._expr import parser
-from pinqpy._stability import lineage_of
+from pinqpy.accounting.agents import charge
+from pinqpy.expr import parser
+from pinqpy.plan.stability import lineage_of
 
 STATES = [f"S{i:02d}" for i in range(50)]
 

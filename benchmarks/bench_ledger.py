@@ -21,8 +21,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from pinqpy._ledger import ChargeRecord, Ledger
-from pinqpy.budget import Cost
+from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.ledger import ChargeRecord, Ledger
 
 BIG = Cost(epsilon=10**9, delta=Fraction(1, 2))
 STEP = Cost(epsilon=Fraction(1, 10), delta=Fraction(1, 10**9))

@@ -2,11 +2,11 @@
 
 Run: ``python benchmarks/bench_samplers.py [--samples 1000000] [--repeat 5] [--json out.json]``
 
-Every draw takes its bits from :class:`pinqpy._noise.SecureSource` (``os.urandom``), as in
+Every draw takes its bits from :class:`pinqpy.noise.source.SecureSource` (``os.urandom``), as in
 production. Each workload reports the best of ``--repeat`` runs, the random bytes drawn per
 sample and the number of vectorized rejection rounds, against its target (for a million
 samples on a 2-core machine: discrete Laplace < 0.5 s, discrete Gaussian < 2 s). For scale,
-the float Laplace and Gaussian of ``pinqpy._noise`` (inexact; see ``pinqpy._samplers``) are
+the float Laplace and Gaussian of ``pinqpy.noise.source`` (inexact; see ``pinqpy.noise.samplers``) are
 timed too.
 """
 
@@ -19,8 +19,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from pinqpy._noise import SecureSource
-from pinqpy._samplers import _discrete_gaussian_stats, _discrete_laplace_stats
+from pinqpy.noise.samplers import _discrete_gaussian_stats, _discrete_laplace_stats
+from pinqpy.noise.source import SecureSource
 
 WORKLOADS = [
     ("discrete Laplace, scale 10/3", "laplace", Fraction(10, 3), 0.5),

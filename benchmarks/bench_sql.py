@@ -15,9 +15,9 @@ import time
 import pandas as pd
 
 import pinqpy as pq
-from pinqpy._expr import parser as expr_parser
-from pinqpy._sql import parser as sql_parser
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+from pinqpy.expr import parser as expr_parser
+from pinqpy.sql import parser as sql_parser
 
 QUERY = """
 SELECT l.label, COUNT(*) AS n, AVG(p.income) AS mean_income, MEDIAN(p.age) AS median_age

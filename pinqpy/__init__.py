@@ -12,16 +12,16 @@ budget before any data is read.
 True
 """
 
-from . import testing
-from .budget import Budget, Cost
-from .errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
-from .expressions import Expression, col, func, lit
-from .frame import GroupedFrame, PrivateFrame
-from .magic import load_ipython_extension as load_ipython_extension
-from .magic import unload_ipython_extension as unload_ipython_extension
-from .partition import Partition
-from .results import NoisyCount, NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
-from .session import Session
+from pinqpy import testing
+from pinqpy.accounting.budget import Budget, Cost
+from pinqpy.api.expressions import Expression, col, func, lit
+from pinqpy.api.frame import GroupedFrame, PrivateFrame
+from pinqpy.api.partition import Partition
+from pinqpy.api.session import Session
+from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
+from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
+from pinqpy.results.values import NoisyCount, NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
 
 __version__ = "0.1.0"
 

@@ -4,15 +4,15 @@
 - ``pinqpy shell NAME=PATH ... --epsilon EPS``: an interactive SQL shell over private files;
 - ``pinqpy query NAME=PATH ... --epsilon EPS "SELECT ..."``: answer one query.
 
-See :mod:`pinqpy.cli` for the options and :mod:`pinqpy.repl` for the shell.
+See :mod:`pinqpy.interfaces.cli` for the options and :mod:`pinqpy.interfaces.shell` for the shell.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .cli import USAGE
-from .cli import main as _cli_main
+from pinqpy.interfaces.cli import USAGE
+from pinqpy.interfaces.cli import main as _cli_main
 
 __all__ = ["USAGE", "main"]
 

@@ -20,7 +20,7 @@ from) and restore what was there before when used as context managers.
 
 >>> import numpy as np
 >>> from pinqpy import testing
->>> from pinqpy._mechanisms import CountMechanism
+>>> from pinqpy.noise.mechanisms import CountMechanism
 >>> with testing.no_noise():
 ...     float(CountMechanism(0.1).release(np.array([42]))[0][0])
 42.0
@@ -39,8 +39,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
-from . import _noise
-from .errors import PinqError
+from pinqpy.errors import PinqError
+from pinqpy.noise import source as _noise
 
 __all__ = ["SWITCH", "active", "enabled", "engine", "no_noise", "reset", "seed"]
 
@@ -113,7 +113,7 @@ def engine(name: str) -> Iterator[None]:
     >>> people.engine
     'duckdb'
     """
-    from ._engine import set_default_engine
+    from pinqpy.engines.registry import set_default_engine
 
     _require("engine")
     previous = set_default_engine(name)
@@ -142,7 +142,7 @@ def no_noise() -> Iterator[None]:
 
 def reset() -> None:
     """Back to production behaviour: a fresh secure source, noise on, pandas by default."""
-    from ._engine import set_default_engine
+    from pinqpy.engines.registry import set_default_engine
 
     _noise._set_source(None)
     _noise._set_noise_disabled(False)

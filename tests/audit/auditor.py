@@ -71,7 +71,7 @@ calibrated to the wrong bound, PINQ's NoisyAverage, an exponential mechanism wit
 ``ε_lb`` (or ``δ_lb``) to *exceed* the claim.
 
 >>> import numpy as np
->>> from pinqpy._noise import current_source
+>>> from pinqpy.noise.source import current_source
 >>> def coin(p, n):  # randomized response: 3:1 odds, exactly ε = ln 3
 ...     return (current_source().uniform(n) < p).astype(float)
 >>> r = audit(coin, 0.75, 0.25, epsilon=np.log(3), n=100_000, n_select=20_000, seed=1)

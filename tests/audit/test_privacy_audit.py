@@ -76,8 +76,8 @@ import pytest
 from scipy.special import ndtri
 
 import pinqpy as pq
-from pinqpy._keyselect import KeySelectionMechanism
-from pinqpy._mechanisms import (
+from pinqpy.noise.keyselect import KeySelectionMechanism
+from pinqpy.noise.mechanisms import (
     ArgmaxMechanism,
     CountMechanism,
     MeanMechanism,
@@ -86,7 +86,7 @@ from pinqpy._mechanisms import (
     VarianceMechanism,
     gaussian_sigma,
 )
-from pinqpy._noise import current_source
+from pinqpy.noise.source import current_source
 
 from .auditor import AuditResult, audit
 

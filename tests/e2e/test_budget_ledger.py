@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._ledger import Ledger
+from pinqpy.accounting.ledger import Ledger
 
 REPO = Path(__file__).resolve().parents[2]
 

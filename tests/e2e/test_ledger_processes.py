@@ -1,6 +1,6 @@
 """The SQLite ledger across real processes: SIGKILL at random instants, and racing writers.
 
-Each child is a fresh interpreter running a small script that imports ``pinqpy._ledger``.
+Each child is a fresh interpreter running a small script that imports ``pinqpy.accounting.ledger``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pinqpy as pq
-from pinqpy._ledger import Ledger
+from pinqpy.accounting.ledger import Ledger
 
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="SIGKILL and fork semantics are POSIX"
@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 KILL_CHILD = r"""
 import json, random, sys, time
 from fractions import Fraction
-from pinqpy._ledger import ChargeRecord, Ledger
-from pinqpy.budget import Cost
+from pinqpy.accounting.ledger import ChargeRecord, Ledger
+from pinqpy.accounting.budget import Cost
 
 path, seed, sleep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
@@ -66,8 +66,8 @@ while True:
 RACE_CHILD = r"""
 import json, sys
 from fractions import Fraction
-from pinqpy._ledger import ChargeRecord, Ledger
-from pinqpy.budget import Cost
+from pinqpy.accounting.ledger import ChargeRecord, Ledger
+from pinqpy.accounting.budget import Cost
 
 path, n = sys.argv[1], int(sys.argv[2])
 limit = Cost(epsilon=Fraction(600, 1000))
@@ -196,7 +196,7 @@ def test_a_writer_killed_inside_its_transaction_does_not_block_others(tmp_path):
 
 
 def _rec():
-    from pinqpy._ledger import ChargeRecord
+    from pinqpy.accounting.ledger import ChargeRecord
 
     return ChargeRecord("after the kill")
 

@@ -74,7 +74,7 @@ class Case:
     exact: Callable[[], Rows]
     epsilon: float = 1.0
     # Absolute tolerance against plain pandas: a mean is of values quantised on the public
-    # lattice of its bounds (pinqpy._lattice), within q/2 = (hi - lo)·2**-21 of each value.
+    # lattice of its bounds (pinqpy.core.lattice), within q/2 = (hi - lo)·2**-21 of each value.
     tol: float = 1e-9
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._agents import PartAgent, PartitionAgent, charge
+from pinqpy.accounting.agents import PartAgent, PartitionAgent, charge
 
 # Engine-independent: every test runs on each engine (see the `engine` fixture).
 pytestmark = pytest.mark.usefixtures("engine")
@@ -131,7 +131,7 @@ def test_join_where_one_side_budget_is_too_small_charges_neither():
 def test_refused_query_reads_no_data(monkeypatch):
     b = pq.Budget(epsilon=0.1)
     f = frame(b)
-    from pinqpy import _pandas_executor
+    from pinqpy.engines.pandas import executor as _pandas_executor
 
     def boom(*a, **k):
         raise AssertionError("data was read")

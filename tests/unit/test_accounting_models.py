@@ -1,4 +1,4 @@
-"""Accounting models (pinqpy._accounting): zCDP conversions and the pure/approx/zcdp accountants.
+"""Accounting models (pinqpy.accounting.models): zCDP conversions and the pure/approx/zcdp accountants.
 
 zCDP composition figures agree with published worked examples, and every conversion is
 checked against an independent high-precision evaluation (mpmath, 60 digits) of the formulas
@@ -30,7 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._accounting import (
+from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.models import (
     ApproxAccountant,
     PureAccountant,
     Usage,
@@ -45,8 +46,7 @@ from pinqpy._accounting import (
     zcdp_epsilon,
     zcdp_epsilon_simple,
 )
-from pinqpy._mechanisms import CompositeCharge, GaussianCharge, PureCharge, gaussian_sigma
-from pinqpy.budget import Cost
+from pinqpy.noise.mechanisms import CompositeCharge, GaussianCharge, PureCharge, gaussian_sigma
 
 # Engine-independent: every test runs on each engine (see the `engine` fixture).
 pytestmark = pytest.mark.usefixtures("engine")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinqpy._buckets import bucket_query, grid_bucket_counts, uniform_grid
-from pinqpy._mechanisms import default_candidates
+from pinqpy.engines.buckets import bucket_query, grid_bucket_counts, uniform_grid
+from pinqpy.noise.mechanisms import default_candidates
 
 
 def reference(values: np.ndarray, cand: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._accounting import rho_for, zcdp_epsilon
+from pinqpy.accounting.models import rho_for, zcdp_epsilon
 
 
 def frame(budget: pq.Budget) -> pq.PrivateFrame:

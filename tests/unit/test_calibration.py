@@ -26,7 +26,7 @@ import pytest
 from scipy import stats
 
 from pinqpy import testing
-from pinqpy._mechanisms import (
+from pinqpy.noise.mechanisms import (
     ArgmaxMechanism,
     CountMechanism,
     MeanMechanism,
@@ -34,7 +34,7 @@ from pinqpy._mechanisms import (
     SumMechanism,
     VarianceMechanism,
 )
-from pinqpy._noise import SecureSource, SeededSource
+from pinqpy.noise.source import SecureSource, SeededSource
 
 N = 200_000
 Z = 5.0  # standard errors allowed

@@ -13,13 +13,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 import pinqpy as pq  # noqa: E402
 from pinqpy import testing  # noqa: E402
-from pinqpy._duckdb_executor import DuckDBExecutor  # noqa: E402
-from pinqpy._executor import Grouping  # noqa: E402
-from pinqpy._expr.parser import parse_expression  # noqa: E402
-from pinqpy._pandas_executor import PandasExecutor  # noqa: E402
-from pinqpy._plan import PlanNode, PyFunc  # noqa: E402
 from pinqpy.demo import load_pums  # noqa: E402
+from pinqpy.engines.base import Grouping  # noqa: E402
+from pinqpy.engines.duckdb.executor import DuckDBExecutor  # noqa: E402
+from pinqpy.engines.pandas.executor import PandasExecutor  # noqa: E402
 from pinqpy.errors import PinqError  # noqa: E402
+from pinqpy.expr.parser import parse_expression  # noqa: E402
+from pinqpy.plan.nodes import PlanNode, PyFunc  # noqa: E402
 
 PANDAS = PandasExecutor()
 
@@ -286,7 +286,7 @@ def test_duckdb_relation_source() -> None:
 def _replace_source(plan: PlanNode, data: object) -> PlanNode:
     from dataclasses import replace
 
-    from pinqpy._plan import Source, Where
+    from pinqpy.plan.nodes import Source, Where
 
     assert isinstance(plan, Where) and isinstance(plan.child, Source)
     return replace(plan, child=Source(replace(plan.child.table, data=data)))
@@ -353,7 +353,7 @@ def test_generated_frames_match(df: pd.DataFrame, expr: str) -> None:
 # -- shared sub-expressions -------------------------------------------------------------------
 def _sql_of(plan: PlanNode) -> str:
     """The SQL the DuckDB engine writes for a plan's rows."""
-    from pinqpy._duckdb_executor import _PlanSql
+    from pinqpy.engines.duckdb.executor import _PlanSql
 
     p = _PlanSql(DuckDBExecutor())
     return p.query(f"SELECT * FROM {p.visit(plan)}")
@@ -416,7 +416,7 @@ def _swap_sources(plan: PlanNode, data: object) -> PlanNode:
     """The same plan over ``data`` (every source replaced), sharing what the plan shares."""
     from dataclasses import fields, replace
 
-    from pinqpy._plan import PartitionRef, Source
+    from pinqpy.plan.nodes import PartitionRef, Source
 
     memo: dict[int, object] = {}
 
@@ -590,7 +590,7 @@ def test_grid_buckets_match_pandas(cands: np.ndarray) -> None:
 
 
 def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pinqpy._duckdb_executor as dx
+    import pinqpy.engines.duckdb.executor as dx
 
     df = _int_frame()
     plan = _frame(df)._plan
@@ -617,7 +617,7 @@ def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- one translation per query ----------------------------------------------------------------
 def test_a_query_translates_once_and_sees_one_truncation() -> None:
-    from pinqpy._executor import batch
+    from pinqpy.engines.base import batch
 
     df = pd.DataFrame({"u": np.arange(600) % 20, "x": np.arange(600, dtype=float)})
     plan = _frame(df, privacy_unit="u").bound_contributions(3)._plan
@@ -648,7 +648,7 @@ def _fused_reads(
 ) -> list[object]:
     """Prefetch ``specs`` (kind, expression, lo, hi) together, then read them as a query
     does; also returns how many statements ran."""
-    from pinqpy._executor import Read, batch
+    from pinqpy.engines.base import Read, batch
 
     reads = [
         Read(ex, plan, kind, None if e is None else parse_expression(e), lo, hi)

@@ -165,7 +165,7 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -
 
     monkeypatch.setattr(builtins, "__import__", no_engines)
     monkeypatch.delitem(sys.modules, "duckdb")
-    monkeypatch.setattr("pinqpy._engine._OWN_DUCKDB", [])
+    monkeypatch.setattr("pinqpy.engines.registry._OWN_DUCKDB", [])
     for engine, extra in (("duckdb", "pinqpy[duckdb]"), ("spark", "pinqpy[spark]")):
         with pytest.raises(pq.PinqError, match=re.escape(f"pip install '{extra}'")):
             pq.PrivateFrame(pums, pq.Budget(1), engine=engine)

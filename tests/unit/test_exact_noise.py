@@ -18,10 +18,10 @@ import pytest
 
 import pinqpy as pq
 from pinqpy import testing
-from pinqpy._mechanisms import CountMechanism, MeanMechanism, SumMechanism, VarianceMechanism
-from pinqpy._noise import SecureSource
-from pinqpy._samplers import grid_for, grid_for_gaussian
-from pinqpy.results import NoisyCount, NoisySeries, NoisyValue
+from pinqpy.noise.mechanisms import CountMechanism, MeanMechanism, SumMechanism, VarianceMechanism
+from pinqpy.noise.samplers import grid_for, grid_for_gaussian
+from pinqpy.noise.source import SecureSource
+from pinqpy.results.values import NoisyCount, NoisySeries, NoisyValue
 
 REPS = 5_000
 
@@ -78,7 +78,7 @@ def test_sum_outputs_of_neighbours_land_on_one_public_lattice(eps, lo, hi, delta
 
 
 def test_sum_lattice_with_the_operating_system_source():
-    from pinqpy import _noise
+    from pinqpy.noise import source as _noise
 
     assert isinstance(_noise.current_source(), SecureSource)  # the default, after reset()
     mech = SumMechanism(0.3, 0, 100)
@@ -161,9 +161,9 @@ def test_releases_call_no_float_sampler_and_no_transcendental(monkeypatch):
     """Mechanisms are built first (calibration reads public parameters only); then every
     float sampler of the random source and every exp/log/sqrt is made to fail, and each
     release still runs: the noise and the selections are drawn with integers only."""
-    from pinqpy import _noise
-    from pinqpy._keyselect import KeySelectionMechanism
-    from pinqpy._mechanisms import ArgmaxMechanism, QuantileMechanism
+    from pinqpy.noise import source as _noise
+    from pinqpy.noise.keyselect import KeySelectionMechanism
+    from pinqpy.noise.mechanisms import ArgmaxMechanism, QuantileMechanism
 
     mechs = {
         "count": CountMechanism(0.5),

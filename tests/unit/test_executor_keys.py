@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._engine import default_engine, executor_for
-from pinqpy._executor import Grouping, canonical_key, canonical_key_counts
+from pinqpy.engines.base import Grouping, canonical_key, canonical_key_counts
+from pinqpy.engines.registry import default_engine, executor_for
 
 
 def frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:

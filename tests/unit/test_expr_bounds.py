@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinqpy._expr.bounds import derive_bounds, derive_keys
-from pinqpy._expr.pandas_eval import evaluate
-from pinqpy._expr.parser import parse_expression
+from pinqpy.expr.bounds import derive_bounds, derive_keys
+from pinqpy.expr.pandas_eval import evaluate
+from pinqpy.expr.parser import parse_expression
 
 BOUNDS = {"income": (0, 500_000), "age": (0, 100), "x": (-2, 3), "y": (1, 4), "z": (-5, -1)}
 

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pinqpy._expr.ast import Binary, Column, Literal
-from pinqpy._expr.check import check_expression
-from pinqpy._expr.pandas_eval import evaluate, predicate_mask
-from pinqpy._expr.parser import parse_expression
+from pinqpy.api.expressions import Expression, as_expr, case, col, func, lit
 from pinqpy.errors import PinqError, PinqSyntaxError
-from pinqpy.expressions import Expression, as_expr, case, col, func, lit
+from pinqpy.expr.ast import Binary, Column, Literal
+from pinqpy.expr.check import check_expression
+from pinqpy.expr.pandas_eval import evaluate, predicate_mask
+from pinqpy.expr.parser import parse_expression
 
 DF = pd.DataFrame(
     {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pinqpy._expr.ast import Binary, Call, Column, Literal
-from pinqpy._expr.check import check_expression, infer_type
-from pinqpy._expr.parser import parse_expression
 from pinqpy.errors import PinqError, PinqSyntaxError
+from pinqpy.expr.ast import Binary, Call, Column, Literal
+from pinqpy.expr.check import check_expression, infer_type
+from pinqpy.expr.parser import parse_expression
 
 SCHEMA = {
     "age": "int",

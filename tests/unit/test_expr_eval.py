@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinqpy._expr.pandas_eval import evaluate, predicate_mask
-from pinqpy._expr.parser import parse_expression
 from pinqpy.errors import PinqError, PinqSyntaxError
+from pinqpy.expr.pandas_eval import evaluate, predicate_mask
+from pinqpy.expr.parser import parse_expression
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinqpy._expr.ast import (
+from pinqpy.core.grammar import get_parser, grammar_text, keywords
+from pinqpy.errors import PinqSyntaxError
+from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
     SCALAR_FUNCTIONS,
     Between,
@@ -24,10 +26,8 @@ from pinqpy._expr.ast import (
     Unary,
     contains_aggregate,
 )
-from pinqpy._expr.parser import parse_expression, parse_tree, tree_to_expr
-from pinqpy._expr.types import CAST_TYPES
-from pinqpy._grammar import get_parser, grammar_text, keywords
-from pinqpy.errors import PinqSyntaxError
+from pinqpy.expr.parser import parse_expression, parse_tree, tree_to_expr
+from pinqpy.expr.types import CAST_TYPES
 
 a, b, c, d = (Column(n) for n in "abcd")
 

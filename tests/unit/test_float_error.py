@@ -3,7 +3,7 @@
 The threat (Casacuberta et al., CCS 2022): a centred sum computed as ``Σx - mid·n`` (or
 ``Σx² - 2·mid·Σx + mid²·n``) in floats errs by far more than its sensitivity for bounds far
 from zero, and the error leaks. pinqpy quantises each value on a public lattice
-(:mod:`pinqpy._lattice`) and sums integers exactly; the documented bound is:
+(:mod:`pinqpy.core.lattice`) and sums integers exactly; the documented bound is:
 
 * the engine's ``(Σd, Σd², n)`` equal the sums of the reference map computed with Fractions
   (error 0);
@@ -27,13 +27,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy import _mechanisms
-from pinqpy._engine import executor_for
-from pinqpy._executor import Grouping
-from pinqpy._expr.parser import parse_expression
-from pinqpy._lattice import BITS, Lattice, SumGrid
-from pinqpy._mechanisms import MeanMechanism, VarianceMechanism
+from pinqpy.core.lattice import BITS, Lattice, SumGrid
+from pinqpy.engines.base import Grouping
+from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError
+from pinqpy.expr.parser import parse_expression
+from pinqpy.noise import mechanisms as _mechanisms
+from pinqpy.noise.mechanisms import MeanMechanism, VarianceMechanism
 
 ADVERSARIAL_BOUNDS = [
     (1e7, 1e7 + 1),

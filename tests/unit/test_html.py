@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._html import MAX_CHARGES, budget_html, frame_html, result_html, session_html
-from pinqpy._sql.explain import Explanation
-from pinqpy.results import AdditiveAccuracy, ArgmaxAccuracy, LaplaceNoise
+from pinqpy.results.html import MAX_CHARGES, budget_html, frame_html, result_html, session_html
+from pinqpy.results.values import AdditiveAccuracy, ArgmaxAccuracy, LaplaceNoise
+from pinqpy.sql.explain import Explanation
 
 SECRET_AGE = 7319  # a value that must never appear in any HTML pinqpy produces
 SECRET_NAME = "Zebulon-Quartz"
@@ -141,7 +141,7 @@ def test_frame_html_reads_no_data(
     people: pq.PrivateFrame, secret_df: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rendering never runs a plan over the rows."""
-    from pinqpy import _pandas_executor
+    from pinqpy.engines.pandas import executor as _pandas_executor
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the HTML repr read data")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._keyselect import KeySelectionMechanism
+from pinqpy.noise.keyselect import KeySelectionMechanism
 
 mp = pytest.importorskip("mpmath")
 
@@ -144,7 +144,7 @@ def test_sql_group_by_without_public_keys_selects_privately():
 
 
 def test_accuracy_preview_spends_nothing_and_reads_nothing(monkeypatch):
-    from pinqpy import _pandas_executor
+    from pinqpy.engines.pandas import executor as _pandas_executor
 
     def boom(*a, **k):
         raise AssertionError("data was read")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._ledger import ChargeRecord, Ledger, _decode, _encode
+from pinqpy.accounting.ledger import ChargeRecord, Ledger, _decode, _encode
 
 ONE = pq.Cost(epsilon=1)
 

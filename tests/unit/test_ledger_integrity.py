@@ -29,8 +29,8 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy import _answers
-from pinqpy._ledger import Ledger
+from pinqpy.accounting.ledger import Ledger
+from pinqpy.pipeline import answers as _answers
 
 PKG = Path(pq.__file__).parent
 
@@ -139,7 +139,7 @@ def test_each_ledger_file_has_its_own_secret(tmp_path):
 
 
 def test_in_memory_keys_are_keyed_per_process():
-    from pinqpy._canonical import digest
+    from pinqpy.plan.canonical import digest
 
     assert digest("count") != hashlib.sha256(b"count").hexdigest()
 
@@ -216,7 +216,7 @@ def _imports(module: Path) -> set[str]:
 
 
 def test_no_pickle_on_the_ledger_path():
-    for name in ("_answers.py", "_ledger.py", "budget.py", "_canonical.py"):
+    for name in ("pipeline/answers.py", "accounting/ledger.py", "accounting/budget.py", "plan/canonical.py"):
         source = (PKG / name).read_text()
         assert not _imports(PKG / name) & {"pickle", "marshal", "shelve", "dill", "cloudpickle"}
         assert "pickle.loads" not in source and "eval(" not in source

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy import magic
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+from pinqpy.interfaces import magic
 
 pytest.importorskip("IPython")
 
@@ -184,7 +184,7 @@ def test_default_session_falls_back_to_the_only_one_in_the_namespace(
 def test_new_sessions_note_themselves() -> None:
     s = pq.Session()
     if magic._noted_session() is not s:
-        pytest.skip("Session.__init__ does not call pinqpy.magic._note_session yet")
+        pytest.skip("Session.__init__ does not call pinqpy.interfaces.magic._note_session yet")
     assert magic._noted_session() is s
 
 

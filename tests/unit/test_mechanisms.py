@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from pinqpy import testing
-from pinqpy._agents import charge
-from pinqpy._mechanisms import (
+from pinqpy.accounting.agents import charge
+from pinqpy.accounting.budget import Budget, Cost
+from pinqpy.errors import BudgetExceededError, PinqError
+from pinqpy.noise.mechanisms import (
     QUANTILE_CI_CUTS,
     ArgmaxMechanism,
     CompositeCharge,
@@ -29,9 +31,7 @@ from pinqpy._mechanisms import (
     gaussian_sigma,
     laplace_scale,
 )
-from pinqpy.budget import Budget, Cost
-from pinqpy.errors import BudgetExceededError, PinqError
-from pinqpy.results import Accuracy, AdditiveAccuracy
+from pinqpy.results.values import Accuracy, AdditiveAccuracy
 
 
 @pytest.fixture(autouse=True)
@@ -249,7 +249,7 @@ def test_sum_sensitivity_is_largest_magnitude():
 
 def test_sum_grid_and_unit_scale_come_from_public_parameters():
     # grid_for(Δ, eps) and the unit scale S/eps: the mechanism and the sampler agree.
-    from pinqpy._samplers import grid_for
+    from pinqpy.noise.samplers import grid_for
 
     mech = SumMechanism(Fraction(1, 3), -7, 2)
     g = grid_for(7, Fraction(1, 3))
@@ -517,7 +517,7 @@ def test_accuracy_is_an_accuracy():
 
 # -- discrete Gaussian charges --------------------------------------------------------------
 def test_discrete_gaussian_charges_are_gaussian_charges_usage_of_understands():
-    from pinqpy._accounting import rho_of_gaussian, usage_of
+    from pinqpy.accounting.models import rho_of_gaussian, usage_of
 
     for mech in (
         CountMechanism(0.5, delta=1e-6),
@@ -551,7 +551,7 @@ def test_mean_and_variance_charge_exactly_epsilon_with_discrete_parts():
 
 
 def test_mean_sensitivity_covers_a_rounded_midpoint():
-    from pinqpy._mechanisms import _half_width
+    from pinqpy.noise.mechanisms import _half_width
 
     lo, hi = 0.1, 0.7  # 0.5·(lo + hi) is not exactly the real midpoint of the two floats
     mid = 0.5 * (lo + hi)

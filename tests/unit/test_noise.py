@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from pinqpy import _noise, testing
-from pinqpy._noise import (
+from pinqpy import testing
+from pinqpy.noise import source as _noise
+from pinqpy.noise.source import (
     RandomSource,
     SecureSource,
     SeededSource,

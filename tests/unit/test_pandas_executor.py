@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._pandas_executor import _key_counts, _key_positions
+from pinqpy.engines.pandas.executor import _key_counts, _key_positions
 
 
 def columns_and_keys() -> list[tuple[str, pd.Series, tuple[object, ...]]]:
@@ -158,10 +158,10 @@ def test_integer_sums_equal_the_float_sum(
 ) -> None:
     """A stored int64 column with integer bounds is summed as integers: the same number as
     the exact sum of the same clipped values; a bound too large for int64 sums falls back to
-    the SUM's fixed-point grid (pinqpy._lattice.SumGrid), also summed exactly."""
-    from pinqpy._expr.ast import Column
-    from pinqpy._lattice import SumGrid
-    from pinqpy._pandas_executor import PandasExecutor
+    the SUM's fixed-point grid (pinqpy.core.lattice.SumGrid), also summed exactly."""
+    from pinqpy.core.lattice import SumGrid
+    from pinqpy.engines.pandas.executor import PandasExecutor
+    from pinqpy.expr.ast import Column
 
     df = pd.DataFrame({"v": np.array(values, dtype=np.int64), "k": np.arange(len(values)) % 3})
     frame = pq.PrivateFrame(df, pq.Budget(1))

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy import _plan
-from pinqpy._stability import StabilityVisitor
+from pinqpy.plan import nodes as _plan
+from pinqpy.plan.stability import StabilityVisitor
 
 PKG = Path(pq.__file__).parent
 
@@ -51,7 +51,7 @@ def test_a_visitor_missing_a_case_cannot_be_instantiated():
 def test_plan_modules_do_not_import_pandas():
     """Plans and accounting must not depend on pandas (other engines run the same plans);
     a function may import it lazily to return a DataFrame to the user."""
-    for mod in ["_plan.py", "_stability.py", "_agents.py", "budget.py", "_expr/ast.py"]:
+    for mod in ["plan/nodes.py", "plan/stability.py", "accounting/agents.py", "accounting/budget.py", "expr/ast.py"]:
         tree = ast.parse((PKG / mod).read_text())
         names = set()
         for node in tree.body:
@@ -70,7 +70,7 @@ def test_plan_nodes_are_frozen():
 
 
 def test_transformations_are_lazy(monkeypatch):
-    from pinqpy import _pandas_executor
+    from pinqpy.engines.pandas import executor as _pandas_executor
 
     def boom(*a, **k):
         raise AssertionError("data was read while building a plan")

@@ -13,9 +13,14 @@ import pandas as pd
 import pytest
 
 from pinqpy import testing
-from pinqpy._mechanisms import ArgmaxMechanism, CountMechanism, MeanMechanism, QuantileMechanism
 from pinqpy.errors import PinqError
-from pinqpy.results import (
+from pinqpy.noise.mechanisms import (
+    ArgmaxMechanism,
+    CountMechanism,
+    MeanMechanism,
+    QuantileMechanism,
+)
+from pinqpy.results.values import (
     AdditiveAccuracy,
     ArgmaxAccuracy,
     DiscreteGaussianNoise,

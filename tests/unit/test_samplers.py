@@ -27,10 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pinqpy import _noise, testing
-from pinqpy import _samplers as S
-from pinqpy._noise import SecureSource, SeededSource
-from pinqpy._samplers import (
+from pinqpy import testing
+from pinqpy.errors import PinqError
+from pinqpy.noise import samplers as S
+from pinqpy.noise import source as _noise
+from pinqpy.noise.samplers import (
     bernoulli_exp,
     discrete_gaussian,
     discrete_laplace,
@@ -41,7 +42,7 @@ from pinqpy._samplers import (
     round_up_dyadic,
     uniform_below,
 )
-from pinqpy.errors import PinqError
+from pinqpy.noise.source import SecureSource, SeededSource
 
 P_MIN = 1e-4  # reject a goodness-of-fit test below this p-value
 N = 200_000

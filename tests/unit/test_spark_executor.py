@@ -27,12 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._executor import Grouping, batch
-from pinqpy._expr.parser import parse_expression
-from pinqpy._expr.types import schema_from_pandas
-from pinqpy._pandas_executor import PandasExecutor
-from pinqpy._plan import Distinct, PlanNode, PyFunc, Source, TableRef, Where
-from pinqpy._spark_executor import (
+from pinqpy.demo import load_pums
+from pinqpy.engines.base import Grouping, batch
+from pinqpy.engines.pandas.executor import PandasExecutor
+from pinqpy.engines.spark.executor import (
     SparkExecutor,
     _Call,
     _kind_of,
@@ -41,8 +39,10 @@ from pinqpy._spark_executor import (
     spark_schema,
     to_spark,
 )
-from pinqpy.demo import load_pums
 from pinqpy.errors import PinqError
+from pinqpy.expr.parser import parse_expression
+from pinqpy.expr.types import schema_from_pandas
+from pinqpy.plan.nodes import Distinct, PlanNode, PyFunc, Source, TableRef, Where
 
 PANDAS = PandasExecutor()
 SEX = Grouping(("sex",), (0, 1, 7))
@@ -334,7 +334,7 @@ def test_null_and_many_keys(ex: SparkExecutor) -> None:
 def test_prefetched_reads_in_one_job(
     ex: SparkExecutor, pums: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pinqpy._executor import Read, batch
+    from pinqpy.engines.base import Read, batch
 
     jobs: list[str] = []
     collect = _Call.collect
@@ -684,7 +684,7 @@ def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
     """A parquet file on Spark is read by name in each query, its schema taken once per
     unchanged file; its answers are pandas' own (small ints, float NaN, strings)."""
     from pinqpy import testing
-    from pinqpy._engine import SparkFile
+    from pinqpy.engines.registry import SparkFile
 
     rng = np.random.default_rng(4)
     n = 200
@@ -812,7 +812,7 @@ def test_session_and_detection(spark: Any, pums: pd.DataFrame) -> None:
     # Importing the module and asking about a pandas frame does not import pyspark.
     code = (
         "import sys, pandas as pd\n"
-        "import pinqpy._spark_executor as s\n"
+        "import pinqpy.engines.spark.executor as s\n"
         "assert not s.is_spark_dataframe(pd.DataFrame())\n"
         "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
     )

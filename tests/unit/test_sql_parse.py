@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinqpy._expr.ast import Between, Binary, Call, Column, Expr, InList, Literal, Pos, Unary
-from pinqpy._expr.parser import parse_tree
-from pinqpy._grammar import get_parser, keywords
-from pinqpy._sql.ast import (
+from pinqpy.core.grammar import get_parser, keywords
+from pinqpy.errors import PinqSyntaxError
+from pinqpy.expr.ast import Between, Binary, Call, Column, Expr, InList, Literal, Pos, Unary
+from pinqpy.expr.parser import parse_tree
+from pinqpy.sql.ast import (
     Describe,
     Explain,
     GroupKey,
@@ -29,8 +30,7 @@ from pinqpy._sql.ast import (
     SubqueryFrom,
     TableFrom,
 )
-from pinqpy._sql.parser import _fast_parser, parse_statement
-from pinqpy.errors import PinqSyntaxError
+from pinqpy.sql.parser import _fast_parser, parse_statement
 
 
 def col(name: str, table: str | None = None) -> Column:

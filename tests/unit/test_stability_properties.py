@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy._engine import executor_for
-from pinqpy._stability import lineage_of
+from pinqpy.engines.registry import executor_for
+from pinqpy.plan.stability import lineage_of
 
 # Each property runs on every engine (the `engine` fixture wraps DataFrames on it); Spark
 # jobs take a fraction of a second each, so it gets fewer examples.

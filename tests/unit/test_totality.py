@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy import _mechanisms as M
-from pinqpy import _samplers as S
-from pinqpy.budget import MAX_EPSILON
+from pinqpy.accounting.budget import MAX_EPSILON
+from pinqpy.noise import mechanisms as M
+from pinqpy.noise import samplers as S
 
 INF = float("inf")
 NAN = float("nan")

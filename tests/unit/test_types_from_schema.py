@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy._expr.pandas_eval import evaluate
-from pinqpy._expr.parser import parse_expression
-from pinqpy.cli import main
+from pinqpy.expr.pandas_eval import evaluate
+from pinqpy.expr.parser import parse_expression
+from pinqpy.interfaces.cli import main
 
 BAD = [{"code": "integer"}, {"nope": "int"}, {"code": "int"}, "code=str"]
 

@@ -1,0 +1,1 @@
+"""Accounting: budgets, costs, accounting models, PINQ's agents and the durable ledger."""

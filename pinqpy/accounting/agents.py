@@ -1,0 +1,230 @@
+"""PINQ's privacy agents: how a query's charge flows to the budgets it draws on.
+
+A frame's *lineage* maps each agent it draws on directly (a root :class:`Budget`, or one part
+of a partition) to a stability ``k``: how many of the frame's rows one privacy unit of that
+agent can change. An aggregation with charge ``c`` asks every agent in its lineage for its
+:class:`~pinqpy.accounting.models.Usage` at ``k`` (``k·epsilon`` for pure DP, ``k²·rho`` in zCDP,
+group privacy for delta), and each budget's accounting model decides whether it fits.
+
+Charging is a transaction. Every agent records what it would do in a :class:`Transaction`;
+only when every root budget accepts its total does anything change. So a query over two
+sources that fits one and not the other charges neither, and a refused query changes no state
+anywhere. The check runs before the executor is called, so a refused query reads no data.
+
+Partition (parallel composition) follows PINQ's partition agent: each part keeps its own
+running total, and the parent is charged only when the largest part total grows, by exactly
+that growth (times the partitioned frame's stability). Parts that a query charges all at once
+(``parts.count(...)``) add to a shared base, which keeps the bookkeeping O(1) however many keys
+there are.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Protocol
+
+from pinqpy.accounting.budget import Budget, _raise_exceeded
+from pinqpy.accounting.models import Usage, usage_of
+
+__all__ = [
+    "AllParts",
+    "Charge",
+    "PartAgent",
+    "PartitionAgent",
+    "Transaction",
+    "charge",
+    "charge_all",
+]
+
+# One lock for all accounting: charges are microseconds, so contention is not a concern, and a
+# single lock cannot deadlock across budgets.
+_LOCK = threading.RLock()
+
+
+class Charge(Protocol):
+    """What an aggregation asks for (a mechanism's charge; see ``usage_of``)."""
+
+    def at(self, k: Fraction) -> object: ...
+
+
+class Agent(Protocol):
+    def _prepare(self, usage: Usage, txn: Transaction) -> None: ...
+
+
+@dataclass
+class _PartitionState:
+    base: Usage
+    extra: dict[Hashable, Usage]
+    maximum: Usage
+
+
+@dataclass
+class Transaction:
+    """Pending effects of one charge; applied all together or not at all."""
+
+    roots: dict[Budget, Usage] = field(default_factory=dict)
+    partitions: dict[PartitionAgent, _PartitionState] = field(default_factory=dict)
+
+    def demand(self, budget: Budget, usage: Usage) -> None:
+        prev = self.roots.get(budget)
+        self.roots[budget] = usage if prev is None else prev + usage
+
+    def state_of(self, partition: PartitionAgent) -> _PartitionState:
+        st = self.partitions.get(partition)
+        if st is None:
+            st = _PartitionState(partition._base, dict(), partition._max)
+            self.partitions[partition] = st
+        return st
+
+
+class PartitionAgent:
+    """The shared state behind one ``partition(...)`` call.
+
+    ``parent_lineage`` is the lineage of the frame that was partitioned. A part's total is
+    ``base + extra[key]``; the parent has been charged ``maximum.at(K)`` for each parent agent
+    of stability ``K``, where ``maximum`` is the componentwise largest part total so far.
+    """
+
+    def __init__(self, parent_lineage: Mapping[object, Fraction]):
+        self.parent_lineage = dict(parent_lineage)
+        self._base = Usage()
+        self._extra: dict[Hashable, Usage] = {}
+        self._max = Usage()
+
+    def part_total(self, key: Hashable) -> Usage:
+        return self._base + self._extra.get(key, Usage())
+
+    def _raise_max(self, st: _PartitionState, candidate: Usage, txn: Transaction) -> None:
+        new_max = st.maximum.max(candidate)
+        if new_max == st.maximum:
+            return
+        old_max, st.maximum = st.maximum, new_max
+        for agent, k in self.parent_lineage.items():
+            increment = new_max.at(k) - old_max.at(k)
+            if not increment.is_zero:
+                agent._prepare(increment, txn)
+
+    def _prepare_part(self, key: Hashable, cost: Usage, txn: Transaction) -> None:
+        st = txn.state_of(self)
+        total = st.extra.get(key, self._extra.get(key, Usage())) + cost
+        st.extra[key] = total
+        self._raise_max(st, st.base + total, txn)
+
+    def _prepare_all(self, cost: Usage, txn: Transaction) -> None:
+        st = txn.state_of(self)
+        st.base = st.base + cost
+        # Every part grows by the same cost, so the largest grows by exactly that cost.
+        self._raise_max(st, st.maximum + cost, txn)
+
+    def _apply(self, st: _PartitionState) -> None:
+        self._base = st.base
+        self._extra.update(st.extra)
+        self._max = st.maximum
+
+
+@dataclass(frozen=True, eq=False)
+class PartAgent:
+    """The agent of one part: forwards its charges to the partition's max rule."""
+
+    partition: PartitionAgent
+    key: Hashable
+
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        self.partition._prepare_part(self.key, usage, txn)
+
+
+@dataclass(frozen=True, eq=False)
+class AllParts:
+    """The agent for an aggregation over every part at once (``parts.count(...)``)."""
+
+    partition: PartitionAgent
+
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        self.partition._prepare_all(usage, txn)
+
+
+def charge(lineage: Mapping[Agent, Fraction], request: Charge, *, label: str = "query") -> Usage:
+    """Charge ``request`` to every agent of ``lineage`` atomically; return the root total.
+
+    Raises :class:`~pinqpy.BudgetExceededError` with every budget untouched when any root
+    budget would be overspent.
+    """
+    return charge_all([(lineage, request)], label=label).usage
+
+
+@dataclass
+class Receipt:
+    """What a charge did: its total usage, and its query id in each ledger it was kept in."""
+
+    usage: Usage
+    queries: dict[object, int] = field(default_factory=dict)
+
+
+def charge_all(
+    requests: list[tuple[Mapping[Agent, Fraction], Charge]],
+    *,
+    label: str = "query",
+    plan: str = "",
+    cache_key: str | None = None,
+) -> Receipt:
+    """Charge several requests (one per aggregate of a query) as one transaction.
+
+    Budgets kept in a ledger are charged in the ledger's own transaction (which re-checks
+    what every process has spent under the file's write lock) before anything changes in
+    memory and before any data is read. Budgets in different ledger files are each charged
+    atomically; if a later file refuses, the earlier ones keep their charge (an over-count,
+    never an overspend).
+    """
+    with _LOCK:
+        txn = Transaction()
+        for lineage, request in requests:
+            for agent, k in lineage.items():
+                agent._prepare(usage_of(request, k), txn)
+        for budget, usage in txn.roots.items():
+            if not budget._fits(usage):
+                _raise_exceeded(budget, usage.cost)
+        receipt = Receipt(Usage())
+        by_ledger: dict[object, list[tuple[Budget, Usage]]] = {}
+        for budget, usage in txn.roots.items():
+            if budget._ledger is not None:
+                by_ledger.setdefault(budget._ledger, []).append((budget, usage))
+        if by_ledger:
+            from pinqpy.accounting.ledger import ChargeRecord
+
+            record = ChargeRecord(label, plan, cache_key)
+            for ledger, items in by_ledger.items():
+                entries = [(b._ledger_name, b._ledger_cost(u)) for b, u in items]
+                limits = {b._ledger_name: b._ledger_limit() for b, _ in items}
+                query_id = ledger.charge(entries, record, limits)  # type: ignore[attr-defined]
+                if query_id is None:  # another process spent it first
+                    budget, usage = items[0]
+                    _raise_exceeded(budget, usage.cost)
+                receipt.queries[ledger] = query_id
+        for partition, st in txn.partitions.items():
+            partition._apply(st)
+        for budget, usage in txn.roots.items():
+            budget._commit(usage, label)
+            receipt.usage = receipt.usage + usage
+        return receipt
+
+
+def flatten(lineage: Mapping[object, Fraction]) -> dict[Budget, Fraction]:
+    """The stability of a frame with respect to each root budget.
+
+    A part is as stable as the frame it was cut from; paths through several agents to the
+    same budget add up. This is the figure ``PrivateFrame.stabilities`` reports, and an upper
+    bound on what one query costs each budget per unit of epsilon.
+    """
+    out: dict[Budget, Fraction] = {}
+    for agent, k in lineage.items():
+        if isinstance(agent, Budget):
+            out[agent] = out.get(agent, Fraction(0)) + k
+        elif isinstance(agent, PartAgent | AllParts):
+            for b, kk in flatten(agent.partition.parent_lineage).items():
+                out[b] = out.get(b, Fraction(0)) + k * kk
+        else:  # pragma: no cover - defensive
+            raise TypeError(f"unknown agent {type(agent).__name__}")
+    return out

@@ -1,0 +1,1 @@
+"""The public API: PrivateFrame, Partition, Session and expression builders."""

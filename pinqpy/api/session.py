@@ -1,0 +1,338 @@
+"""Session: named private and public tables, queried in pinqpy's SQL dialect.
+
+A SQL query compiles to the very same plans and aggregations as Python method chaining;
+``session.table(name)`` hands back the PrivateFrame a query would start from.
+
+>>> import pandas as pd, pinqpy as pq
+>>> df = pd.DataFrame({"state": ["CA", "NY", "CA"], "age": [30, 40, 50]})
+>>> session = pq.Session()
+>>> budget = pq.Budget(epsilon=1.0)
+>>> _ = session.register("people", df, budget=budget, bounds={"age": (0, 100)},
+...                      keys={"state": ["CA", "NY"]})
+>>> with pq.testing.no_noise():
+...     session.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=0.5)
+  state  n
+0    CA  2
+1    NY  1
+>>> budget.spent.epsilon == 0.5
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Literal
+
+import pandas as pd
+
+from pinqpy.accounting.budget import Budget
+from pinqpy.api.frame import PrivateFrame
+from pinqpy.engines.registry import public_frame, type_sources
+from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.interfaces.magic import _note_session
+from pinqpy.pipeline.release import run_release
+from pinqpy.plan.public import snapshot
+from pinqpy.results.html import session_html
+from pinqpy.results.values import NoisyFrame
+from pinqpy.sql import ast as q
+from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate
+from pinqpy.sql.explain import Explanation, explain
+from pinqpy.sql.parser import parse_statement
+
+__all__ = ["Session"]
+
+
+class Session:
+    """Named tables for SQL: private frames (each with its budget) and public tables.
+
+    >>> import pinqpy as pq
+    >>> pq.Session()
+    Session(private=[], public=[])
+    """
+
+    def __init__(self) -> None:
+        self._private: dict[str, PrivateFrame] = {}
+        self._public: dict[str, pd.DataFrame] = {}
+        _note_session(self)  # the notebook magic answers against the newest session
+
+    def _repr_html_(self) -> str:
+        return session_html(self)
+
+    # -- tables -------------------------------------------------------------------------
+    def register(
+        self,
+        name: str,
+        data: Any,
+        *,
+        budget: Budget | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        privacy_unit: str | None = None,
+        max_rows: int | None = None,
+        allow_callables: bool = False,
+        engine: Literal["pandas", "duckdb", "spark"] | None = None,
+        connection: Any = None,
+        schema: Mapping[str, str] | None = None,
+    ) -> PrivateFrame:
+        """Register a private table under ``name`` and return its PrivateFrame.
+
+        ``data`` is a PrivateFrame (its budget, bounds and keys come along), or anything
+        :class:`PrivateFrame` wraps -- a pandas DataFrame, a DuckDB relation or table name, a
+        Spark DataFrame -- with ``budget=`` and optional metadata; ``engine`` and
+        ``connection`` are passed on. ``privacy_unit`` with ``max_rows=k`` keeps at most k
+        rows per person, so queries see a table of stability k. ``schema={"code": "str"}``
+        declares column types, converted or cast now (see :class:`PrivateFrame`).
+        """
+        _check_name(name)
+        if name in self._public:
+            raise PinqError(f"{name!r} is already a public table")
+        if isinstance(data, PrivateFrame):
+            if (
+                budget is not None
+                or bounds
+                or keys
+                or privacy_unit is not None
+                or engine is not None
+                or connection is not None
+                or schema is not None
+            ):
+                raise PinqError(
+                    "register a PrivateFrame on its own: its budget, bounds and keys come with it"
+                )
+            frame = data
+        else:
+            if budget is None:
+                raise PinqError(
+                    f"register({name!r}, {type(data).__name__}) needs budget=pq.Budget(...)"
+                )
+            frame = PrivateFrame(
+                data,
+                budget,
+                privacy_unit=privacy_unit,
+                bounds=bounds,
+                keys=keys,
+                allow_callables=allow_callables,
+                name=name,
+                engine=engine,
+                connection=connection,
+                schema=schema,
+            )
+        if max_rows is not None:
+            frame = frame.bound_contributions(max_rows=max_rows)
+        self._private[name] = frame
+        return frame
+
+    def register_public(self, name: str, data: Any) -> None:
+        """Register a public table (usable in joins and as a source of GROUP BY keys).
+
+        ``data`` is a pandas DataFrame, or a DuckDB relation or Spark DataFrame, which is read
+        into pandas once: a public table is not private, and every engine joins against it.
+        """
+        _check_name(name)
+        data = snapshot(public_frame(data))
+        if name in self._private:
+            raise PinqError(f"{name!r} is already a private table")
+        self._public[name] = data
+
+    def table(self, name: str) -> PrivateFrame:
+        """The PrivateFrame registered as ``name``."""
+        if name not in self._private:
+            raise PinqError(f"no private table named {name!r}")
+        return self._private[name]
+
+    @property
+    def tables(self) -> list[str]:
+        return [*self._private, *self._public]
+
+    # -- SQL ----------------------------------------------------------------------------
+    def sql(
+        self, query: str, epsilon: float | None = None, delta: float | None = None
+    ) -> NoisyFrame | Explanation | pd.DataFrame:
+        """Answer one SQL statement.
+
+        A SELECT returns a pandas DataFrame of noisy results, one row per group, each noisy
+        column's accuracy available through ``result.ci(column)``. ``epsilon`` (or ``OPTIONS
+        (epsilon = ...)``) is the total the query charges; EXPLAIN charges nothing and returns
+        printable text; SHOW TABLES, DESCRIBE t and SHOW BUDGET return DataFrames.
+        """
+        statement, compiled = self._compile(query, epsilon, delta)
+        if isinstance(statement, q.Explain):
+            assert isinstance(compiled, CompiledRelease)
+            return explain(compiled, self._budget_names())
+        if isinstance(statement, q.ShowTables):
+            return self._show_tables()
+        if isinstance(statement, q.ShowBudget):
+            return self._show_budget()
+        if isinstance(statement, q.ShowLedger):
+            return self._show_ledger()
+        if isinstance(statement, q.Describe):
+            return self.describe(statement.name)
+        assert isinstance(compiled, CompiledRelease)
+        return run_release(compiled, label=" ".join(query.split())[:120])
+
+    def explain(
+        self, query: str, epsilon: float | None = None, delta: float | None = None
+    ) -> Explanation:
+        """EXPLAIN a SELECT without writing the keyword; charges nothing."""
+        _statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
+        if not isinstance(compiled, CompiledRelease):
+            raise PinqSyntaxError("explain() takes a SELECT query", text=query)
+        return explain(compiled, self._budget_names())
+
+    def _compile(
+        self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
+    ) -> tuple[q.Statement, CompiledRelease | None]:
+        if not isinstance(query, str):
+            raise PinqSyntaxError(f"a query must be text, not {type(query).__name__}")
+        try:
+            statement = parse_statement(query, positions=False)
+            return statement, self._compile_statement(
+                statement, query, epsilon, delta, force_explain
+            )
+        except BudgetExceededError:
+            raise
+        except PinqError as first:
+            # Errors are rare: only now parse again with positions, so the error can point
+            # at the fault. Compiling reads no data and charges nothing, so this is safe.
+            try:
+                statement = parse_statement(query, positions=True)
+                self._compile_statement(statement, query, epsilon, delta, force_explain)
+            except (PinqSyntaxError, PrivacyError):
+                raise
+            except PinqError as err:
+                raise PinqSyntaxError(str(err), text=query) from None
+            except Exception as err:  # an internal fault must not surface as a raw error
+                raise PinqSyntaxError(
+                    f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+                    text=query,
+                ) from None
+            if isinstance(first, PinqSyntaxError | PrivacyError):
+                raise
+            raise PinqSyntaxError(str(first), text=query) from None
+        except Exception as err:
+            raise PinqSyntaxError(
+                f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+                text=query,
+            ) from None
+
+    def _compile_statement(
+        self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
+    ) -> CompiledRelease | None:
+        if isinstance(statement, q.ShowTables | q.ShowBudget | q.ShowLedger):
+            return None
+        if isinstance(statement, q.Describe):
+            if statement.name not in self._private and statement.name not in self._public:
+                at = locate(text, r"\bDESC(?:RIBE)?\s+(\S+)", statement.pos, 1)
+                raise PinqSyntaxError(
+                    f"unknown table {statement.name!r}",
+                    text=text,
+                    line=at.line if at else None,
+                    column=at.column if at else None,
+                )
+            return None
+        query = statement.query if isinstance(statement, q.Explain) else statement
+        catalog = Catalog(self._private, self._public)
+        return compile_release(catalog, query, text, epsilon, delta)
+
+    # -- catalogue statements -------------------------------------------------------------
+    def _budget_names(self) -> dict[object, str]:
+        names: dict[object, list[str]] = {}
+        for tname, frame in self._private.items():
+            for b in frame.stabilities:
+                names.setdefault(b, []).append(tname)
+        return {b: "budget of " + ", ".join(ts) for b, ts in names.items()}
+
+    def _show_tables(self) -> pd.DataFrame:
+        rows = []
+        for name, frame in self._private.items():
+            stab = ", ".join(str(v) for v in frame.stabilities.values())
+            rows.append(
+                {
+                    "table": name,
+                    "kind": "private",
+                    "columns": len(frame.columns),
+                    "privacy_unit": frame.privacy_unit,
+                    "stability": stab,
+                }
+            )
+        for name, df in self._public.items():
+            rows.append(
+                {
+                    "table": name,
+                    "kind": "public",
+                    "columns": df.shape[1],
+                    "privacy_unit": None,
+                    "stability": "",
+                }
+            )
+        return pd.DataFrame(rows, columns=["table", "kind", "columns", "privacy_unit", "stability"])
+
+    def _show_budget(self) -> pd.DataFrame:
+        rows = []
+        for budget, label in self._budget_names().items():
+            assert isinstance(budget, Budget)
+            rows.append(
+                {
+                    "budget": label,
+                    "epsilon": float(budget.total.epsilon),
+                    "delta": float(budget.total.delta),
+                    "spent_epsilon": float(budget.spent.epsilon),
+                    "spent_delta": float(budget.spent.delta),
+                    "remaining_epsilon": float(budget.remaining.epsilon),
+                    "remaining_delta": float(budget.remaining.delta),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def _show_ledger(self) -> pd.DataFrame:
+        """The audit trail of every registered budget that is kept in a ledger file."""
+        frames = []
+        for budget in self._budget_names():
+            assert isinstance(budget, Budget)
+            if budget.ledger is not None:
+                frames.append(budget.audit())
+        if not frames:
+            raise PinqError(
+                "no budget of this session keeps a ledger: create it with "
+                "pq.Budget(..., ledger='budget.db') to keep an audit trail"
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def describe(self, name: str) -> pd.DataFrame:
+        """The public schema of a table: types, where each type came from, declared bounds
+        and keys.
+
+        ``type_source`` is ``declared`` (given with ``schema=`` or ``--schema``), ``inferred``
+        (read from a CSV file's text by the engine when the table was registered: declare
+        the type to fix it instead) or ``engine`` (the column's own type in the DataFrame or
+        database; a pandas object column is ``any``); a column a query made is ``computed``."""
+        if name in self._public:
+            df = self._public[name]
+            return pd.DataFrame(
+                {"column": [str(c) for c in df.columns], "type": [str(t) for t in df.dtypes]}
+            )
+        frame = self.table(name)
+        sources = type_sources(frame._plan)
+        rows = []
+        for col, ctype in frame.schema.items():
+            b = frame.bounds.get(col)
+            k = frame.keys.get(col)
+            rows.append(
+                {
+                    "column": col,
+                    "type": ctype,
+                    "type_source": sources.get(col, "computed"),
+                    "bounds": "" if b is None else f"[{b[0]:g}, {b[1]:g}]",
+                    "keys": "" if k is None else f"{len(k)} public keys",
+                    "privacy_unit": col == frame.privacy_unit,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise PinqError("a table name must be a non-empty string")

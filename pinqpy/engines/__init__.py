@@ -1,0 +1,1 @@
+"""Engines: what an executor provides, the registry, and one folder per backend."""

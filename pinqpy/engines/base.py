@@ -1,0 +1,311 @@
+"""What an engine must provide: the exact aggregates that mechanisms turn into noisy answers.
+
+An executor runs a plan inside its engine and returns only small exact aggregates: per-group
+counts, clamped sums, bucket counts for quantiles, candidate counts for argmax. Noise is added
+afterwards in Python by :mod:`pinqpy.noise.mechanisms`, identically for every engine. An executor
+is called only after the query's charge has been accepted.
+
+``grouping`` is ``None`` for a single group (arrays of length 1) or a :class:`Grouping` of
+public keys, in which case rows whose key is not listed are ignored and a key with no rows
+gets zeros.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pinqpy.expr.ast import Expr
+from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS, canonical_key, is_null_key
+from pinqpy.plan.nodes import PlanNode, PyFunc
+
+__all__ = [
+    "NO_MATCH",
+    "Executor",
+    "Grouping",
+    "LatticeSums",
+    "Read",
+    "batch",
+    "batch_memo",
+    "canonical_key",
+    "canonical_key_counts",
+    "column_key",
+    "column_key_rows",
+    "is_null_key",
+    "prefetched",
+]
+
+_BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """One query's checks and reads: within it, executors may keep work they would otherwise
+    repeat (an evaluated plan node, a translation) in :func:`batch_memo`.
+
+    A SQL query asks for several aggregates of one relation (``COUNT(*)`` and ``AVG(x)`` of
+    the same join); without this each would evaluate the join again, and with it every
+    aggregate of one query sees the same truncation of a person's rows. Nested scopes join
+    the outer one; the memo is dropped when the outermost scope ends.
+    """
+    if _BATCH.get() is not None:
+        yield
+        return
+    token = _BATCH.set({})
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+
+
+def batch_memo() -> dict[Any, Any] | None:
+    """The current :func:`batch`'s memo, or None outside one. Plan nodes hash by value (deep
+    and slow), so key entries by ``id(node)`` and keep the node in the value to check it."""
+    return _BATCH.get()
+
+
+#: Per group: exact ``Σd``, exact ``Σd²`` (zeros unless asked for), the count (``int64``).
+LatticeSums = tuple[list[int], list[int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Public keys to group by: ``keys[i]`` is a scalar for one column, a tuple for several."""
+
+    columns: tuple[str, ...]
+    keys: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Read:
+    """One exact aggregate a query will read, described so that an engine can compute several
+    of them together (:meth:`Executor.prefetch`): ``kind`` is "count" (:meth:`Executor.count`),
+    "sum" (:meth:`Executor.clamped_sum`), "mean" or "moments" (:meth:`Executor.lattice_sums`
+    without or with squares).
+    Compared by identity, as the objects are the ones the read itself will pass."""
+
+    executor: Executor
+    plan: PlanNode
+    kind: str
+    value: Expr | PyFunc | None = None
+    lo: float = 0.0
+    hi: float = 0.0
+
+
+def _read_slot(
+    kind: str, plan: PlanNode, grouping: Grouping | None, value: object, lo: float, hi: float
+) -> tuple[Any, ...]:
+    return ("read", kind, id(plan), id(grouping), id(value), lo, hi)
+
+
+def _store_read(read: Read, grouping: Grouping | None, result: Any) -> None:
+    """Keep a prefetched result for the rest of the batch (a no-op outside one)."""
+    memo = _BATCH.get()
+    if memo is not None:
+        slot = _read_slot(read.kind, read.plan, grouping, read.value, read.lo, read.hi)
+        memo[slot] = (read.plan, grouping, read.value, result)
+
+
+def prefetched(
+    kind: str,
+    plan: PlanNode,
+    grouping: Grouping | None,
+    value: object = None,
+    lo: float = 0.0,
+    hi: float = 0.0,
+) -> Any:
+    """The result :func:`_store_read` kept for this read in the current batch, or None."""
+    memo = _BATCH.get()
+    if memo is None:
+        return None
+    hit = memo.get(_read_slot(kind, plan, grouping, value, lo, hi))
+    if hit is None or hit[0] is not plan or hit[1] is not grouping or hit[2] is not value:
+        return None
+    return hit[3]
+
+
+class Executor(ABC):
+    """Exact aggregates over a plan, computed inside one engine."""
+
+    def validate(  # noqa: B027 - optional hook, most engines accept everything
+        self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
+    ) -> None:
+        """Raise a PinqError now, before anything is charged, if this engine cannot run
+        ``plan`` or aggregate ``value`` (as a number when ``numeric``). Reads no data.
+
+        The pandas engine runs everything the expression checker accepts, so the default
+        accepts everything.
+        """
+
+    def prefetch(self, reads: Sequence[Read], grouping: Grouping | None) -> None:
+        """Called after the charge with the reads a query is about to make, when there are
+        several. The reads of each plan, two or more, go to :meth:`read_together`; what it
+        computes is kept with :func:`_store_read`, and the read methods return it through
+        :func:`prefetched` for the rest of the batch."""
+        by_plan: dict[int, list[Read]] = {}
+        for r in reads:
+            by_plan.setdefault(id(r.plan), []).append(r)
+        for rs in by_plan.values():
+            if len(rs) < 2:
+                continue
+            got = self.read_together(rs[0].plan, grouping, rs)
+            if got is not None:
+                for r, result in zip(rs, got, strict=True):
+                    _store_read(r, grouping, result)
+
+    def read_together(
+        self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
+    ) -> list[Any] | None:
+        """Each of ``reads`` (all of ``plan``) as its read method would return it, computed
+        together (one scan for a SQL query's ``COUNT(*)`` and ``AVG(x)``), or None to read
+        them one by one. The default: None (pandas evaluates a plan once per batch anyway)."""
+        return None
+
+    def rows(self, plan: PlanNode) -> pd.DataFrame:
+        """The plan's rows as pandas. For tests of stability only: never reachable from the
+        public API, which releases nothing but noisy aggregates."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        """Rows per group, shape (K,)."""
+
+    @abstractmethod
+    def clamped_sum(
+        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group: the sum of non-NULL values clamped into [lo, hi], and how many there were.
+
+        Summed exactly (integer columns with integer bounds as integers, other values on
+        :class:`~pinqpy.core.lattice.SumGrid`'s fixed point, truncated toward zero, which never
+        increases a magnitude) and converted to a double once, within 2 ulps: no float
+        summation error, which for 10**8 rows can reach the sensitivity itself."""
+
+    @abstractmethod
+    def lattice_sums(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        lo: float,
+        hi: float,
+        squares: bool = False,
+    ) -> LatticeSums:
+        """Per group, exactly: ``Σd`` and (with ``squares``, else zeros) ``Σd²`` of the
+        lattice indices ``d`` of the non-NULL values clamped into [lo, hi], as Python ints,
+        and their count.
+
+        ``d`` is :class:`~pinqpy.core.lattice.Lattice` ``.of(lo, hi)``'s per-row map, computed
+        identically by every engine, and the sums are integer sums that cannot round or
+        overflow (see :mod:`pinqpy.core.lattice`). Means and variances are built on these only:
+        a float sum of values centred afterwards errs by far more than the sensitivity for
+        bounds far from zero.
+        """
+
+    @abstractmethod
+    def buckets(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, values clamped to the candidates' range: ``eq[k, j] = #{x == c_j}`` and
+        ``gap[k, j] = #{c_j < x < c_j+1}``; shapes (K, m) and (K, m - 1)."""
+
+    @abstractmethod
+    def key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...]
+    ) -> tuple[list[Hashable], np.ndarray]:
+        """The distinct keys of ``columns`` that occur in the plan's rows, and their row
+        counts. Private: only for key selection, which releases a noisy subset."""
+
+    @abstractmethod
+    def candidate_counts(
+        self,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        value: Expr | PyFunc,
+        candidates: tuple[Hashable, ...],
+    ) -> np.ndarray:
+        """Per group, how many rows have each candidate value; shape (K, len(candidates))."""
+
+
+# -- keys -------------------------------------------------------------------------------------
+def column_key(v: object, col_kind: str) -> object:
+    """A public key value as a SQL engine's column of ``col_kind`` spells it, to match rows
+    against: :func:`canonical_key` for the typed kinds; for the others (lists, structs), None
+    for a NULL-like key and :data:`NO_MATCH` for any other, as no row can equal it."""
+    if col_kind in TYPED_KINDS:
+        return canonical_key(v, col_kind)
+    return None if is_null_key(v) else NO_MATCH
+
+
+def column_key_rows(
+    kinds: Sequence[str], keys: Sequence[Hashable], single: bool
+) -> list[tuple[int, tuple[Any, ...]]]:
+    """The listed keys of a grouping as (position in the list, values spelt as the columns
+    of ``kinds`` spell them, None for NULL); a key no row can match is left out (it counts
+    0), as is a key equal to an earlier one under the columns' types (its rows count for the
+    first), so that no row is ever counted in two groups."""
+    rows: list[tuple[int, tuple[Any, ...]]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for i, key in enumerate(keys):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        vals = tuple(column_key(v, k) for v, k in zip(parts, kinds, strict=True))
+        if any(v is NO_MATCH for v in vals) or vals in seen:
+            continue
+        seen.add(vals)
+        rows.append((i, vals))
+    return rows
+
+
+def _sort_key(v: object) -> tuple[Any, ...]:
+    """Orders canonical key values: numbers, then text, then datetimes, then the rest (by
+    their text), NULL last; so the order depends on the keys alone, not on the rows."""
+    if v is None:
+        return (4, 0)
+    if isinstance(v, bool | int | float):
+        return (0, v)
+    if isinstance(v, str):
+        return (1, v)
+    if isinstance(v, pd.Timestamp):
+        return (2, v.value)
+    return (3, repr(v))
+
+
+def canonical_key_counts(
+    keys: Sequence[Hashable], counts: np.ndarray, kinds: Sequence[str]
+) -> tuple[list[Hashable], np.ndarray]:
+    """The keys an engine found (scalars for one column, tuples for several, columns of
+    ``kinds``) in their canonical spelling (:func:`canonical_key`), with the counts of keys
+    that are equal under it merged, in an order that depends on the keys alone.
+
+    Every engine's private key selection goes through this, so what is released never
+    tells which row came first (``-0.0`` or ``0.0``, ``1`` or ``True``, ``None`` or NaN).
+
+    >>> canonical_key_counts([-0.0, 0.0, float("nan"), None], np.array([1, 2, 3, 4]), ["float"])
+    ([0.0, None], array([3, 7]))
+    """
+    single = len(kinds) == 1
+    merged: dict[Any, int] = {}
+    for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
+        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        canon = tuple(canonical_key(v, k) for v, k in zip(parts, kinds, strict=True))
+        # A value of the column cannot fail to match its own column's type; if an engine
+        # gave one anyway it is kept as untyped rather than lost.
+        canon = tuple(
+            canonical_key(v, "any") if c is NO_MATCH else c
+            for c, v in zip(canon, parts, strict=True)
+        )
+        merged[canon] = merged.get(canon, 0) + int(n)
+    order = sorted(merged, key=lambda t: tuple(_sort_key(v) for v in t))
+    out: list[Hashable] = [t[0] if single else t for t in order]
+    return out, np.array([merged[t] for t in order], dtype=np.int64)

@@ -1,0 +1,1 @@
+"""The interfaces: the notebook magic, the interactive shell and the command line."""

@@ -1,0 +1,1 @@
+"""Noise: the randomness source, exact samplers, mechanisms and private key selection."""

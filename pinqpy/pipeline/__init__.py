@@ -1,0 +1,1 @@
+"""The query pipeline: prepare, check, charge, cache, read and release."""

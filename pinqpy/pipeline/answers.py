@@ -1,0 +1,472 @@
+"""The answer cache: asking the same question again returns the same noisy answer, free.
+
+Re-releasing an answer already released is post-processing, so it costs no privacy. A
+question is the same when its canonical plan (:mod:`pinqpy.plan.canonical`), its aggregation and
+input expression, its mechanism and every public parameter (epsilon, delta, bounds, q,
+candidates) and its public keys all agree. The key does not depend on how the query was
+spelt (method chaining or SQL, spacing, keyword case).
+
+Answers are kept on the budgets the question was charged to. An in-memory key names each table
+by its identity and the entry keeps the table alive, so new data registered later can never
+be answered from old data; it is an HMAC under a secret drawn once per process. A budget with
+a ledger also stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a
+hash of the data's contents, so they survive a restart; the ledger stores only an HMAC of that
+key under a secret of its own, and the audit trail shows no key at all. Either way an
+analyst cannot recompute a key for a guessed dataset and compare.
+
+Answers are stored in the ledger as JSON data (numbers, text, lists and the fields of
+pinqpy's own result objects, rebuilt without running any of their code), never pickled, so a
+row planted in the file cannot run code in the curator's process.
+
+While a test hook is in force (:func:`pinqpy.testing.no_noise` or :func:`pinqpy.testing.seed`)
+nothing is cached and no cached answer is served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import weakref
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from pinqpy.accounting.agents import flatten
+from pinqpy.engines.base import Grouping
+from pinqpy.errors import PinqError
+from pinqpy.plan.canonical import NotCanonical, canonical_plan, digest
+from pinqpy.plan.nodes import TableRef
+
+__all__ = [
+    "NotStorable",
+    "decode",
+    "encode",
+    "fingerprint",
+    "get",
+    "grid_digest",
+    "key",
+    "persistent_key",
+    "put",
+]
+
+_FINGERPRINTS: weakref.WeakKeyDictionary[TableRef, str] = weakref.WeakKeyDictionary()
+
+
+def _tables(plan: Any) -> list[TableRef]:
+    out: list[TableRef] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        table = getattr(node, "table", None)
+        if isinstance(table, TableRef):
+            out.append(table)
+        stack.extend(node.children)
+    return out
+
+
+def _mechanism_text(mechanism: Any) -> str:
+    parts = [type(mechanism).__name__, f"eps={mechanism.epsilon!r}", f"delta={mechanism.delta!r}"]
+    for name in ("lo", "hi", "q", "sensitivity"):
+        if hasattr(mechanism, name):
+            parts.append(f"{name}={getattr(mechanism, name)!r}")
+    return ",".join(parts)
+
+
+def question(prepared: Any, grouping: Grouping | None, identity: Any) -> str | None:
+    """The canonical text of a prepared aggregation, or None when it cannot be cached."""
+    if prepared.what is None:
+        return None
+    try:
+        plan = canonical_plan(prepared.frame._plan, identity)
+    except NotCanonical:
+        return None
+    groups = "" if grouping is None else f"{grouping.columns!r}:{grouping.keys!r}"
+    return f"{plan}|{prepared.what}|{_mechanism_text(prepared.mechanism)}|{groups}"
+
+
+def grid_digest(values: np.ndarray) -> str:
+    """A digest of a whole array of public parameters (a quantile's candidate grid): its
+    dtype, shape and every byte, so two grids share a cache key only when they are equal."""
+    arr = np.ascontiguousarray(values)
+    h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def _hooks_active() -> bool:
+    from pinqpy.testing import active
+
+    return active()
+
+
+def key(prepared: Any, grouping: Grouping | None) -> str | None:
+    """The in-memory cache key of a prepared aggregation (tables named by identity), or None
+    when it cannot be cached (a callable, or a test hook in force)."""
+    if _hooks_active():
+        return None
+    text = question(prepared, grouping, lambda t: f"{t.name}#{id(t)}")
+    if text is None:
+        return None
+    return digest(text)
+
+
+def fingerprint(table: TableRef) -> str:
+    """A hash of a table's name, schema and contents, computed once per table.
+
+    Only budgets with a ledger need it (to recognise the same data after a restart); it is
+    one pass over the data, kept in this process only: it is one input of a question's
+    persistent key, which the ledger stores only as an HMAC under its own secret and never
+    shows. Only pandas tables have one.
+    """
+    found = _FINGERPRINTS.get(table)
+    if found is None:
+        import pandas as pd
+
+        data = table.data
+        if not isinstance(data, pd.DataFrame):
+            # A DuckDB or Spark table would need a full scan to hash; such answers are cached
+            # in memory only (the ledger still records every charge).
+            raise NotCanonical
+        h = hashlib.sha256()
+        h.update(
+            repr((table.name, tuple(map(str, data.columns)), tuple(map(str, data.dtypes)))).encode()
+        )
+        h.update(
+            pd.util.hash_pandas_object(_hashable_values(data), index=False).to_numpy().tobytes()
+        )
+        found = h.hexdigest()[:32]
+        _FINGERPRINTS[table] = found
+    return found
+
+
+def _hashable_values(data: Any) -> Any:
+    """``data`` with each value pandas cannot hash (a list in an object column) spelt as a
+    tagged text of its type and repr, so that every table has a fingerprint."""
+    import pandas as pd
+
+    fixed = {}
+    for i in range(data.shape[1]):
+        s = data.iloc[:, i]
+        if s.dtype != object:
+            continue
+        objs = s.to_numpy(dtype=object)
+        bad = [j for j, x in enumerate(objs) if not _can_hash(x)]
+        if bad:
+            objs = objs.copy()
+            for j in bad:
+                objs[j] = f"\x00unhashable {type(objs[j]).__name__} {_spelling(objs[j])}"
+            fixed[i] = pd.Series(objs, index=s.index, dtype=object)
+    if not fixed:
+        return data
+    out = data.copy()
+    for i, col in fixed.items():
+        out.isetitem(i, col)
+    return out
+
+
+def _spelling(x: object) -> str:
+    try:
+        return repr(x).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    except Exception:  # nested too deeply to spell: this process's identity of it
+        return f"id {id(x)}"
+
+
+def _can_hash(x: object) -> bool:
+    try:
+        hash(x)
+    except Exception:
+        return False
+    return True
+
+
+def persistent_key(
+    prepared: list[Any], grouping: Grouping | None, budgets: list[Any]
+) -> str | None:
+    """The ledger's cache key for one call's aggregations together (None if any can't be, or
+    while a test hook is in force).
+
+    Stable across processes (so answers survive a restart), and never stored or shown as is:
+    the ledger keys its answers by an HMAC of it under the ledger's own secret.
+    """
+    if _hooks_active():
+        return None
+    parts = []
+    for p in prepared:
+        text = question(p, grouping, fingerprint)
+        if text is None:
+            return None
+        parts.append(text)
+    names = ",".join(sorted(b._ledger_name for b in budgets))
+    text = names + "|" + "||".join(parts)
+    return "ledger:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _budgets(lineage: Mapping[object, Any]) -> list[Any]:
+    return sorted(flatten(lineage), key=id)
+
+
+def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any] | None:
+    """A stored answer for this question over these budgets, or None."""
+    if cache_key is None or _hooks_active():
+        return None
+    budgets = _budgets(lineage)
+    if not budgets:
+        return None
+    entry = budgets[0]._answers.get(cache_key)
+    if entry is not None:
+        return entry[0]
+    for b in budgets:
+        stored = b._ledger_answer(cache_key) if hasattr(b, "_ledger_answer") else None
+        if stored is not None:
+            return decode(stored)
+    return None
+
+
+def put(
+    cache_key: str | None, lineage: Mapping[object, Any], released: tuple[Any, Any], plan: Any
+) -> None:
+    if cache_key is None or _hooks_active():
+        return
+    # The entry holds the plan's tables so their identities stay unique while it lives.
+    tables = _tables(plan)
+    for b in _budgets(lineage):
+        b._answers[cache_key] = (released, tables)
+
+
+# -- answers as data ------------------------------------------------------------------------
+# An answer is a list of (values, accuracy) pairs: numpy arrays and pinqpy's result objects.
+# They are written as JSON, each non-JSON value tagged: {"$": tag, ...}. Only the classes
+# named here are rebuilt, by allocating the object and filling in its fields (no __init__,
+# no __setstate__, no property setter runs), and only from JSON data; anything else is
+# refused. An answer holding something else is not stored (it stays cached in memory).
+
+_CLASSES: dict[str, tuple[str, str]] = {
+    name: (module, name)
+    for module, names in (
+        (
+            "pinqpy.results.values",
+            (
+                "LaplaceNoise", "GaussianNoise", "DiscreteLaplaceNoise", "DiscreteGaussianNoise",
+                "LatticeNoise", "ZeroNoise", "AdditiveAccuracy", "ArgmaxAccuracy",
+            ),
+        ),
+        (
+            "pinqpy.noise.mechanisms",
+            (
+                "PureCharge", "GaussianCharge", "DiscreteGaussianCharge", "CompositeCharge",
+                "_Noise", "CountMechanism", "SumMechanism", "MeanMechanism", "MeanAccuracy",
+                "VarianceMechanism", "VarianceAccuracy", "QuantileMechanism",
+                "QuantileAccuracy", "ArgmaxMechanism",
+            ),
+        ),
+        ("pinqpy.core.lattice", ("Lattice",)),
+    )
+    for name in names
+}  # fmt: skip
+#: numpy dtypes an array or scalar may have in a stored answer.
+_DTYPE_KINDS = "biuf"
+_MAX_DEPTH = 64
+_FORMAT = 1
+
+
+class NotStorable(Exception):
+    """The answer holds a value that has no data form; it is not stored in the ledger."""
+
+
+def _class(name: str) -> type:
+    import importlib
+
+    where = _CLASSES.get(name) if isinstance(name, str) else None
+    if where is None:
+        raise PinqError(f"the ledger holds an answer of an unknown kind {str(name)[:40]!r}")
+    cls = getattr(importlib.import_module(where[0]), where[1])
+    assert isinstance(cls, type)
+    return cls
+
+
+def _fields(obj: object) -> dict[str, Any]:
+    out = dict(getattr(obj, "__dict__", {}))
+    for klass in type(obj).__mro__:
+        for slot in getattr(klass, "__slots__", ()):
+            if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
+                out[slot] = getattr(obj, slot)
+    return out
+
+
+def _to_data(x: Any, depth: int = 0) -> Any:
+    if depth > _MAX_DEPTH:
+        raise NotStorable
+    if x is None or isinstance(x, bool | str):
+        return x
+    if isinstance(x, Fraction):  # Exact too
+        tag = "exact" if type(x).__name__ == "Exact" else "frac"
+        return {"$": tag, "n": x.numerator, "d": x.denominator}
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return float(x) if math.isfinite(x) else {"$": "float", "v": repr(float(x))}
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in _DTYPE_KINDS:
+            items = [_to_data(v) for v in x.ravel().tolist()]
+            return {"$": "nd", "dtype": x.dtype.str, "shape": list(x.shape), "v": items}
+        if x.dtype.kind in "OU":  # labels (argmax candidates): each item stored as data
+            items = [_to_data(v, depth + 1) for v in x.ravel().tolist()]
+            return {"$": "nd", "dtype": x.dtype.str, "shape": list(x.shape), "v": items}
+        raise NotStorable
+    if isinstance(x, np.generic):
+        if x.dtype.kind not in _DTYPE_KINDS:
+            raise NotStorable
+        return {"$": "np", "dtype": x.dtype.str, "v": _to_data(x.item())}
+    if isinstance(x, list):
+        return [_to_data(v, depth + 1) for v in x]
+    if isinstance(x, tuple):
+        return {"$": "tuple", "v": [_to_data(v, depth + 1) for v in x]}
+    if isinstance(x, dict):
+        return {
+            "$": "dict",
+            "v": [[_to_data(k, depth + 1), _to_data(v, depth + 1)] for k, v in x.items()],
+        }
+    name = type(x).__name__
+    if _CLASSES.get(name) != (type(x).__module__, name):
+        raise NotStorable
+    fields = {k: _to_data(v, depth + 1) for k, v in _fields(x).items()}
+    return {"$": "obj", "cls": name, "f": fields}
+
+
+def _int(x: Any) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise PinqError("the ledger holds a malformed answer (a number was expected)")
+    return x
+
+
+def _dtype(text: Any, kinds: str) -> np.dtype:
+    try:
+        dt = np.dtype(str(text))
+    except TypeError:
+        raise PinqError("the ledger holds an answer with an unknown dtype") from None
+    if dt.kind not in kinds or (dt.hasobject and dt.kind != "O"):
+        raise PinqError("the ledger holds an answer with a dtype pinqpy does not store")
+    return dt
+
+
+def _from_data(x: Any, depth: int = 0) -> Any:
+    if depth > _MAX_DEPTH:
+        raise PinqError("the ledger holds a malformed answer (nested too deeply)")
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    if isinstance(x, list):
+        return [_from_data(v, depth + 1) for v in x]
+    if not isinstance(x, dict):
+        raise PinqError("the ledger holds a malformed answer")
+    tag = x.get("$")
+    if tag in ("frac", "exact"):
+        den = _int(x.get("d"))
+        if den == 0:
+            raise PinqError("the ledger holds a malformed answer (a zero denominator)")
+        value = Fraction(_int(x.get("n")), den)
+        if tag == "exact":
+            from pinqpy.core.exact import Exact
+
+            return Exact.of(value)
+        return value
+    if tag == "float":
+        v = x.get("v")
+        if v not in ("nan", "inf", "-inf"):
+            raise PinqError("the ledger holds a malformed answer (a float was expected)")
+        return float(v)
+    if tag == "nd":
+        dt = _dtype(x.get("dtype"), _DTYPE_KINDS + "OU")
+        items = x.get("v")
+        shape = x.get("shape")
+        if not isinstance(items, list) or not isinstance(shape, list):
+            raise PinqError("the ledger holds a malformed answer (an array)")
+        values = [_from_data(v, depth + 1) for v in items]
+        try:
+            if dt.kind == "O":
+                arr = np.empty(len(values), dtype=object)
+                for i, v in enumerate(values):  # item by item: tuples stay whole
+                    arr[i] = v
+            else:
+                arr = np.array(values, dtype=dt)
+            if arr.ndim != 1:
+                raise ValueError
+            return arr.reshape([_int(n) for n in shape])
+        except (ValueError, TypeError, OverflowError):
+            raise PinqError("the ledger holds a malformed answer (an array)") from None
+    if tag == "np":
+        dt = _dtype(x.get("dtype"), _DTYPE_KINDS)
+        v = x.get("v")
+        if isinstance(v, dict):
+            v = _from_data(v, depth + 1)
+        if not isinstance(v, bool | int | float):
+            raise PinqError("the ledger holds a malformed answer (a numpy number)")
+        try:
+            return dt.type(v)
+        except (ValueError, TypeError, OverflowError):
+            raise PinqError("the ledger holds a malformed answer (a numpy number)") from None
+    if tag == "tuple":
+        items = x.get("v")
+        if not isinstance(items, list):
+            raise PinqError("the ledger holds a malformed answer (a tuple)")
+        return tuple(_from_data(v, depth + 1) for v in items)
+    if tag == "dict":
+        items = x.get("v")
+        if not isinstance(items, list) or not all(
+            isinstance(kv, list) and len(kv) == 2 for kv in items
+        ):
+            raise PinqError("the ledger holds a malformed answer (a mapping)")
+        out = {}
+        for k, v in items:
+            kk = _from_data(k, depth + 1)
+            try:
+                out[kk] = _from_data(v, depth + 1)
+            except TypeError:
+                raise PinqError("the ledger holds a malformed answer (a mapping key)") from None
+        return out
+    if tag == "obj":
+        cls = _class(x.get("cls"))  # type: ignore[arg-type]
+        fields = x.get("f")
+        if not isinstance(fields, dict):
+            raise PinqError("the ledger holds a malformed answer (an object)")
+        obj = object.__new__(cls)
+        slots = {s for k in cls.__mro__ for s in getattr(k, "__slots__", ())}
+        has_dict = hasattr(obj, "__dict__")
+        for name, value in fields.items():
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+                raise PinqError("the ledger holds a malformed answer (a field name)")
+            v = _from_data(value, depth + 1)
+            if name in slots:
+                object.__setattr__(obj, name, v)  # a slot: C-level storage, no user code
+            elif has_dict:
+                obj.__dict__[name] = v
+            else:
+                raise PinqError("the ledger holds a malformed answer (an unknown field)")
+        return obj
+    raise PinqError("the ledger holds a malformed answer (an unknown tag)")
+
+
+def encode(released: Any) -> str:
+    """An answer as JSON text for the ledger; raises :class:`NotStorable` if it has no data
+    form."""
+    try:
+        return json.dumps({"format": _FORMAT, "answer": _to_data(released)}, allow_nan=False)
+    except (ValueError, TypeError, OverflowError, RecursionError):  # e.g. an int too long
+        raise NotStorable from None
+
+
+def decode(text: str) -> Any:
+    """The answer :func:`encode` wrote. Rebuilds only pinqpy's own result classes, from data;
+    anything else in the text raises :class:`~pinqpy.PinqError`."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        raise PinqError("the ledger holds an answer that is not valid JSON") from None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or "answer" not in doc:
+        raise PinqError("the ledger holds an answer in a format this pinqpy does not read")
+    try:
+        return _from_data(doc["answer"])
+    except RecursionError:
+        raise PinqError("the ledger holds a malformed answer (nested too deeply)") from None

@@ -1,0 +1,98 @@
+"""Run a compiled release: one charge for every measurement, then read, add noise and shape
+the answer (HAVING, ORDER BY and LIMIT are post-processing of the noisy values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pinqpy.accounting.agents import charge_all
+from pinqpy.api.frame import PrivateFrame, _reading
+from pinqpy.engines.base import Grouping, batch
+from pinqpy.engines.registry import executor_for
+from pinqpy.expr.pandas_eval import evaluate, predicate_mask
+from pinqpy.plan.stability import lineage_of
+from pinqpy.results.values import Accuracy, NoisyFrame
+from pinqpy.sql.compiler import CompiledRelease
+
+__all__ = ["run_release"]
+
+
+def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
+    prepared = [m.prepared for m in rel.measurements]
+    grouping = rel.grouping
+    if rel.key_selection is not None:
+        released, grouping = _with_selected_keys(rel, prepared, label)
+    else:
+        released = PrivateFrame._run(prepared, rel.target, label=label)
+    n = 1 if grouping is None else len(grouping.keys)
+    work: dict[str, object] = {"__pos": np.arange(n)}
+    if grouping is not None:
+        keys = grouping.keys
+        for i in range(len(rel.key_names)):
+            col = [k[i] for k in keys] if len(rel.key_names) > 1 else list(keys)
+            work[f"__k{i}"] = pd.Series(col, dtype=object).infer_objects()
+    accs: list[Accuracy] = []
+    for i, (values, acc) in enumerate(released):
+        work[f"__m{i}"] = np.asarray(values)  # counts stay integers
+        accs.append(acc)
+    frame = pd.DataFrame(work)
+    if rel.having is not None:
+        frame = frame[predicate_mask(rel.having, frame)]
+    if rel.order_by:
+        sort_cols, ascending = [], []
+        for j, item in enumerate(rel.order_by):
+            name = f"__o{j}"
+            frame = frame.assign(**{name: evaluate(item.expr, frame).to_numpy()})
+            sort_cols.append(name)
+            ascending.append(not item.descending)
+        frame = frame.sort_values(sort_cols, ascending=ascending, kind="stable", na_position="last")
+    if rel.limit is not None:
+        frame = frame.head(rel.limit)
+    frame = frame.reset_index(drop=True)
+    positions = frame["__pos"].to_numpy()
+    out = {}
+    accuracy: dict[str, Accuracy] = {}
+    for name, expr in rel.outputs:
+        out[name] = evaluate(expr, frame).to_numpy()
+        col = getattr(expr, "name", None)
+        if col is not None and col.startswith("__m") and type(expr).__name__ == "Column":
+            accuracy[name] = accs[int(col[3:])].take(positions)
+    return NoisyFrame.from_release(pd.DataFrame(out), accuracy)
+
+
+def _with_selected_keys(rel: CompiledRelease, prepared: list, label: str) -> tuple[list, Grouping]:
+    """Charge selection and every aggregate in one transaction, then select, then aggregate."""
+    with batch():  # selection and the aggregates read the same relations
+        return _select_then_aggregate(rel, prepared, label)
+
+
+def _select_then_aggregate(
+    rel: CompiledRelease, prepared: list, label: str
+) -> tuple[list, Grouping]:
+    assert rel.key_selection is not None and rel.target_lineage is not None
+    frame, columns, mechanism = rel.key_selection
+    lineage = lineage_of(frame._plan)
+    frame._require_bounded(lineage, "GROUP BY")
+    ex = executor_for(frame._plan)
+    ex.validate(frame._plan)
+    for p in prepared:
+        if p.check is not None:
+            p.check()
+    requests = [(lineage, mechanism.charge)]
+    requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
+    charge_all(requests, label=label)
+    with _reading("GROUP BY key selection"):
+        keys, counts = ex.key_counts(frame._plan, columns)
+        selected, _ = mechanism.release(keys, counts)
+    grouping = Grouping(columns, tuple(selected))
+    if not selected:
+        return [(np.zeros(0), _empty(p)) for p in prepared], grouping
+    target = (grouping, rel.target_lineage)
+    return PrivateFrame._run(prepared, target, label=label, charged=True), grouping
+
+
+def _empty(prepared: object) -> Accuracy:
+    from pinqpy.results.values import AdditiveAccuracy, LaplaceNoise
+
+    return AdditiveAccuracy(np.zeros(0), LaplaceNoise(1.0), epsilon=1)

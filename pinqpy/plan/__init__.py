@@ -1,0 +1,1 @@
+"""The logical plan: nodes, public facts, stability, canonical form and public snapshots."""

@@ -1,0 +1,321 @@
+"""The logical plan: immutable nodes that describe a query, apart from any engine.
+
+A :class:`~pinqpy.PrivateFrame` wraps one of these nodes. Transformations only build new
+nodes; nothing here reads data, imports pandas or charges a budget. Executors (pandas now,
+others later) and the stability rules are visitors over the same nodes.
+
+Every node kind must be handled by :class:`PlanVisitor`, whose methods are all abstract: a
+visitor that lacks one cannot be instantiated, and a node class whose visitor method does not
+exist is rejected when the class is defined. Since :class:`~pinqpy.plan.stability.StabilityVisitor`
+is a concrete visitor, a node kind without a stability rule cannot exist.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pinqpy.expr.ast import Call, Expr
+
+__all__ = [
+    "BoundContributions",
+    "Distinct",
+    "Explode",
+    "GroupBy",
+    "Join",
+    "PartSource",
+    "PartitionRef",
+    "PlanNode",
+    "PlanVisitor",
+    "PublicJoin",
+    "PublicTable",
+    "PyFunc",
+    "Select",
+    "SetOp",
+    "Source",
+    "TableRef",
+    "Where",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class TableRef:
+    """A private table: an engine-specific data handle and the agent its units belong to.
+
+    Compared by identity: two registrations of the same DataFrame are two tables.
+    """
+
+    name: str
+    data: Any = field(repr=False)
+    agent: Any = field(repr=False)
+    columns: tuple[str, ...]
+    privacy_unit: str | None = None
+    # The curator's declarations, fixed when the table is wrapped (see pinqpy.plan.facts).
+    schema: Mapping[str, Any] | None = field(default=None, repr=False)
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    keys: Mapping[str, tuple[Hashable, ...]] = field(default_factory=dict, repr=False)
+    allow_callables: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class PublicTable:
+    """A public table used in joins; its rows may be read freely (they are not private).
+
+    ``data`` is pinqpy's own snapshot, taken when the table entered the plan: everything
+    checked about it (its key multiplicity, its schema) and everything an executor reads come
+    from that snapshot, so editing the analyst's DataFrame afterwards changes nothing.
+    """
+
+    name: str
+    data: Any = field(repr=False)
+    columns: tuple[str, ...]
+    schema: Mapping[str, Any] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PyFunc:
+    """An analyst's Python callable standing in for an expression (trusted code, PINQ parity)."""
+
+    fn: Callable[..., Any]
+    name: str
+
+
+Predicate = Expr | PyFunc
+
+
+class PlanNode(ABC):
+    """Base of every plan node. Subclasses name their visitor method in ``_visit``."""
+
+    _visit: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = "visit_" + re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+        cls._visit = name
+        registry = globals().get("PlanVisitor")
+        # Nodes defined before PlanVisitor are checked at the bottom of this module.
+        if registry is not None and name not in registry.__abstractmethods__:
+            raise TypeError(
+                f"plan node {cls.__name__} has no abstract {name} on PlanVisitor, so it would "
+                "have no stability rule"
+            )
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return getattr(visitor, self._visit)(self)
+
+    @property
+    @abstractmethod
+    def children(self) -> tuple[PlanNode, ...]: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Source(PlanNode):
+    table: TableRef
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionRef:
+    """One ``partition(...)`` call: the parent plan, its key columns and public keys."""
+
+    parent: PlanNode
+    key_columns: tuple[str, ...]
+    keys: tuple[Hashable, ...]
+    agent: Any = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PartSource(PlanNode):
+    """The rows of ``partition.parent`` whose key equals ``key``; a source for its agent."""
+
+    partition: PartitionRef
+    key: Hashable
+    agent: Any = field(repr=False)
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.partition.parent,)
+
+
+@dataclass(frozen=True, eq=False)
+class Where(PlanNode):
+    child: PlanNode
+    predicate: Predicate
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Select(PlanNode):
+    """``select`` (``keep_all=False``: only ``outputs``) or ``assign`` (keep every column)."""
+
+    child: PlanNode
+    outputs: tuple[tuple[str, Expr | PyFunc], ...]
+    keep_all: bool
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Distinct(PlanNode):
+    child: PlanNode
+    columns: tuple[str, ...]
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Explode(PlanNode):
+    child: PlanNode
+    column: str
+    max_items: int
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupBy(PlanNode):
+    """PINQ's GroupBy: one row per group with exact aggregates.
+
+    ``by_unit`` is true when the keys are exactly the frame's privacy unit, so each group is
+    one unit's rows (stability 1 instead of 2).
+    """
+
+    child: PlanNode
+    keys: tuple[str, ...]
+    aggs: tuple[tuple[str, Call], ...]
+    by_unit: bool = False
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(PlanNode):
+    """Join of two private frames, each side truncated to ``bounds`` rows per key.
+
+    ``bounds`` is None only when both sides are known unique on ``on``.
+    """
+
+    left: PlanNode
+    right: PlanNode
+    on: tuple[str, ...]
+    bounds: tuple[int, int] | None
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, eq=False)
+class PublicJoin(PlanNode):
+    """Join with a public table; ``multiplicity`` is its largest number of rows per key."""
+
+    child: PlanNode
+    public: PublicTable
+    on: tuple[str, ...]
+    how: Literal["inner", "left"]
+    multiplicity: int
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class SetOp(PlanNode):
+    """``concat`` keeps duplicates (UNION ALL); the others have set semantics."""
+
+    kind: Literal["concat", "union", "intersect", "difference"]
+    left: PlanNode
+    right: PlanNode
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, eq=False)
+class BoundContributions(PlanNode):
+    """Keep at most ``max_rows`` rows per privacy unit (column ``unit``), chosen at random."""
+
+    child: PlanNode
+    unit: str
+    max_rows: int
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+class PlanVisitor(ABC, Generic[T]):
+    """A function over plans with one case per node kind; every case is required."""
+
+    def visit(self, node: PlanNode) -> T:
+        return node.accept(self)
+
+    @abstractmethod
+    def visit_source(self, node: Source) -> T: ...
+
+    @abstractmethod
+    def visit_part_source(self, node: PartSource) -> T: ...
+
+    @abstractmethod
+    def visit_where(self, node: Where) -> T: ...
+
+    @abstractmethod
+    def visit_select(self, node: Select) -> T: ...
+
+    @abstractmethod
+    def visit_distinct(self, node: Distinct) -> T: ...
+
+    @abstractmethod
+    def visit_explode(self, node: Explode) -> T: ...
+
+    @abstractmethod
+    def visit_group_by(self, node: GroupBy) -> T: ...
+
+    @abstractmethod
+    def visit_join(self, node: Join) -> T: ...
+
+    @abstractmethod
+    def visit_public_join(self, node: PublicJoin) -> T: ...
+
+    @abstractmethod
+    def visit_set_op(self, node: SetOp) -> T: ...
+
+    @abstractmethod
+    def visit_bound_contributions(self, node: BoundContributions) -> T: ...
+
+
+def node_kinds() -> list[type[PlanNode]]:
+    """Every concrete plan node class (used by tests that check each has its rules)."""
+    out: list[type[PlanNode]] = []
+    stack = list(PlanNode.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        out.append(cls)
+        stack.extend(cls.__subclasses__())
+    return out
+
+
+for _cls in node_kinds():
+    if _cls._visit not in PlanVisitor.__abstractmethods__:  # pragma: no cover - import guard
+        raise TypeError(f"plan node {_cls.__name__} has no visitor method {_cls._visit}")

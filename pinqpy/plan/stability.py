@@ -1,0 +1,161 @@
+"""Stability rules: how many output rows one privacy unit of each source can change.
+
+The neighbouring relation is PINQ's: add or remove one privacy unit (a row of a row-level
+table, or every row of one user of a user-level table). For a plan ``P`` and a source agent
+``a``, ``lineage(P)[a] = k`` means: for inputs that differ by one unit of ``a``, the outputs of
+``P`` differ by at most ``k`` rows (size of the multiset symmetric difference). A ``k``-stable
+transformation followed by an ``epsilon``-DP aggregation is ``k·epsilon``-DP (McSherry 2009,
+Theorem 1), which is why a charge is multiplied by ``k`` on its way to the budget.
+
+Each rule below states its derivation in one line; tests/unit/test_stability_properties.py
+checks every rule on random neighbouring datasets.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from pinqpy.plan.facts import facts_of
+from pinqpy.plan.nodes import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartSource,
+    PlanNode,
+    PlanVisitor,
+    PublicJoin,
+    Select,
+    SetOp,
+    Source,
+    Where,
+)
+
+__all__ = ["INF", "Lineage", "StabilityVisitor", "lineage_of"]
+
+INF = math.inf
+Stability = Fraction | float  # float only for math.inf
+Lineage = dict[object, Stability]
+
+
+def _scale(lineage: Lineage, k: Stability) -> Lineage:
+    return {agent: _mul(s, k) for agent, s in lineage.items()}
+
+
+def _mul(a: Stability, b: Stability) -> Stability:
+    if a == INF or b == INF:
+        return INF
+    return Fraction(a) * Fraction(b)
+
+
+def _merge(*lineages: Lineage) -> Lineage:
+    out: Lineage = {}
+    for lin in lineages:
+        for agent, s in lin.items():
+            prev = out.get(agent, Fraction(0))
+            out[agent] = INF if (prev == INF or s == INF) else Fraction(prev) + Fraction(s)
+    return out
+
+
+class StabilityVisitor(PlanVisitor[Lineage]):
+    """Computes a plan's lineage: ``{agent: stability}``."""
+
+    def visit_source(self, node: Source) -> Lineage:
+        # A row-level table: one unit is one row. A user-level table: one unit may own any
+        # number of rows until bound_contributions or groupby(unit) bounds it.
+        k: Stability = Fraction(1) if node.table.privacy_unit is None else INF
+        return {node.table.agent: k}
+
+    def visit_part_source(self, node: PartSource) -> Lineage:
+        # Relative to its part agent, a part is a fresh table of the partitioned rows; the
+        # partition agent carries the parent's stability.
+        return {node.agent: Fraction(1)}
+
+    def visit_where(self, node: Where) -> Lineage:
+        # A row is kept or dropped on its own values: a changed input row changes <= 1 output.
+        return self.visit(node.child)
+
+    def visit_select(self, node: Select) -> Lineage:
+        # Row-wise map: one output row per input row.
+        return self.visit(node.child)
+
+    def visit_distinct(self, node: Distinct) -> Lineage:
+        # Adding/removing one row adds/removes at most one distinct value.
+        return self.visit(node.child)
+
+    def visit_explode(self, node: Explode) -> Lineage:
+        # Each input row yields at most max_items rows.
+        return _scale(self.visit(node.child), Fraction(node.max_items))
+
+    def visit_group_by(self, node: GroupBy) -> Lineage:
+        child = self.visit(node.child)
+        owner = _unit_agent(node.child, node.keys)
+        if node.by_unit and owner is not None:
+            # Every row of a unit lands in the unit's own group: one group row appears or
+            # disappears with the unit. Rows of any other agent move like any grouped row.
+            return _by_unit(child, owner, Fraction(1))
+        # A changed input row changes one group's aggregates: its old row goes, a new comes.
+        return _scale(child, Fraction(2))
+
+    def visit_join(self, node: Join) -> Lineage:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if node.bounds is None:
+            if not (
+                facts_of(node.left).unique_on(node.on) and facts_of(node.right).unique_on(node.on)
+            ):
+                # Nothing bounds the matches per key (the API refuses this plan; this rule
+                # makes sure no other route can charge for it).
+                return _scale(_merge(left, right), INF)
+            # Both sides unique on the key: a left row meets at most one right row.
+            return _merge(left, right)
+        b_left, b_right = node.bounds
+        # After truncation a key keeps <= b rows per side. A new left row can displace one
+        # kept left row (2 left rows change), each matching <= b_right right rows.
+        return _merge(_scale(left, Fraction(2 * b_right)), _scale(right, Fraction(2 * b_left)))
+
+    def visit_public_join(self, node: PublicJoin) -> Lineage:
+        # A private row meets at most `multiplicity` public rows (a left join keeps >= 1 row).
+        return _scale(self.visit(node.child), Fraction(max(node.multiplicity, 1)))
+
+    def visit_set_op(self, node: SetOp) -> Lineage:
+        # concat: rows pass through. union/intersect/difference on sets: one changed row of
+        # either input changes whether one distinct value is in the output.
+        return _merge(self.visit(node.left), self.visit(node.right))
+
+    def visit_bound_contributions(self, node: BoundContributions) -> Lineage:
+        # Each unit keeps at most max_rows rows, chosen by per-row random priorities that do
+        # not depend on other units, so a unit's arrival or departure changes only its rows.
+        # That holds only while the column really carries one budget's units (the facts say
+        # so, whatever it is called); then rows of other agents in the child (if any) each
+        # move at most two kept rows of their group: themselves and one they displace.
+        child = self.visit(node.child)
+        owner = _unit_agent(node.child, (node.unit,))
+        if owner is None:
+            return _scale(child, INF)
+        return _by_unit(child, owner, Fraction(node.max_rows))
+
+
+def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> object | None:
+    """The agent whose units ``columns`` carry in ``child``, or None if they are not exactly
+    the privacy unit column there."""
+    facts = facts_of(child)
+    if facts.unit is None or len(columns) != 1 or facts.privacy_unit != columns[0]:
+        return None
+    return facts.unit[1].agent
+
+
+def _by_unit(child: Lineage, owner: object, k: Stability) -> Lineage:
+    out: Lineage = {}
+    for agent, s in child.items():
+        out[agent] = k if agent is owner else _mul(s, Fraction(2))
+    return out
+
+
+_VISITOR = StabilityVisitor()
+
+
+def lineage_of(plan: PlanNode) -> Lineage:
+    """The stability of ``plan`` with respect to each agent it draws on directly."""
+    return _VISITOR.visit(plan)

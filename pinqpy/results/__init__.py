@@ -1,0 +1,1 @@
+"""What a noisy aggregation returns: values that carry their accuracy, and their HTML views."""

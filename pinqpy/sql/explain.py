@@ -1,0 +1,171 @@
+"""EXPLAIN: the plan, each operator's stability, each aggregate's epsilon, noise and expected
+error, and the total charge, as printable text. Nothing is charged and no data is read."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from pinqpy.accounting.agents import flatten
+from pinqpy.core.exact import Exact
+from pinqpy.expr.ast import Expr
+from pinqpy.noise.mechanisms import CompositeCharge
+from pinqpy.plan.nodes import (
+    BoundContributions,
+    Distinct,
+    Explode,
+    GroupBy,
+    Join,
+    PartSource,
+    PlanNode,
+    PlanVisitor,
+    PublicJoin,
+    PyFunc,
+    Select,
+    SetOp,
+    Source,
+    Where,
+)
+from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.sql.compiler import CompiledRelease
+
+__all__ = ["Explanation", "explain"]
+
+
+class Explanation(str):
+    """EXPLAIN's text (a ``str``), with the total charge per budget as ``.charges``."""
+
+    charges: dict[str, object]
+
+    def _repr_html_(self) -> str:
+        from pinqpy.results.html import result_html
+
+        return result_html(self)
+
+
+def _fmt_stability(node: PlanNode) -> str:
+    values = flatten(lineage_of(node)).values()
+    parts = sorted({"inf" if v == INF else str(Exact.of(Fraction(v))) for v in values})
+    return ", ".join(parts)
+
+
+def _e(x: Expr | PyFunc) -> str:
+    return f"<callable {x.name}>" if isinstance(x, PyFunc) else x.to_sql()
+
+
+class _Describe(PlanVisitor[str]):
+    """One line per operator: what it does (stability is added by the caller)."""
+
+    def visit_source(self, node: Source) -> str:
+        unit = (
+            f", one person = all rows of {node.table.privacy_unit!r}"
+            if node.table.privacy_unit
+            else ""
+        )
+        return f"Scan {node.table.name}{unit}"
+
+    def visit_part_source(self, node: PartSource) -> str:
+        return f"Part {node.key!r} of partition by {', '.join(node.partition.key_columns)}"
+
+    def visit_where(self, node: Where) -> str:
+        return f"Filter {_e(node.predicate)}"
+
+    def visit_select(self, node: Select) -> str:
+        items = ", ".join(
+            n if (not isinstance(e, PyFunc) and e.to_sql() == n) else f"{_e(e)} AS {n}"
+            for n, e in node.outputs
+        )
+        return ("Assign " if node.keep_all else "Project ") + items
+
+    def visit_distinct(self, node: Distinct) -> str:
+        return f"Distinct {', '.join(node.columns)}"
+
+    def visit_explode(self, node: Explode) -> str:
+        return f"Explode {node.column} (at most {node.max_items} items a row)"
+
+    def visit_group_by(self, node: GroupBy) -> str:
+        aggs = ", ".join(f"{c.to_sql()} AS {n}" for n, c in node.aggs)
+        how = " (by privacy unit; rows with a NULL unit dropped)" if node.by_unit else ""
+        return f"GroupBy {', '.join(node.keys)}{how}: {aggs}"
+
+    def visit_join(self, node: Join) -> str:
+        bounds = (
+            f", at most {node.bounds[0]}/{node.bounds[1]} rows per key"
+            if node.bounds
+            else ", unique keys"
+        )
+        return f"Join on {', '.join(node.on)}{bounds}"
+
+    def visit_public_join(self, node: PublicJoin) -> str:
+        return (
+            f"{node.how.capitalize()} join public {node.public.name} on {', '.join(node.on)} "
+            f"(at most {max(node.multiplicity, 1)} public rows per key)"
+        )
+
+    def visit_set_op(self, node: SetOp) -> str:
+        return {
+            "concat": "Union all",
+            "union": "Union",
+            "intersect": "Intersect",
+            "difference": "Except",
+        }[node.kind]
+
+    def visit_bound_contributions(self, node: BoundContributions) -> str:
+        return (
+            f"Bound contributions: at most {node.max_rows} rows per {node.unit!r} "
+            "(rows with a NULL unit dropped)"
+        )
+
+
+def _tree(node: PlanNode, depth: int, lines: list[str], describe: _Describe) -> None:
+    text = "  " * depth + describe.visit(node)
+    lines.append(f"{text:<64} stability {_fmt_stability(node)}")
+    for child in node.children:
+        if isinstance(node, PartSource):
+            break
+        _tree(child, depth + 1, lines, describe)
+
+
+def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None) -> Explanation:
+    lines = ["EXPLAIN (charges nothing, reads no data)", ""]
+    head = (
+        rel.group_desc + ": parallel composition, one charge for all groups"
+        if rel.group_desc
+        else "Release: one row"
+    )
+    lines.append(head)
+    _tree(rel.frame._plan, 1, lines, _Describe())
+    m = len(rel.measurements) + (1 if rel.key_selection is not None else 0)
+    lines += [
+        "",
+        f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
+        f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
+    ]
+    for meas in rel.measurements:
+        mech = meas.prepared.mechanism
+        err = mech.expected_error()
+        unit = " ranks" if "Quantile" in type(mech).__name__ else ""
+        lines.append(
+            f"  {meas.label:<28} epsilon {Exact.of(Fraction(mech.epsilon))!s:<10} "
+            f"{mech.describe():<44} expected error {err:.4g}{unit}"
+        )
+    if rel.key_selection is not None:
+        sel = rel.key_selection[2]
+        lines.append(
+            f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
+            f"{sel.describe()}, delta {float(sel.delta):.3g}"
+        )
+    total = CompositeCharge([meas.prepared.mechanism.charge for meas in rel.measurements])
+    grouped = rel.target_lineage is not None
+    lines.append("")
+    charges: dict[str, object] = {}
+    for budget, k in flatten(lineage_of(rel.frame._plan)).items():
+        base = total.at(Fraction(1))
+        cost = base.at(Fraction(k)) if grouped else total.at(Fraction(k))
+        if rel.key_selection is not None:
+            cost = cost + rel.key_selection[2].charge.at(Fraction(k))
+        name = (budget_names or {}).get(budget) or budget.name or "budget"
+        charges[name] = cost
+        lines.append(f"Total charge to {name} (stability {Exact.of(Fraction(k))}): {cost!r}")
+    out = Explanation("\n".join(lines))
+    out.charges = charges
+    return out
