@@ -73,10 +73,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pinqpy.accounting.budget import MIN_DELTA, Cost, check_epsilon
-from pinqpy.accounting.budget import check_delta as _check_query_delta
-from pinqpy.accounting.models import gaussian_sigma_for_rho, rho_for, rho_of_gaussian, zcdp_delta
-from pinqpy.core.exact import Exact, ceil_fraction, to_fraction
+from pinqpy.accounting.charges import (
+    CompositeCharge,
+    DiscreteGaussianCharge,
+    GaussianCharge,
+    PureCharge,
+    _sqrt_down,
+)
+from pinqpy.accounting.cost import _nonneg, check_epsilon, check_part_delta
+from pinqpy.accounting.models import gaussian_sigma_for_rho, rho_for, zcdp_delta
+from pinqpy.accounting.profiles import (
+    _DELTA_MARGIN,
+    _gauss_delta_ratio,
+    discrete_gaussian_delta,
+    gaussian_delta,
+)
+from pinqpy.core.exact import Exact, to_fraction
 from pinqpy.core.lattice import Lattice
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
@@ -130,13 +142,6 @@ __all__ = [
     "laplace_scale",
 ]
 
-# Relative safety margin on delta for the analytic Gaussian: sigma is solved for
-# delta * (1 - 1e-9), and a group-privacy delta is charged at (1 + 1e-9) times its computed
-# value. The float evaluation of delta is accurate to ~1e-12 relative (see _gauss_delta_ratio),
-# so the margin dominates rounding while moving sigma by only ~1e-9 relative.
-_DELTA_MARGIN = 1e-9
-
-
 # -- exact-to-float helpers ----------------------------------------------------------------
 def _round_up(x: Fraction) -> float:
     """The smallest float not below the exact value ``x``."""
@@ -149,49 +154,13 @@ def _round_up(x: Fraction) -> float:
 _float_up = _round_up
 
 
-def _nonneg(value: object, what: str) -> Fraction:
-    """A non-negative exact number. A float is read by its exact binary value.
-
-    Data are clamped in float64, so a float bound's binary value (not its decimal spelling) is
-    the largest magnitude a clamped value can have; reading it exactly keeps sensitivities
-    from being understated by the last bit.
-    """
-    if isinstance(value, float | np.floating):
-        f = float(value)
-        if not math.isfinite(f):
-            raise PinqError(f"{what} must be finite")
-        x = Fraction(f)
-    else:
-        x = to_fraction(value, what)
-    if x < 0:
-        raise PinqError(f"{what} cannot be negative")
-    return x
-
-
-def _stability(k: object) -> Fraction:
-    kk = k if isinstance(k, Fraction) else to_fraction(k, "stability")
-    if kk < 0:
-        raise PinqError("a stability cannot be negative")
-    return kk
-
-
-# A mechanism may split a query's delta (a mean: half to the sum, half to the count), so its
-# parts may go below MIN_DELTA; still far above the subnormal floats calibration cannot use.
-_MIN_PART_DELTA = MIN_DELTA / 10**6
-
-
-def check_delta(value: object, what: str = "delta") -> Fraction:
-    """A mechanism's (or a part's) delta: in ``[MIN_DELTA / 10**6, 1)``."""
-    return _check_query_delta(value, what, minimum=_MIN_PART_DELTA)
-
-
 def _optional_delta(delta: object) -> Fraction | None:
     """``None`` or 0 selects a pure (Laplace) mechanism; otherwise a delta in (0, 1)."""
     if delta is None:
         return None
     if not isinstance(delta, bool) and isinstance(delta, int | float | Fraction) and delta == 0:
         return None
-    return check_delta(delta)
+    return check_part_delta(delta)
 
 
 #: The largest bound magnitude a sum, mean or quantile accepts: ``2**959`` (about 4.9e288).
@@ -250,158 +219,6 @@ def laplace_scale(sensitivity: object, epsilon: object) -> float:
     return _round_up(sens / eps)
 
 
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_SQRT1_2 = math.sqrt(0.5)
-
-
-def _log_ndtr(x: float) -> float:
-    """``log Phi(x)`` for the standard normal CDF, accurate from -inf to +inf.
-
-    * ``x > 0``: ``log(1 - Phi(-x))`` via ``log1p`` (Phi is close to 1);
-    * ``-20 < x <= 0``: ``log(erfc(-x/√2)/2)`` (``erfc`` is accurate in relative terms and
-      does not underflow there: ``Phi(-20) ≈ 3e-89``);
-    * ``x <= -20``: the asymptotic series ``Phi(x) = phi(x)/|x| · Σ_k (-1)^k (2k-1)!!/x^{2k}``
-      (Abramowitz & Stegun 26.2.12), 12 terms: at ``|x| = 20`` the first omitted term is below
-      ``1e-18``, and the logarithm is taken before anything can underflow.
-
-    >>> round(_log_ndtr(0.0), 12) == round(math.log(0.5), 12)
-    True
-    >>> round(_log_ndtr(-40.0), 6)
-    -804.608442
-    """
-    if x > 0.0:
-        return math.log1p(-0.5 * math.erfc(x * _SQRT1_2))
-    if x > -20.0:
-        return math.log(0.5 * math.erfc(-x * _SQRT1_2))
-    x2 = x * x
-    term = 1.0
-    total = 1.0
-    for k in range(1, 12):
-        term *= -(2 * k - 1) / x2
-        total += term
-    return -0.5 * x2 - math.log(-x) - _LOG_SQRT_2PI + math.log(total)
-
-
-_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
-# 8-point Gauss-Legendre rule on [-1, 1] (nodes, weights), for the integral in
-# _gauss_delta_ratio; exact for polynomials of degree 15.
-_GL_NODES, _GL_WEIGHTS = (tuple(float(v) for v in x) for x in np.polynomial.legendre.leggauss(8))
-
-
-def _erfcx_cf(z: float, shift: int) -> float:
-    """``z + a_1/(z + a_2/(z + ...))`` with ``a_n = (n + shift)/2``, by the modified Lentz method.
-
-    With ``shift = 0`` this is ``1/(√π·erfcx(z))`` (Abramowitz & Stegun 7.1.14, ``z > 0``);
-    with ``shift = 1`` it is the tail after the first step, so that
-    ``1/(√π·erfcx(z)) = z + (1/2)/_erfcx_cf(z, 1)`` without cancellation. Used for ``z >= 3``,
-    where it converges in at most ~100 steps to full precision.
-    """
-    tiny = 1e-300
-    f = c = z
-    d = 0.0
-    for n in range(1, 1000):
-        an = 0.5 * (n + shift)
-        d = z + an * d
-        d = 1.0 / (d if d != 0.0 else tiny)
-        c = z + an / (c if c != 0.0 else tiny)
-        delta = c * d
-        f *= delta
-        if abs(delta - 1.0) < 1e-16:
-            break
-    return f
-
-
-def _log_erfcx(z: float) -> float:
-    """``log(erfcx(z))`` for the scaled complementary error function ``e^{z²}·erfc(z)``.
-
-    For ``z < 3``: ``log(erfc(z)) + z²`` (``z² < 9`` adds at most ~1e-15 of absolute error; for
-    negative ``z``, ``erfc(z)`` is in (1, 2)). For ``z >= 3``: the continued fraction of
-    :func:`_erfcx_cf` -- relative accuracy is what matters here, and no ``e^{z²}`` is formed.
-
-    >>> round(_log_erfcx(0.0), 12)
-    0.0
-    >>> round(math.exp(_log_erfcx(10.0)) * math.sqrt(math.pi) * 10.0, 6)  # 1 - 1/(2z²) + ...
-    0.995073
-    """
-    if z < 3.0:
-        return math.log(math.erfc(z)) + z * z
-    return math.log(_INV_SQRT_PI / _erfcx_cf(z, 0))
-
-
-def _d_log_erfcx(z: float) -> float:
-    """The derivative ``d/dz log(erfcx(z)) = 2z - 2/(√π·erfcx(z))`` (always negative).
-
-    For ``z >= 3`` the two terms nearly cancel; the continued fraction gives their difference
-    directly: ``-2·(1/2)/_erfcx_cf(z, 1)``.
-    """
-    if z >= 3.0:
-        return -1.0 / _erfcx_cf(z, 1)
-    if z < -26.0:  # 2/(√π·erfcx(z)) < e^{-676}: negligible beside 2z
-        return 2.0 * z
-    return 2.0 * z - 2.0 * _INV_SQRT_PI * math.exp(-_log_erfcx(z))
-
-
-def _gauss_delta_ratio(eps: float, r: float) -> float:
-    """delta of the Gaussian mechanism with ``sigma / sensitivity = r`` at privacy level eps.
-
-    ``delta = A - e^eps·B`` with ``A = Phi(a)``, ``B = Phi(b)``, ``a = 1/(2r) - eps·r``,
-    ``b = -1/(2r) - eps·r``. Writing ``Phi(x) = erfcx(-x/√2)·e^{-x²/2}/2`` and using the
-    identity ``b² - a² = (b - a)(b + a) = 2·eps``, the ratio ``e^eps·B/A`` is exactly
-    ``erfcx(z_b)/erfcx(z_a)`` with ``z_a = -a/√2`` and ``z_b = z_a + 1/(r√2)``. So
-
-        ``delta = A·(1 - e^t)``,  ``t = log erfcx(z_b) - log erfcx(z_a) < 0``,
-
-    which never forms ``e^eps`` (no overflow for large eps) and never subtracts two large
-    ``x²/2`` terms. When ``t`` is tiny (delta far below ``A``: small eps, large sigma) even
-    the difference of two logarithms loses digits, so ``t`` is then computed as the integral
-    of ``d/dz log erfcx`` over ``[z_a, z_b]`` by 8-point Gauss-Legendre quadrature (the
-    interval is short against the scale on which the integrand varies, so the rule is exact
-    to rounding). The last step uses ``-expm1``. Against 60-digit arithmetic the relative
-    error is below 1e-11 for epsilon from 1e-6 to 700 and deltas down to 1e-300
-    (``tests/unit/test_privacy_loss.py``).
-    """
-    a = 0.5 / r - eps * r
-    z_a = -a * _SQRT1_2
-    h = _SQRT1_2 / r
-    t = _log_erfcx(z_a + h) - _log_erfcx(z_a)
-    if t > -1e-3:
-        half = 0.5 * h
-        t = half * sum(
-            w * _d_log_erfcx(z_a + half * (1.0 + x))
-            for x, w in zip(_GL_NODES, _GL_WEIGHTS, strict=True)
-        )
-    if t >= 0.0:  # only through rounding, when delta is 0 to working precision
-        return 0.0
-    return math.exp(_log_ndtr(a)) * -math.expm1(t)
-
-
-def gaussian_delta(epsilon: object, sensitivity: object, sigma: float) -> float:
-    """The exact delta of the Gaussian mechanism ``f(D) + N(0, sigma²)`` at level epsilon.
-
-    Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy: Analytical
-    Calibration and Optimal Denoising", ICML 2018, Theorem 8: with L2 sensitivity ``D``, the
-    mechanism is (epsilon, delta)-DP if and only if
-
-        ``delta >= Phi(D/(2s) - eps·s/D) - e^eps · Phi(-D/(2s) - eps·s/D)``   (``s = sigma``).
-
-    The right-hand side (returned here, as a float) is the mechanism's privacy profile: the
-    hockey-stick divergence between ``N(0, sigma²)`` and ``N(D, sigma²)``. It depends on
-    ``D/sigma`` only, and it is valid for every epsilon (unlike the classical
-    ``sigma = D·sqrt(2 ln(1.25/delta))/epsilon``, which needs epsilon < 1).
-
-    >>> round(gaussian_delta(1.0, 1.0, 4.0), 8)
-    2.92e-06
-    """
-    sens = float(_nonneg(sensitivity, "sensitivity"))
-    eps = float(to_fraction(epsilon, "epsilon"))
-    sig = float(sigma)
-    if sens == 0.0:
-        return 0.0
-    if not sig > 0.0:
-        return 1.0
-    return _gauss_delta_ratio(eps, sig / sens)
-
-
 def gaussian_sigma(sensitivity: object, epsilon: object, delta: object) -> float:
     """The smallest sigma for which ``N(0, sigma²)`` noise is (epsilon, delta)-DP.
 
@@ -422,7 +239,7 @@ def gaussian_sigma(sensitivity: object, epsilon: object, delta: object) -> float
     """
     sens = _nonneg(sensitivity, "sensitivity")
     eps = float(check_epsilon(epsilon))
-    dlt = check_delta(delta)
+    dlt = check_part_delta(delta)
     if sens == 0:
         return 0.0
     target = float(dlt) * (1.0 - _DELTA_MARGIN)
@@ -452,102 +269,10 @@ def gaussian_sigma(sensitivity: object, epsilon: object, delta: object) -> float
 
 
 # -- the discrete Gaussian: exact (epsilon, delta) profile and calibration -----------------
-_UNIT = 2.0**-53  # unit roundoff of a double
 #: Counts calibrate the discrete Gaussian by its exact profile (CKS20 Theorem 7, summed term by
 #: term) while sigma is at most this; above it, by its zCDP guarantee (see
 #: :func:`discrete_gaussian_sigma2`).
 DG_EXACT_MAX_SIGMA = 2**14
-
-
-def _float_down(x: Fraction) -> float:
-    f = float(x)
-    if Fraction(f) > x:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
-def discrete_gaussian_delta(sigma2: object, epsilon: object, sensitivity: int = 1) -> float:
-    """An upper bound, tight to ~1e-9 relative, on the delta of the discrete Gaussian at epsilon.
-
-    CKS20, Theorem 7: adding ``Y ~ N_Z(0, σ²)`` to an integer query of sensitivity ``Δ`` is
-    ``(ε, δ)``-DP for
-
-        ``δ = P[Y > εσ²/Δ - Δ/2] - e^ε·P[Y > εσ²/Δ + Δ/2]``,
-
-    and this is the exact (optimal) delta when the two answers differ by ``Δ``. Derivation
-    for answers ``k`` and ``k + μ`` (``p`` the pmf of ``Y``, symmetric): the delta is
-    ``δ_μ = Σ_y (p(y) - e^ε·p(y + μ))_+``, and ``p(y) > e^ε·p(y + μ)`` iff
-    ``((y+μ)² - y²)/(2σ²) > ε`` iff ``y > εσ²/μ - μ/2 =: c_μ``. So ``δ_μ = P[Y > c_μ] -
-    e^ε·P[Y > c_μ + μ]``: the expression above at ``μ = Δ``; the other direction gives the same
-    by symmetry.
-
-    *Smaller shifts are covered* (``δ_μ <= δ_{μ+1}`` for integers ``μ >= 1``, so answers
-    that differ by any ``μ <= Δ`` are ``(ε, δ_Δ)``-close): on ``R = {y > c_μ}`` we have
-    ``y > -μ/2``, so ``|y + μ + 1| >= |y + μ|`` and ``p(y + μ + 1) <= p(y + μ)`` (``p``
-    falls with ``|y|``); hence ``δ_{μ+1} >= Σ_{y∈R} (p(y) - e^ε·p(y + μ + 1)) >=
-    Σ_{y∈R} (p(y) - e^ε·p(y + μ)) = δ_μ``.
-
-    Evaluation. With ``w(y) = e^{-y²/(2σ²)}``, ``Z = Σ_y w(y)``, ``T(m) = Σ_{y>=m} w(y)`` and
-    ``m = floor(c) + 1`` (the least integer above ``c``; computed exactly from Fractions),
-    ``P[Y > c] = T(m)/Z`` and ``P[Y > c + Δ] = T(m + Δ)/Z``, so
-
-        ``δ·Z = Σ_{y=m}^{m+Δ-1} w(y) - (e^ε - 1)·T(m + Δ)``.
-
-    The terms are summed in float64 over ``0 <= y <= Y`` with ``Y² >= (m+Δ)² + 160σ²``: the
-    omitted terms (``< e^{-80}`` relative) only make ``T`` and ``Z`` smaller, which makes the
-    bound larger. Each sum of ``n`` terms with exponents at most ``x`` is within
-    ``γ = (n + 3x + 16)·2**-53`` relative of the exact one (``x`` is exact to 3 ulps, ``exp``
-    adds one; a sum of positive terms errs by at most ``n`` ulps), so
-
-        ``δ <= (A·(1+γ) - (e^ε-1)↓·T·(1-γ)) / (Z·(1-γ))``
-
-    with ``(e^ε - 1)↓`` a lower bound, is what is returned (times ``1 + 8·2**-53`` for the
-    last operations). All three sums are of positive terms (``m`` may be ``<= 0``: the terms
-    run over ``-Y <= y <= Y``), so there is no cancellation inside them. A delta below
-    ``e^{-690}`` is returned as ``1e-300`` (still an upper bound). The cost is
-    ``O(εσ² + 26σ)`` terms.
-
-    >>> d = discrete_gaussian_delta(Fraction(16), 1)  # the continuous Gaussian: 2.92e-06
-    >>> 3.055e-06 < d < 3.056e-06
-    True
-    >>> round(discrete_gaussian_delta(1, 0), 6)  # at ε = 0, the TV distance P(Y = 0) = 1/Z
-    0.398942
-    """
-    s2 = to_fraction(sigma2, "sigma2")
-    eps = to_fraction(epsilon, "epsilon")
-    d = int(sensitivity)
-    if s2 <= 0 or eps < 0 or d < 1:
-        raise PinqError("discrete_gaussian_delta needs sigma2 > 0, epsilon >= 0, sensitivity >= 1")
-    c = eps * s2 / d - Fraction(d, 2)
-    m = math.floor(c) + 1  # >= 1 - Δ/2, since c >= -Δ/2
-    # For m >= 1: δ <= Σ_{y=m}^{m+Δ-1} w(y)/Z <= Δ·w(m) (w falls on y >= 0, Z >= 1).
-    if m >= 1 and math.log(d) - _float_down(Fraction(m * m) / (2 * s2)) < -690.0:
-        return 1e-300
-    big_y = math.isqrt(math.ceil((abs(m) + d) ** 2 + 160 * s2)) + 2
-    if big_y >= 1 << 26:  # y² must stay exact in float64
-        raise PinqError("sigma2 is too large to evaluate the discrete Gaussian profile")
-    s2f = float(s2)
-    y = np.arange(-big_y, big_y + 1, dtype=np.float64)  # y[i] = i - big_y
-    w = np.exp(-(y * y) / (2.0 * s2f))
-    gamma = (2 * big_y + 1 + 3.0 * big_y * big_y / (2.0 * s2f) + 16.0) * _UNIT
-    i = m + big_y  # the index of y = m
-    a = float(w[i : i + d].sum()) * (1.0 + gamma)
-    t = float(w[i + d :].sum()) * (1.0 - gamma)
-    z = float(w.sum()) * (1.0 - gamma)
-    e = _float_down(eps)
-    if e <= 700.0:
-        b = math.expm1(e) * (1.0 - 4.0 * _UNIT) * t
-    elif t == 0.0:
-        b = 0.0
-    else:  # e^ε - 1 overflows: work with its logarithm (ε + log1p(-e^-ε), within 4 ulps)
-        log_b = e + math.log1p(-math.exp(-e)) + math.log(t)
-        if log_b > 709.0:
-            return 0.0  # (e^ε - 1)·T exceeds A: no output pair violates e^ε
-        b = math.exp(log_b - 8.0 * _UNIT * (abs(log_b) + e + 1.0))
-    num = a - b
-    if num <= 0.0:
-        return 0.0
-    return min(1.0, num / z * (1.0 + 8.0 * _UNIT))
 
 
 @functools.lru_cache(maxsize=512)
@@ -637,182 +362,8 @@ def discrete_gaussian_sigma2(epsilon: object, delta: object) -> Fraction:
     (Fraction(76877723237, 4294967296), True)
     """
     eps = check_epsilon(epsilon)
-    dlt = check_delta(delta)
+    dlt = check_part_delta(delta)
     return _count_sigma2(Fraction(eps), Fraction(dlt))[0]
-
-
-def _sqrt_down(x: Fraction) -> float:
-    """The largest float ``s`` with ``s² <= x`` (exactly)."""
-    s = math.sqrt(float(x))
-    while s > 0 and Fraction(s) ** 2 > x:
-        s = math.nextafter(s, 0.0)
-    while Fraction(math.nextafter(s, math.inf)) ** 2 <= x:
-        s = math.nextafter(s, math.inf)
-    return s
-
-
-# -- charges -------------------------------------------------------------------------------
-class PureCharge:
-    """The charge of an epsilon-DP mechanism: ``at(k) = Cost(k·epsilon)``.
-
-    Group privacy for pure DP: a mechanism that is epsilon-DP for one-row changes is
-    ``k·epsilon``-DP for ``k``-row changes (apply the one-row bound ``k`` times along a path of
-    neighbours).
-
-    >>> PureCharge(0.1).at(3)
-    Cost(epsilon=0.3)
-    """
-
-    def __init__(self, epsilon: object):
-        self.epsilon = Exact(check_epsilon(epsilon))
-
-    def at(self, k: object) -> Cost:
-        return Cost(_stability(k) * self.epsilon)
-
-    def __repr__(self) -> str:
-        return f"PureCharge(epsilon={self.epsilon!r})"
-
-
-class GaussianCharge:
-    """The charge of a Gaussian mechanism with sensitivity ``D`` and noise ``sigma``.
-
-    ``at(1)`` is ``Cost(epsilon, delta)`` exactly as requested (``sigma`` was calibrated for
-    it). At stability ``k > 1`` one privacy unit moves the aggregate by up to ``k·D``, and the
-    Gaussian mechanism with sensitivity ``k·D`` is exactly ``(k·epsilon, delta')``-DP for
-
-        ``delta' = gaussian_delta(k·epsilon, k·D, sigma)``
-
-    (Balle & Wang's profile at ratio ``k·D/sigma``), rounded up into a Fraction. In zCDP terms
-    the mechanism is ``rho = D²/(2 sigma²)``-zCDP and the group of ``k`` rows sees
-    ``k²·rho`` (Bun & Steinke, TCC 2016, Proposition 27); the profile above is the exact
-    (epsilon, delta) reading of that, tighter than the generic group bound
-    ``k·e^{(k-1)epsilon}·delta``.
-
-    >>> c = GaussianCharge(1, 1e-6, 1, gaussian_sigma(1, 1, 1e-6))
-    >>> c.at(1)
-    Cost(epsilon=1, delta=0.000001)
-    >>> 1e-6 < float(c.at(2).delta) < 2 * math.exp(1) * 1e-6
-    True
-    """
-
-    def __init__(self, epsilon: object, delta: object, sensitivity: object, sigma: float):
-        self.epsilon = Exact(check_epsilon(epsilon))
-        self.delta = Exact(check_delta(delta))
-        self.sensitivity = _nonneg(sensitivity, "sensitivity")
-        self.sigma = float(sigma)
-
-    def at(self, k: object) -> Cost:
-        kk = _stability(k)
-        if kk == 0:
-            return Cost()
-        if kk == 1:
-            return Cost(self.epsilon, self.delta)
-        d = gaussian_delta(kk * self.epsilon, kk * self.sensitivity, self.sigma)
-        return Cost(kk * self.epsilon, ceil_fraction(d * (1.0 + _DELTA_MARGIN)))
-
-    def __repr__(self) -> str:
-        return (
-            f"GaussianCharge(epsilon={self.epsilon!r}, delta={float(self.delta):g}, "
-            f"sigma={_fmt(self.sigma)})"
-        )
-
-
-class DiscreteGaussianCharge(GaussianCharge):
-    """The charge of a discrete Gaussian release (a count, or a lattice sum).
-
-    ``at(1)`` is ``Cost(epsilon, delta)`` as calibrated (:func:`discrete_gaussian_sigma2` for a
-    count, :func:`_lattice_noise` for a lattice release). At stability ``k``: the released
-    integer (a count, or a sum in grid units) moves by at most ``k`` times its one-row
-    sensitivity ``Δ_u``, and the discrete Gaussian ``N_Z(0, σ_u²)`` under such shifts is
-    ``k²·Δ_u²/(2σ_u²)``-zCDP (CKS20, Proposition 5: the Rényi divergence of order ``a``
-    between ``N_Z(μ, σ²)`` and ``N_Z(ν, σ²)`` is at most ``a(μ-ν)²/(2σ²)``). The charge is
-    that rho converted by CKS20: ``(k·eps, zcdp_delta(k²·rho, k·eps))``.
-
-    For a count (``sigma2``, the exact variance of the integer noise, given; sensitivity 1)
-    a group of ``k > 1`` rows moves the count by at most ``ceil(k)``, and the exact CKS20
-    profile :func:`discrete_gaussian_delta` at sensitivity ``ceil(k)`` -- which covers every
-    smaller shift, see there -- is used when it is below the zCDP conversion (it always is
-    in practice: at ``ε = 1``, ``δ = 1e-6``, ``k = 2`` it charges ``3.06e-6`` against the
-    conversion's ``1.4e-5``).
-
-    ``sensitivity`` and ``sigma`` are stored so that ``rho_of_gaussian(sensitivity, sigma)``
-    is at least the true ``rho`` of the noise drawn -- which is what
-    :func:`pinqpy.accounting.models.usage_of` reads from any ``GaussianCharge``; it needs nothing
-    else (``at(k)`` and these two attributes).
-
-    >>> s2 = discrete_gaussian_sigma2(1, Fraction(1, 10**6))
-    >>> c = DiscreteGaussianCharge(1, Fraction(1, 10**6), 1, _sqrt_down(s2), sigma2=s2)
-    >>> c.at(1)
-    Cost(epsilon=1, delta=0.000001)
-    >>> c.at(2).epsilon == 2, 3.05e-6 < float(c.at(2).delta) < 3.06e-6
-    (True, True)
-    >>> lattice = DiscreteGaussianCharge(1, Fraction(1, 10**6), 1, _sqrt_down(s2))
-    >>> 1.3e-5 < float(lattice.at(2).delta) < 1.4e-5  # zCDP conversion only
-    True
-    """
-
-    def __init__(
-        self,
-        epsilon: object,
-        delta: object,
-        sensitivity: object,
-        sigma: float,
-        *,
-        sigma2: Fraction | None = None,
-    ):
-        super().__init__(epsilon, delta, sensitivity, sigma)
-        self.sigma2 = sigma2
-
-    def at(self, k: object) -> Cost:
-        kk = _stability(k)
-        if kk == 0:
-            return Cost()
-        if kk == 1:
-            return Cost(self.epsilon, self.delta)
-        rho = kk * kk * rho_of_gaussian(self.sensitivity, self.sigma)
-        e = kk * self.epsilon
-        d = zcdp_delta(rho, e)
-        if self.sigma2 is not None and 1 < kk <= 1 << 20:
-            d = min(d, _group_delta(self.sigma2, e, math.ceil(kk)))
-        return Cost(e, d)
-
-    def __repr__(self) -> str:
-        return (
-            f"DiscreteGaussianCharge(epsilon={self.epsilon!r}, delta={float(self.delta):g}, "
-            f"sigma={_fmt(self.sigma)})"
-        )
-
-
-@functools.lru_cache(maxsize=1024)
-def _group_delta(sigma2: Fraction, epsilon: Fraction, shift: int) -> Fraction:
-    """:func:`discrete_gaussian_delta` at sensitivity ``shift``, rounded up into a Fraction
-    (1, the trivial bound, where it cannot be evaluated)."""
-    try:
-        d = discrete_gaussian_delta(sigma2, epsilon, shift)
-    except PinqError:
-        return Fraction(1)
-    return min(Fraction(1), ceil_fraction(d))
-
-
-class CompositeCharge:
-    """Sequential composition: ``at(k)`` is the sum of the parts' ``at(k)``.
-
-    >>> CompositeCharge([PureCharge(0.05), PureCharge(0.05)]).at(2)
-    Cost(epsilon=0.2)
-    """
-
-    def __init__(self, parts: Sequence[Any]):
-        self.parts = tuple(parts)
-
-    def at(self, k: object) -> Cost:
-        kk = _stability(k)
-        total = Cost()
-        for part in self.parts:
-            total = total + part.at(kk)
-        return total
-
-    def __repr__(self) -> str:
-        return f"CompositeCharge({list(self.parts)!r})"
 
 
 # -- shared machinery ----------------------------------------------------------------------

@@ -12,22 +12,25 @@ import pytest
 
 from pinqpy import testing
 from pinqpy.accounting.agents import charge
-from pinqpy.accounting.budget import Budget, Cost
+from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.charges import (
+    CompositeCharge,
+    DiscreteGaussianCharge,
+    GaussianCharge,
+    PureCharge,
+)
+from pinqpy.accounting.cost import Cost
+from pinqpy.accounting.profiles import gaussian_delta
 from pinqpy.errors import BudgetExceededError, PinqError
 from pinqpy.noise.mechanisms import (
     QUANTILE_CI_CUTS,
     ArgmaxMechanism,
-    CompositeCharge,
     CountMechanism,
-    DiscreteGaussianCharge,
-    GaussianCharge,
     MeanMechanism,
-    PureCharge,
     QuantileMechanism,
     SumMechanism,
     VarianceMechanism,
     default_candidates,
-    gaussian_delta,
     gaussian_sigma,
     laplace_scale,
 )
@@ -517,7 +520,8 @@ def test_accuracy_is_an_accuracy():
 
 # -- discrete Gaussian charges --------------------------------------------------------------
 def test_discrete_gaussian_charges_are_gaussian_charges_usage_of_understands():
-    from pinqpy.accounting.models import rho_of_gaussian, usage_of
+    from pinqpy.accounting.charges import usage_of
+    from pinqpy.accounting.models import rho_of_gaussian
 
     for mech in (
         CountMechanism(0.5, delta=1e-6),

@@ -20,19 +20,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from pinqpy.accounting.charges import DiscreteGaussianCharge, GaussianCharge
+from pinqpy.accounting.profiles import _log_ndtr, discrete_gaussian_delta, gaussian_delta
 from pinqpy.noise.mechanisms import (
     ArgmaxMechanism,
     CountMechanism,
-    DiscreteGaussianCharge,
-    GaussianCharge,
     MeanMechanism,
     QuantileMechanism,
     SumMechanism,
     VarianceMechanism,
-    _log_ndtr,
-    discrete_gaussian_delta,
     discrete_gaussian_sigma2,
-    gaussian_delta,
     gaussian_sigma,
 )
 from pinqpy.noise.samplers import grid_for

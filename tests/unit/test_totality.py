@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.accounting.budget import MAX_EPSILON
+from pinqpy.accounting.cost import MAX_EPSILON
 from pinqpy.noise import mechanisms as M
 from pinqpy.noise import samplers as S
 
