@@ -18,7 +18,7 @@ from pinqpy.accounting.models import Usage, rho_of_gaussian, rho_of_pure, zcdp_d
 from pinqpy.accounting.profiles import _DELTA_MARGIN, discrete_gaussian_delta, gaussian_delta
 from pinqpy.core.exact import Exact, ceil_fraction, to_fraction
 from pinqpy.errors import PinqError
-from pinqpy.results.values import _fmt
+from pinqpy.results.format import _fmt
 
 __all__ = [
     "CompositeCharge",

@@ -106,6 +106,7 @@ from pinqpy.noise.samplers import (
     round_up_dyadic,
     uniform_below,
 )
+from pinqpy.results.format import _fmt
 from pinqpy.results.values import (
     Accuracy,
     AdditiveAccuracy,
@@ -115,7 +116,6 @@ from pinqpy.results.values import (
     LatticeNoise,
     NoiseDistribution,
     ZeroNoise,
-    _fmt,
     check_level,
 )
 
