@@ -555,7 +555,7 @@ def test_mean_and_variance_charge_exactly_epsilon_with_discrete_parts():
 
 
 def test_mean_sensitivity_covers_a_rounded_midpoint():
-    from pinqpy.noise.mechanisms import _half_width
+    from pinqpy.noise.mechanisms.mean import _half_width
 
     lo, hi = 0.1, 0.7  # 0.5·(lo + hi) is not exactly the real midpoint of the two floats
     mid = 0.5 * (lo + hi)

@@ -227,7 +227,7 @@ def pf_quantile_probs(values: np.ndarray, cands: np.ndarray, q: float, eps_sel: 
 def test_the_vectorized_law_is_sequential_permute_and_flip():
     """Brute force over every visiting order: the sequential mechanism (flip in a random order,
     output the first heads) has exactly the law of 'uniform among all heads'."""
-    from pinqpy.noise.mechanisms import _pf_law
+    from pinqpy.noise.mechanisms.selection import _pf_law
 
     rng = np.random.default_rng(3)
     for m in (1, 2, 3, 4, 5):
