@@ -101,7 +101,7 @@ class DiscreteGaussianCharge(GaussianCharge):
 
     ``at(1)`` is ``Cost(epsilon, delta)`` as calibrated (for a count by
     :func:`~pinqpy.noise.mechanisms.discrete_gaussian_sigma2`, for a lattice release by
-    ``_lattice_noise`` in :mod:`pinqpy.noise.mechanisms`). At stability ``k``: the released
+    ``_lattice_noise`` in :mod:`pinqpy.noise.mechanisms.base`). At stability ``k``: the released
     integer (a count, or a sum in grid units) moves by at most ``k`` times its one-row
     sensitivity ``Δ_u``, and the discrete Gaussian ``N_Z(0, σ_u²)`` under such shifts is
     ``k²·Δ_u²/(2σ_u²)``-zCDP (CKS20, Proposition 5: the Rényi divergence of order ``a``

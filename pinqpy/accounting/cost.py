@@ -114,7 +114,6 @@ def _short(x: Fraction) -> str:
     return r if len(r) <= 12 else f"{float(x):.6g}"
 
 
-
 def _check_epsilon(value: object, what: str) -> Fraction:
     """A positive, finite epsilon, or a clear error."""
     if isinstance(value, float) and math.isnan(value):

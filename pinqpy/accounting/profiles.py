@@ -26,7 +26,6 @@ __all__ = ["discrete_gaussian_delta", "gaussian_delta"]
 _DELTA_MARGIN = 1e-9
 
 
-
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT1_2 = math.sqrt(0.5)
 

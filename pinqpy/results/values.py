@@ -397,8 +397,8 @@ class DiscreteGaussianNoise(NoiseDistribution):
 @dataclass(frozen=True)
 class LatticeNoise(NoiseDistribution):
     """The error of a lattice release ``g·(round(v/g) + Z)``, ``Z`` the integer noise ``unit``
-    (:func:`pinqpy.noise.samplers.lattice_laplace`,
-    :func:`~pinqpy.noise.samplers.lattice_gaussian`).
+    (:func:`pinqpy.noise.lattice_release.lattice_laplace`,
+    :func:`~pinqpy.noise.lattice_release.lattice_gaussian`).
 
     The released value minus the exact one is ``g·(round(v/g) - v/g) + g·Z``: a rounding
     error of at most ``g/2`` plus ``g`` times the integer noise. So ``|error| <= g·(t + 1/2)``

@@ -252,7 +252,7 @@ def test_sum_sensitivity_is_largest_magnitude():
 
 def test_sum_grid_and_unit_scale_come_from_public_parameters():
     # grid_for(Δ, eps) and the unit scale S/eps: the mechanism and the sampler agree.
-    from pinqpy.noise.samplers import grid_for
+    from pinqpy.noise.lattice_release import grid_for
 
     mech = SumMechanism(Fraction(1, 3), -7, 2)
     g = grid_for(7, Fraction(1, 3))

@@ -22,6 +22,7 @@ import pytest
 
 from pinqpy.accounting.charges import DiscreteGaussianCharge, GaussianCharge
 from pinqpy.accounting.profiles import _log_ndtr, discrete_gaussian_delta, gaussian_delta
+from pinqpy.noise.lattice_release import grid_for
 from pinqpy.noise.mechanisms import (
     ArgmaxMechanism,
     CountMechanism,
@@ -32,7 +33,6 @@ from pinqpy.noise.mechanisms import (
     discrete_gaussian_sigma2,
     gaussian_sigma,
 )
-from pinqpy.noise.samplers import grid_for
 
 scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")

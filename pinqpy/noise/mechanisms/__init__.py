@@ -40,9 +40,9 @@ integer arithmetic only:
   Kamath & Steinke (NeurIPS 2020, "CKS20") and come out as ``int64`` integers;
 * **real answers** (sums, the centred sums of means and variances) are released on a power-of-
   two grid ``g`` chosen from public parameters only, ``g·(round(v/g) + Z)`` with ``Z`` exact
-  discrete noise (:func:`~pinqpy.noise.samplers.lattice_laplace`,
-  :func:`~pinqpy.noise.samplers.lattice_gaussian`): every output is a multiple of the same ``g``
-  whatever the data;
+  discrete noise (:func:`~pinqpy.noise.lattice_release.lattice_laplace`,
+  :func:`~pinqpy.noise.lattice_release.lattice_gaussian`): every output is a multiple of the
+  same ``g`` whatever the data;
 * **quantiles** release a public candidate value; their value-space ``ci`` comes from a
   discrete-Laplace histogram;
 * **selections** (the quantile's candidate, :class:`ArgmaxMechanism`'s label) use

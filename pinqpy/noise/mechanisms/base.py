@@ -20,17 +20,19 @@ from pinqpy.accounting.models import gaussian_sigma_for_rho
 from pinqpy.core.exact import Exact
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
-from pinqpy.noise.mechanisms.calibration import _rho_within, discrete_gaussian_sigma2
-from pinqpy.noise.samplers import (
-    _fit_laplace_scale,
-    _fit_sigma2,
+from pinqpy.noise.lattice_release import (
     _units_sensitivity,
-    discrete_gaussian,
-    discrete_laplace,
     grid_for,
     grid_for_gaussian,
     lattice_gaussian,
     lattice_laplace,
+)
+from pinqpy.noise.mechanisms.calibration import _rho_within, discrete_gaussian_sigma2
+from pinqpy.noise.samplers import (
+    _fit_laplace_scale,
+    _fit_sigma2,
+    discrete_gaussian,
+    discrete_laplace,
 )
 from pinqpy.results.values import (
     AdditiveAccuracy,
@@ -227,8 +229,8 @@ def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | N
       at most ``2**-9`` relatively above ``Δ/ε``.
     * With a delta: by zCDP. ``ρ`` is the largest (to ``rho_for``'s precision) with
       ``zcdp_delta(ρ, ε) <= δ``, ``σ = Δ/sqrt(2ρ)`` (``gaussian_sigma_for_rho``, rounded up)
-      and :func:`~pinqpy.noise.samplers.lattice_gaussian` draws discrete Gaussian noise of variance
-      ``σ_u² >= (σ·S/Δ)²`` grid units: shifts of at most ``S`` units give
+      and :func:`~pinqpy.noise.lattice_release.lattice_gaussian` draws discrete Gaussian noise
+      of variance ``σ_u² >= (σ·S/Δ)²`` grid units: shifts of at most ``S`` units give
       ``ρ_u = S²/(2σ_u²) <= Δ²/(2σ²) <= ρ`` (CKS20, Proposition 5), hence ``(ε, δ)``-DP. The
       continuous analytic calibration is not used: it is exact for the continuous Gaussian
       only.
@@ -261,13 +263,21 @@ def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | N
     return _Noise("lattice", noise, charge, sensitivity, epsilon, sigma)
 
 
+def _split(
+    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None, parts: int, *, count: bool
+) -> _Noise:
+    eps = Fraction(epsilon) / parts
+    dlt = None if delta is None else Fraction(delta) / parts
+    return _count_noise(eps, dlt) if count else _lattice_noise(sensitivity, eps, dlt)
+
+
 def _keys_vector(x: object, what: str) -> np.ndarray:
     """Exact per-key aggregates as a float64 vector (a scalar is one key).
 
     Runs after the charge, so it never raises because of the values: with bounds within
     :data:`MAX_BOUND` sums of clamped values are finite, and should a non-finite one come
     anyway ``±inf`` is kept (the lattice saturates it, as it would the exact huge value) and
-    NaN reads as 0 (deterministic; see :func:`pinqpy.noise.samplers._snap`).
+    NaN reads as 0 (deterministic; see :func:`pinqpy.noise.lattice_release._snap`).
     """
     arr = np.atleast_1d(np.asarray(x, dtype=np.float64))
     if arr.ndim != 1:
@@ -369,11 +379,3 @@ class _AdditiveMechanism(Mechanism):
         return AdditiveAccuracy(
             noisy, self.noise, epsilon=self.epsilon, delta=self.delta, mechanism=self.describe()
         )
-
-
-def _split(
-    sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None, parts: int, *, count: bool
-) -> _Noise:
-    eps = Fraction(epsilon) / parts
-    dlt = None if delta is None else Fraction(delta) / parts
-    return _count_noise(eps, dlt) if count else _lattice_noise(sensitivity, eps, dlt)
