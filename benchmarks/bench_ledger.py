@@ -21,7 +21,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.cost import Cost
 from pinqpy.accounting.ledger import ChargeRecord, Ledger
 
 BIG = Cost(epsilon=10**9, delta=Fraction(1, 2))

@@ -6,8 +6,8 @@ Every draw takes its bits from :class:`pinqpy.noise.source.SecureSource` (``os.u
 production. Each workload reports the best of ``--repeat`` runs, the random bytes drawn per
 sample and the number of vectorized rejection rounds, against its target (for a million
 samples on a 2-core machine: discrete Laplace < 0.5 s, discrete Gaussian < 2 s). For scale,
-the float Laplace and Gaussian of ``pinqpy.noise.source`` (inexact; see ``pinqpy.noise.samplers``) are
-timed too.
+the float Laplace and Gaussian of ``pinqpy.noise.source`` (inexact; see
+``pinqpy.noise.samplers``) are timed too.
 """
 
 from __future__ import annotations

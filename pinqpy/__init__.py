@@ -13,7 +13,8 @@ True
 """
 
 from pinqpy import testing
-from pinqpy.accounting.budget import Budget, Cost
+from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.cost import Cost
 from pinqpy.api.expressions import Expression, col, func, lit
 from pinqpy.api.frame import GroupedFrame, PrivateFrame
 from pinqpy.api.partition import Partition

@@ -21,19 +21,23 @@ there are.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from pinqpy.accounting.budget import Budget, _raise_exceeded
-from pinqpy.accounting.models import Usage, usage_of
+from pinqpy.accounting.charges import usage_of
+from pinqpy.accounting.cost import Cost
+from pinqpy.accounting.models import Usage
+from pinqpy.errors import BudgetExceededError
 
 __all__ = [
     "AllParts",
     "Charge",
     "PartAgent",
     "PartitionAgent",
+    "RootAgent",
     "Transaction",
     "charge",
     "charge_all",
@@ -54,6 +58,40 @@ class Agent(Protocol):
     def _prepare(self, usage: Usage, txn: Transaction) -> None: ...
 
 
+class RootAgent(ABC):
+    """An agent that charges end at: :class:`~pinqpy.accounting.budget.Budget`.
+
+    What the charging walk below needs of a root: whether a usage still fits, how to commit
+    it, and how it is kept in a ledger (``_ledger`` is None when it is not).
+    """
+
+    _ledger: object
+    _ledger_name: str
+
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        txn.demand(self, usage)
+
+    @property
+    @abstractmethod
+    def total(self) -> Cost: ...
+
+    @property
+    @abstractmethod
+    def remaining(self) -> Cost: ...
+
+    @abstractmethod
+    def _fits(self, usage: Usage) -> bool: ...
+
+    @abstractmethod
+    def _commit(self, usage: Usage, label: str) -> None: ...
+
+    @abstractmethod
+    def _ledger_cost(self, usage: Usage) -> Cost: ...
+
+    @abstractmethod
+    def _ledger_limit(self) -> Cost: ...
+
+
 @dataclass
 class _PartitionState:
     base: Usage
@@ -65,10 +103,10 @@ class _PartitionState:
 class Transaction:
     """Pending effects of one charge; applied all together or not at all."""
 
-    roots: dict[Budget, Usage] = field(default_factory=dict)
+    roots: dict[RootAgent, Usage] = field(default_factory=dict)
     partitions: dict[PartitionAgent, _PartitionState] = field(default_factory=dict)
 
-    def demand(self, budget: Budget, usage: Usage) -> None:
+    def demand(self, budget: RootAgent, usage: Usage) -> None:
         prev = self.roots.get(budget)
         self.roots[budget] = usage if prev is None else prev + usage
 
@@ -187,7 +225,7 @@ def charge_all(
             if not budget._fits(usage):
                 _raise_exceeded(budget, usage.cost)
         receipt = Receipt(Usage())
-        by_ledger: dict[object, list[tuple[Budget, Usage]]] = {}
+        by_ledger: dict[object, list[tuple[RootAgent, Usage]]] = {}
         for budget, usage in txn.roots.items():
             if budget._ledger is not None:
                 by_ledger.setdefault(budget._ledger, []).append((budget, usage))
@@ -211,16 +249,16 @@ def charge_all(
         return receipt
 
 
-def flatten(lineage: Mapping[object, Fraction]) -> dict[Budget, Fraction]:
+def flatten(lineage: Mapping[object, Fraction]) -> dict[RootAgent, Fraction]:
     """The stability of a frame with respect to each root budget.
 
     A part is as stable as the frame it was cut from; paths through several agents to the
     same budget add up. This is the figure ``PrivateFrame.stabilities`` reports, and an upper
     bound on what one query costs each budget per unit of epsilon.
     """
-    out: dict[Budget, Fraction] = {}
+    out: dict[RootAgent, Fraction] = {}
     for agent, k in lineage.items():
-        if isinstance(agent, Budget):
+        if isinstance(agent, RootAgent):
             out[agent] = out.get(agent, Fraction(0)) + k
         elif isinstance(agent, PartAgent | AllParts):
             for b, kk in flatten(agent.partition.parent_lineage).items():
@@ -228,3 +266,20 @@ def flatten(lineage: Mapping[object, Fraction]) -> dict[Budget, Fraction]:
         else:  # pragma: no cover - defensive
             raise TypeError(f"unknown agent {type(agent).__name__}")
     return out
+
+
+def _raise_exceeded(budget: RootAgent, requested: Cost) -> None:
+    rem = budget.remaining
+    if requested.delta > 0 and budget.total.delta == 0:
+        raise BudgetExceededError(
+            "this query needs delta, but its budget was created with delta=0; create the "
+            "Budget with a delta, or leave out delta= to use the Laplace mechanism",
+            requested=requested,
+            remaining=rem,
+        )
+    raise BudgetExceededError(
+        f"privacy budget exceeded: the query needs {requested!r} but only {rem!r} remains "
+        "(nothing was charged); ask with a smaller epsilon or use a fresh budget",
+        requested=requested,
+        remaining=rem,
+    )

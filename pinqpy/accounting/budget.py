@@ -1,4 +1,4 @@
-"""The root privacy agent: a :class:`Budget` that charges are drawn from, and :class:`Cost`.
+"""The root privacy agent: a :class:`Budget` that charges are drawn from.
 
 All arithmetic is exact (:class:`fractions.Fraction`). A charge is checked against every
 budget it touches before any of them changes and before any data is read; see
@@ -14,114 +14,20 @@ True
 
 from __future__ import annotations
 
-import math
 import threading
-from dataclasses import dataclass
 from fractions import Fraction
 
-from pinqpy.core.exact import Exact, ceil_fraction, to_fraction
-from pinqpy.errors import BudgetExceededError, PinqError
+from pinqpy.accounting.agents import RootAgent, charge
+from pinqpy.accounting.cost import Cost, _check_epsilon, _short
+from pinqpy.accounting.models import Usage, accountant_for
+from pinqpy.core.exact import Exact, to_fraction
+from pinqpy.errors import PinqError
 from pinqpy.results.html import budget_html
 
-__all__ = ["Budget", "Cost"]
-
-_ZERO = Fraction(0)
+__all__ = ["Budget"]
 
 
-@dataclass(frozen=True, init=False)
-class Cost:
-    """An (epsilon, delta) pair held exactly.
-
-    ``Cost(epsilon=0.1)`` reads ``0.1`` as exactly one tenth. Costs add componentwise.
-    """
-
-    epsilon: Exact
-    delta: Exact
-
-    def __init__(self, epsilon: object = 0, delta: object = 0):
-        eps = to_fraction(epsilon, "epsilon")
-        dlt = to_fraction(delta, "delta")
-        if eps < 0 or dlt < 0:
-            raise PinqError("a cost cannot be negative")
-        object.__setattr__(self, "epsilon", Exact(eps))
-        object.__setattr__(self, "delta", Exact(dlt))
-
-    @classmethod
-    def _of(cls, epsilon: Fraction, delta: Fraction) -> Cost:
-        """A cost from values already known to be exact and non-negative (no re-validation)."""
-        obj = object.__new__(cls)
-        object.__setattr__(obj, "epsilon", Exact.of(epsilon))
-        object.__setattr__(obj, "delta", Exact.of(delta))
-        return obj
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost._of(self.epsilon + other.epsilon, self.delta + other.delta)
-
-    def __sub__(self, other: Cost) -> Cost:
-        # Only ever used for monotone increments, which are never negative.
-        return Cost._of(
-            max(self.epsilon - other.epsilon, _ZERO), max(self.delta - other.delta, _ZERO)
-        )
-
-    def max(self, other: Cost) -> Cost:
-        """Componentwise maximum (parallel composition)."""
-        return Cost._of(max(self.epsilon, other.epsilon), max(self.delta, other.delta))
-
-    def fits_in(self, other: Cost) -> bool:
-        return self.epsilon <= other.epsilon and self.delta <= other.delta
-
-    @property
-    def is_zero(self) -> bool:
-        return self.epsilon == 0 and self.delta == 0
-
-    def at(self, k: object) -> Cost:
-        """This cost as seen by a source whose one privacy unit changes up to ``k`` rows here.
-
-        Group privacy for an (epsilon, delta)-DP mechanism and groups of size k:
-        ``(k·epsilon, k·e^((k-1)·epsilon)·delta)`` (Dwork & Roth, Theorem 2.2 extended to
-        delta). Epsilon scales exactly; a non-zero delta for k > 1 involves an exponential and
-        is rounded *up* into exact arithmetic. For k = 1 the cost is returned unchanged.
-        """
-        kk = to_fraction(k, "stability") if not isinstance(k, Fraction) else k
-        if kk == 1:
-            return self
-        if kk < 0:
-            raise PinqError("a stability cannot be negative")
-        if kk == 0:
-            return Cost()
-        eps = self.epsilon * kk
-        if self.delta == 0:
-            return Cost._of(eps, _ZERO)
-        # In logs, so a large (k-1)·epsilon cannot overflow. A delta of 1 holds for every
-        # mechanism, so a group delta at or above 1 is charged as 1 (no budget can pay it).
-        # (An exponent above 1e6 is charged 1 without converting it: it may exceed doubles.)
-        exponent = (kk - 1) * self.epsilon
-        log_delta = (
-            math.log(kk.numerator)
-            - math.log(kk.denominator)
-            + (float(exponent) if exponent <= 10**6 else math.inf)
-            + math.log(self.delta.numerator)
-            - math.log(self.delta.denominator)
-        )
-        if log_delta >= 0:
-            return Cost(eps, max(Fraction(1), self.delta * kk))
-        delta = ceil_fraction(math.exp(log_delta))
-        delta = max(delta, self.delta * kk)
-        return Cost(eps, delta)
-
-    def __repr__(self) -> str:
-        if self.delta == 0:
-            return f"Cost(epsilon={self.epsilon!r})"
-        return f"Cost(epsilon={self.epsilon!r}, delta={_short(self.delta)})"
-
-
-def _short(x: Fraction) -> str:
-    """A readable spelling of a small delta (``1e-06``) that stays exact where it is short."""
-    r = repr(Exact(x))
-    return r if len(r) <= 12 else f"{float(x):.6g}"
-
-
-class Budget:
+class Budget(RootAgent):
     """The root privacy agent: a total (epsilon, delta) that charges are drawn from.
 
     Parameters
@@ -155,8 +61,6 @@ class Budget:
         ledger: object = None,
         name: str | None = None,
     ):
-        from pinqpy.accounting.models import Usage, accountant_for
-
         eps = _check_epsilon(epsilon, "Budget epsilon")
         dlt = to_fraction(delta, "Budget delta")
         if not 0 <= dlt < 1:
@@ -173,7 +77,7 @@ class Budget:
         self._ledger = None
         self._ledger_name = name or "default"
         if ledger is not None:
-            from pinqpy.accounting.ledger import Ledger
+            from pinqpy.accounting.ledger import Ledger  # sqlite3 only when a ledger is kept
 
             self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)  # type: ignore[arg-type]
             self._ledger.open_budget(self._ledger_name, self._total, self.accounting)
@@ -231,8 +135,6 @@ class Budget:
 
     # -- the ledger's view of usage: rho for zCDP budgets, (epsilon, delta) otherwise ------
     def _current(self) -> object:
-        from pinqpy.accounting.models import Usage
-
         if self._ledger is None:
             return self._spent
         stored = self._ledger.spent(self._ledger_name)
@@ -258,10 +160,7 @@ class Budget:
         """The charges made so far, oldest first, each with a short description of the query."""
         return list(self._history)
 
-    # -- agent protocol (see pinqpy.accounting.agents) -------------------------------------------------
-    def _prepare(self, usage: object, txn: object) -> None:
-        txn.demand(self, usage)  # type: ignore[attr-defined]
-
+    # -- agent protocol (see pinqpy.accounting.agents) ----------------------------------------
     def _fits(self, usage: object) -> bool:
         return self._accountant.check(self._current(), usage, self._total)  # type: ignore[arg-type]
 
@@ -272,8 +171,6 @@ class Budget:
 
     def _charge_exact(self, cost: Cost, label: str = "charge") -> None:
         """Charge ``cost`` directly (used by tests and by the agents)."""
-        from pinqpy.accounting.agents import charge
-
         charge({self: Fraction(1)}, cost, label=label)
 
     def _repr_html_(self) -> str:
@@ -292,93 +189,3 @@ class Budget:
             f"Budget({name}epsilon={total.epsilon!r}, delta={_short(total.delta)}{model}, "
             f"spent={self.spent!r}, remaining={self.remaining!r})"
         )
-
-
-def _check_epsilon(value: object, what: str) -> Fraction:
-    """A positive, finite epsilon, or a clear error."""
-    if isinstance(value, float) and math.isnan(value):
-        raise PinqError(f"{what} must be a positive finite number, not NaN")
-    if isinstance(value, float) and math.isinf(value):
-        raise PinqError(f"{what} must be a positive finite number, not infinity")
-    eps = to_fraction(value, what)
-    if eps <= 0:
-        raise PinqError(f"{what} must be positive (got {float(eps):g})")
-    return eps
-
-
-#: The largest epsilon one measurement may ask for: ``10**100``. Far beyond any meaningful
-#: guarantee (``e**epsilon`` bounds the privacy loss), it is refused before any charge
-#: because the noise calibrations work in doubles: below it every derived quantity (``1/ε``,
-#: ``ε²``, a Gaussian's sigma) stays finite and every release is total. A budget's total may be
-#: larger.
-MAX_EPSILON = Fraction(10**100)
-
-
-def check_epsilon(value: object, what: str = "epsilon") -> Fraction:
-    """Validate a query's epsilon: positive, finite and at most :data:`MAX_EPSILON`, else
-    :class:`PinqError`.
-
-    >>> check_epsilon(1e101)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    pinqpy.errors.PinqError: epsilon is too large (1e+101): one measurement may ask ...1e+100
-    """
-    eps = _check_epsilon(value, what)
-    if eps > MAX_EPSILON:
-        raise PinqError(
-            f"{what} is too large ({_big(eps)}): one measurement may ask for at most "
-            f"{float(MAX_EPSILON):g}"
-        )
-    return eps
-
-
-def _big(x: Fraction) -> str:
-    """``x`` spelt like a float, also beyond the range of doubles."""
-    try:
-        return f"{float(x):g}"
-    except OverflowError:
-        return f"about 1e{len(str(x.numerator // x.denominator)) - 1}"
-
-
-#: The smallest delta a query may ask for. Below it the noise cannot be calibrated in
-#: bounded time with float-checked bounds (subnormal floats), and no release needs it.
-MIN_DELTA = Fraction(1, 10**300)
-
-
-def check_delta(value: object, what: str = "delta", *, minimum: Fraction = MIN_DELTA) -> Fraction:
-    """Validate a query's delta: in ``[minimum, 1)`` when given (``minimum`` is
-    :data:`MIN_DELTA` for a query; the parts a mechanism splits it into may go lower).
-
-    >>> check_delta(5e-324)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    pinqpy.errors.PinqError: delta is too small to calibrate noise for (4.94066e-324); ...
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PinqError(f"{what} must be a number in (0, 1)")
-    d = to_fraction(value, what)
-    if not 0 < d < 1:
-        raise PinqError(f"{what} must be above 0 and below 1 (got {float(d):g})")
-    if d < minimum:
-        raise PinqError(
-            f"{what} is too small to calibrate noise for ({float(d):g}); the smallest delta "
-            f"pinqpy accepts is {float(minimum):g}"
-        )
-    return d
-
-
-def _raise_exceeded(budget: Budget, requested: Cost) -> None:
-    rem = budget.remaining
-    if requested.delta > 0 and budget.total.delta == 0:
-        raise BudgetExceededError(
-            "this query needs delta, but its budget was created with delta=0; create the "
-            "Budget with a delta, or leave out delta= to use the Laplace mechanism",
-            requested=requested,
-            remaining=rem,
-        )
-    raise BudgetExceededError(
-        f"privacy budget exceeded: the query needs {requested!r} but only {rem!r} remains "
-        "(nothing was charged); ask with a smaller epsilon or use a fresh budget",
-        requested=requested,
-        remaining=rem,
-    )

@@ -23,14 +23,14 @@ trust its file blindly:
   spent, a deleted or edited charge row) it raises :class:`~pinqpy.PinqError` and writes
   nothing. ``Ledger(path, verify=False)`` opens such a file for inspection
   (:meth:`Ledger.check`, :meth:`Ledger.charges`) but refuses to charge or to serve answers.
-* **Answers are data.** Cached answers are stored as JSON (see :mod:`pinqpy.pipeline.answers`), never
-  pickled, so a row planted in the file cannot run code in the curator's process.
+* **Answers are data.** Cached answers are stored as JSON (see :mod:`pinqpy.pipeline.answers`),
+  never pickled, so a row planted in the file cannot run code in the curator's process.
 * **A secret of its own.** Each file holds a random secret, made when the file is created.
   Answers are stored under an HMAC of their question under that secret, so nothing derived
   from the data can be recomputed from outside. The audit trail shows no cache key.
 
 >>> import os, shutil, tempfile
->>> from pinqpy.accounting.budget import Cost
+>>> from pinqpy.accounting.cost import Cost
 >>> folder = tempfile.mkdtemp()
 >>> path = os.path.join(folder, "budget.db")
 >>> with Ledger(path) as ledger:
@@ -97,12 +97,11 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from pinqpy.accounting.cost import Cost
 from pinqpy.errors import PinqError
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from pinqpy.accounting.budget import Cost
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "ChargeRecord", "Ledger"]
 
@@ -222,10 +221,6 @@ def _decode(s: str) -> Fraction:
 
 
 def _cost(epsilon: Fraction, delta: Fraction) -> Cost:
-    from pinqpy.accounting.budget import (
-        Cost,  # imported late: pinqpy.accounting.budget may import this module
-    )
-
     return Cost._of(epsilon, delta)
 
 

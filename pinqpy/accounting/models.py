@@ -82,7 +82,7 @@ Fraction(480240273607, 500000000000)
 >>> float(rho_for(1, 1e-6))                    # the rho-budget of (1, 1e-6)
 0.0243559703586
 >>> acc = accountant_for("zcdp")
->>> from pinqpy.accounting.budget import Cost
+>>> from pinqpy.accounting.cost import Cost
 >>> total = Cost(1, 1e-6)
 >>> acc.check(Usage(), Usage.gaussian(0.5, 1e-7, 1, 10), total)
 True
@@ -96,13 +96,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
+from pinqpy.accounting.cost import Cost
 from pinqpy.core.exact import ceil_fraction, to_fraction
 from pinqpy.errors import PinqError, PrivacyError
-
-if TYPE_CHECKING:  # budget.py may import this module; Cost is imported lazily at run time
-    from pinqpy.accounting.budget import Cost
 
 __all__ = [
     "Accountant",
@@ -115,7 +113,6 @@ __all__ = [
     "rho_for",
     "rho_of_gaussian",
     "rho_of_pure",
-    "usage_of",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_epsilon_simple",
@@ -130,8 +127,6 @@ _DIGITS = 12
 
 
 def _cost(epsilon: Fraction, delta: Fraction) -> Cost:
-    from pinqpy.accounting.budget import Cost
-
     return Cost._of(epsilon, delta)
 
 
@@ -612,45 +607,6 @@ class Usage:
     def cost(self) -> Cost:
         """The (epsilon, delta) reading (basic composition)."""
         return _cost(self.epsilon, self.delta)
-
-
-def usage_of(charge: object, k: object = 1) -> Usage:
-    """The :class:`Usage` of a mechanism's charge at stability ``k``.
-
-    * :class:`~pinqpy.noise.mechanisms.PureCharge` -- ``(k·eps, 0)``, ``rho = (k·eps)²/2``;
-    * :class:`~pinqpy.noise.mechanisms.GaussianCharge` -- its exact (analytic Gaussian) cost
-      ``charge.at(k)`` and ``rho = (k·D)²/(2σ²)`` (sensitivity ``k·D`` for ``k`` rows);
-    * :class:`~pinqpy.noise.mechanisms.CompositeCharge` -- the sum of its parts;
-    * a :class:`~pinqpy.Cost`, or any other object with ``at(k) -> Cost`` -- known only by
-      its (epsilon, delta): rho when delta is 0, else none.
-
-    >>> from pinqpy.noise.mechanisms import CompositeCharge, GaussianCharge, PureCharge
-    >>> u = usage_of(CompositeCharge([PureCharge(0.1), GaussianCharge(1, 1e-6, 1, 4.0)]), 2)
-    >>> u.rho == 4 * (Fraction(1, 200) + Fraction(1, 32)), u.epsilon
-    (True, Fraction(11, 5))
-    """
-    from pinqpy.accounting.budget import Cost
-    from pinqpy.noise.mechanisms import CompositeCharge, GaussianCharge, PureCharge
-
-    kk = k if isinstance(k, Fraction) else to_fraction(k, "stability")
-    if isinstance(charge, CompositeCharge):
-        total = Usage()
-        for part in charge.parts:
-            total = total + usage_of(part, kk)
-        return total
-    if isinstance(charge, GaussianCharge):
-        c = charge.at(kk)
-        rho = kk * kk * rho_of_gaussian(charge.sensitivity, charge.sigma)
-        return Usage(Fraction(c.epsilon), Fraction(c.delta), rho)
-    if isinstance(charge, PureCharge):
-        e = Fraction(charge.at(kk).epsilon)
-        return Usage(e, _ZERO, rho_of_pure(e))
-    if isinstance(charge, Cost):
-        return Usage.from_cost(charge.at(kk))
-    at = getattr(charge, "at", None)
-    if at is None:
-        raise TypeError(f"not a charge: {type(charge).__name__}")
-    return Usage.from_cost(at(kk))
 
 
 # -- accountants -----------------------------------------------------------------------------

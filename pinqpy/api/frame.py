@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import PartitionAgent, charge_all, flatten
-from pinqpy.accounting.budget import Budget, check_delta, check_epsilon
+from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.api.expressions import Expression
 from pinqpy.engines.base import Executor, Grouping, Read, batch
 from pinqpy.engines.registry import (

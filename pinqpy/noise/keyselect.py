@@ -46,7 +46,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.cost import Cost
 from pinqpy.errors import PrivacyError
 from pinqpy.noise import source as _noise
 from pinqpy.noise.samplers import _fit_laplace_scale, discrete_laplace

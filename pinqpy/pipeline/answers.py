@@ -254,14 +254,15 @@ _CLASSES: dict[str, tuple[str, str]] = {
             ),
         ),
         (
-            "pinqpy.noise.mechanisms",
-            (
-                "PureCharge", "GaussianCharge", "DiscreteGaussianCharge", "CompositeCharge",
-                "_Noise", "CountMechanism", "SumMechanism", "MeanMechanism", "MeanAccuracy",
-                "VarianceMechanism", "VarianceAccuracy", "QuantileMechanism",
-                "QuantileAccuracy", "ArgmaxMechanism",
-            ),
+            "pinqpy.accounting.charges",
+            ("PureCharge", "GaussianCharge", "DiscreteGaussianCharge", "CompositeCharge"),
         ),
+        ("pinqpy.noise.mechanisms.base", ("_Noise",)),
+        ("pinqpy.noise.mechanisms.additive", ("CountMechanism", "SumMechanism")),
+        ("pinqpy.noise.mechanisms.mean", ("MeanMechanism", "MeanAccuracy")),
+        ("pinqpy.noise.mechanisms.variance", ("VarianceMechanism", "VarianceAccuracy")),
+        ("pinqpy.noise.mechanisms.quantile", ("QuantileMechanism", "QuantileAccuracy")),
+        ("pinqpy.noise.mechanisms.argmax", ("ArgmaxMechanism",)),
         ("pinqpy.core.lattice", ("Lattice",)),
     )
     for name in names

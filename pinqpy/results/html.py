@@ -15,8 +15,9 @@ classes expose as ``_repr_html_``:
   EXPLAIN text or a plain DataFrame: the released values, which are public, with their
   confidence intervals.
 
-Every piece of text is HTML-escaped. This module imports nothing from pinqpy at import time
-(the classes import it), so it can be imported from anywhere in the package.
+Every piece of text is HTML-escaped. This module imports no result class (each renders itself
+through :func:`noisy_frame_html`, :func:`noisy_series_html` or :func:`noisy_scalar_html`, see
+:func:`result_html`), so the classes can import it.
 
 >>> import pinqpy as pq
 >>> b = pq.Budget(epsilon=1.0)
@@ -34,6 +35,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from pinqpy.results.format import _fmt, _same_values
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -41,7 +44,15 @@ if TYPE_CHECKING:
     from pinqpy.api.frame import PrivateFrame
     from pinqpy.api.session import Session
 
-__all__ = ["budget_html", "frame_html", "result_html", "session_html"]
+__all__ = [
+    "budget_html",
+    "frame_html",
+    "noisy_frame_html",
+    "noisy_scalar_html",
+    "noisy_series_html",
+    "result_html",
+    "session_html",
+]
 
 #: How many charges a budget lists (the most recent ones); older ones are summarised.
 MAX_CHARGES = 20
@@ -77,8 +88,6 @@ def _num(x: object) -> str:
 def _short(x: float) -> str:
     if not math.isfinite(x):
         return "∞" if x > 0 else ("-∞" if x < 0 else "NaN")
-    from pinqpy.results.values import _fmt
-
     return _fmt(x)
 
 
@@ -295,8 +304,6 @@ def interval_columns(frame: pd.DataFrame) -> dict[str, Any]:
     """
     import numpy as np
 
-    from pinqpy.results.values import _same_values
-
     store = getattr(frame, "_pq_accuracy", None) or {}
     out: dict[str, Any] = {}
     for col, (acc, index) in store.items():
@@ -345,7 +352,8 @@ def _level(level: float) -> str:
     return f"{level * 100:g}%"
 
 
-def _noisy_frame_html(frame: pd.DataFrame, level: float) -> str:
+def noisy_frame_html(frame: pd.DataFrame, level: float = LEVEL) -> str:
+    """A released NoisyFrame: its values, then the intervals of its noisy columns."""
     parts = [_pandas_html(frame)]
     table = interval_table(frame, level)
     if table is not None:
@@ -359,7 +367,8 @@ def _noisy_frame_html(frame: pd.DataFrame, level: float) -> str:
     return _box("".join(parts), "result")
 
 
-def _noisy_series_html(series: pd.Series, level: float) -> str:
+def noisy_series_html(series: pd.Series, level: float = LEVEL) -> str:
+    """A released NoisySeries: its values with their intervals."""
     import pandas as pd
 
     frame = pd.DataFrame({series.name if series.name is not None else "value": series})
@@ -381,11 +390,10 @@ def _noisy_series_html(series: pd.Series, level: float) -> str:
     return _box("".join(parts), "result")
 
 
-def _scalar_html(value: Any, level: float) -> str:
-    from pinqpy.results.values import NoisyLabel
-
+def noisy_scalar_html(value: Any, level: float = LEVEL, *, label: bool = False) -> str:
+    """A released NoisyValue, or an argmax's NoisyLabel (``label``), with its interval."""
     low, high = value.ci(level)
-    if isinstance(value, NoisyLabel):
+    if label:
         shown = _e(str(value))  # the candidate's own spelling, whatever its type
         note = (
             f"with probability {level:g} its exact count is at most {_short(high)} below the "
@@ -413,14 +421,11 @@ def result_html(result: object, level: float = LEVEL) -> str:
     """
     import pandas as pd
 
-    from pinqpy.results.values import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
-
-    if isinstance(result, NoisyFrame):
-        return _noisy_frame_html(result, level)
-    if isinstance(result, NoisySeries):
-        return _noisy_series_html(result, level)
-    if isinstance(result, NoisyValue | NoisyLabel):
-        return _scalar_html(result, level)
+    # NoisyFrame, NoisySeries, NoisyValue and NoisyLabel render themselves with the functions
+    # above; looked up on the class, so a DataFrame column cannot stand in for it.
+    own = getattr(type(result), "_result_html", None)
+    if own is not None:
+        return own(result, level)  # type: ignore[no-any-return]
     if isinstance(result, pd.DataFrame):
         return _pandas_html(result)
     if isinstance(result, pd.Series):

@@ -46,6 +46,14 @@ import pandas as pd
 
 from pinqpy.core.exact import Exact
 from pinqpy.errors import PinqError
+from pinqpy.results.format import _fmt, _same_values
+from pinqpy.results.html import (
+    LEVEL,
+    noisy_frame_html,
+    noisy_scalar_html,
+    noisy_series_html,
+    result_html,
+)
 
 __all__ = [
     "Accuracy",
@@ -389,7 +397,8 @@ class DiscreteGaussianNoise(NoiseDistribution):
 @dataclass(frozen=True)
 class LatticeNoise(NoiseDistribution):
     """The error of a lattice release ``g·(round(v/g) + Z)``, ``Z`` the integer noise ``unit``
-    (:func:`pinqpy.noise.samplers.lattice_laplace`, :func:`~pinqpy.noise.samplers.lattice_gaussian`).
+    (:func:`pinqpy.noise.lattice_release.lattice_laplace`,
+    :func:`~pinqpy.noise.lattice_release.lattice_gaussian`).
 
     The released value minus the exact one is ``g·(round(v/g) - v/g) + g·Z``: a rounding
     error of at most ``g/2`` plus ``g`` times the integer noise. So ``|error| <= g·(t + 1/2)``
@@ -616,20 +625,6 @@ class ArgmaxAccuracy(Accuracy):
 
 
 # -- formatting ----------------------------------------------------------------------------
-def _fmt(x: float, digits: int = 6) -> str:
-    """A short readable number: integers as such, else ``digits`` significant digits."""
-    x = float(x)
-    if not math.isfinite(x):
-        return repr(x)
-    if x == int(x) and abs(x) < 1e15:
-        return f"{x:.1f}" if abs(x) < 1e6 else str(int(x))
-    if 1e-4 <= abs(x) < 1e15:
-        return np.format_float_positional(
-            x, precision=digits, unique=False, fractional=False, trim="-"
-        )
-    return f"{x:.{digits}g}"
-
-
 def _fmt_level(level: float) -> str:
     return f"{level * 100:g}%"
 
@@ -687,9 +682,10 @@ class NoisyValue(_HasAccuracy, float):
     """
 
     def _repr_html_(self) -> str:
-        from pinqpy.results.html import result_html
-
         return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_scalar_html(self, level, label=False)
 
     def __new__(cls, value: float, accuracy: Accuracy) -> NoisyValue:
         obj = float.__new__(cls, value)
@@ -746,8 +742,6 @@ class NoisyCount(_HasAccuracy, int):
     """
 
     def _repr_html_(self) -> str:
-        from pinqpy.results.html import result_html
-
         return result_html(self)
 
     def __new__(cls, value: int, accuracy: Accuracy) -> NoisyCount:
@@ -800,9 +794,10 @@ class _Label(_HasAccuracy):
     candidate: Any
 
     def _repr_html_(self) -> str:
-        from pinqpy.results.html import result_html
-
         return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_scalar_html(self, level, label=True)
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """``(0.0, tolerance)``: how far below the maximum count the choice's count can be."""
@@ -953,9 +948,10 @@ class NoisySeries(pd.Series):
     """
 
     def _repr_html_(self) -> str:
-        from pinqpy.results.html import result_html
-
         return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_series_html(self, level)
 
     _metadata: ClassVar[list[str]] = ["_pq_accuracy", "_pq_keys"]  # type: ignore[misc]
 
@@ -1032,14 +1028,6 @@ class NoisySeries(pd.Series):
         return pd.DataFrame({"low": low[positions], "high": high[positions]}, index=self.index)
 
 
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-        return bool(np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True))
-    return all(x == y for x, y in zip(a.tolist(), b.tolist(), strict=True))
-
-
 class NoisyFrame(pd.DataFrame):
     """A SQL answer: a pandas DataFrame whose noisy columns keep their accuracy.
 
@@ -1050,9 +1038,10 @@ class NoisyFrame(pd.DataFrame):
     """
 
     def _repr_html_(self) -> str:
-        from pinqpy.results.html import result_html
-
         return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_frame_html(self, level)
 
     _metadata: ClassVar[list[str]] = ["_pq_accuracy"]  # type: ignore[misc]
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from pinqpy.accounting.agents import AllParts, PartitionAgent, flatten
-from pinqpy.accounting.budget import check_delta, check_epsilon
+from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.api.expressions import Expression
 from pinqpy.api.frame import Prepared, PrivateFrame
 from pinqpy.core.exact import to_fraction

@@ -6,9 +6,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from pinqpy.accounting.agents import flatten
+from pinqpy.accounting.charges import CompositeCharge
 from pinqpy.core.exact import Exact
 from pinqpy.expr.ast import Expr
-from pinqpy.noise.mechanisms import CompositeCharge
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,

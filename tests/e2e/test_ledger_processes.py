@@ -33,7 +33,7 @@ KILL_CHILD = r"""
 import json, random, sys, time
 from fractions import Fraction
 from pinqpy.accounting.ledger import ChargeRecord, Ledger
-from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.cost import Cost
 
 path, seed, sleep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
@@ -67,7 +67,7 @@ RACE_CHILD = r"""
 import json, sys
 from fractions import Fraction
 from pinqpy.accounting.ledger import ChargeRecord, Ledger
-from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.cost import Cost
 
 path, n = sys.argv[1], int(sys.argv[2])
 limit = Cost(epsilon=Fraction(600, 1000))

@@ -1,4 +1,5 @@
-"""Accounting models (pinqpy.accounting.models): zCDP conversions and the pure/approx/zcdp accountants.
+"""Accounting models (pinqpy.accounting.models): zCDP conversions and the pure/approx/zcdp
+accountants.
 
 zCDP composition figures agree with published worked examples, and every conversion is
 checked against an independent high-precision evaluation (mpmath, 60 digits) of the formulas
@@ -30,7 +31,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.accounting.budget import Cost
+from pinqpy.accounting.charges import CompositeCharge, GaussianCharge, PureCharge, usage_of
+from pinqpy.accounting.cost import Cost
 from pinqpy.accounting.models import (
     ApproxAccountant,
     PureAccountant,
@@ -41,12 +43,11 @@ from pinqpy.accounting.models import (
     rho_for,
     rho_of_gaussian,
     rho_of_pure,
-    usage_of,
     zcdp_delta,
     zcdp_epsilon,
     zcdp_epsilon_simple,
 )
-from pinqpy.noise.mechanisms import CompositeCharge, GaussianCharge, PureCharge, gaussian_sigma
+from pinqpy.noise.mechanisms import gaussian_sigma
 
 # Engine-independent: every test runs on each engine (see the `engine` fixture).
 pytestmark = pytest.mark.usefixtures("engine")

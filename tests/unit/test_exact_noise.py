@@ -18,8 +18,8 @@ import pytest
 
 import pinqpy as pq
 from pinqpy import testing
+from pinqpy.noise.lattice_release import grid_for, grid_for_gaussian
 from pinqpy.noise.mechanisms import CountMechanism, MeanMechanism, SumMechanism, VarianceMechanism
-from pinqpy.noise.samplers import grid_for, grid_for_gaussian
 from pinqpy.noise.source import SecureSource
 from pinqpy.results.values import NoisyCount, NoisySeries, NoisyValue
 

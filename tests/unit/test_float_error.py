@@ -32,8 +32,8 @@ from pinqpy.engines.base import Grouping
 from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
-from pinqpy.noise import mechanisms as _mechanisms
 from pinqpy.noise.mechanisms import MeanMechanism, VarianceMechanism
+from pinqpy.noise.mechanisms.base import _to_float
 
 ADVERSARIAL_BOUNDS = [
     (1e7, 1e7 + 1),
@@ -179,7 +179,7 @@ def test_pre_noise_values_are_exact_and_released_correctly_rounded(engine: str) 
             _, acc = var.release(s1, s2, n)
         # Released: the exact value correctly rounded (a relative 2**-53 of it).
         for got, want in ((acc.noisy_sum[0], want_s), (acc.noisy_sq[0], want_c)):
-            assert got == _mechanisms._to_float(want)
+            assert got == _to_float(want)
 
     check()
 

@@ -12,22 +12,25 @@ import pytest
 
 from pinqpy import testing
 from pinqpy.accounting.agents import charge
-from pinqpy.accounting.budget import Budget, Cost
+from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.charges import (
+    CompositeCharge,
+    DiscreteGaussianCharge,
+    GaussianCharge,
+    PureCharge,
+)
+from pinqpy.accounting.cost import Cost
+from pinqpy.accounting.profiles import gaussian_delta
 from pinqpy.errors import BudgetExceededError, PinqError
 from pinqpy.noise.mechanisms import (
     QUANTILE_CI_CUTS,
     ArgmaxMechanism,
-    CompositeCharge,
     CountMechanism,
-    DiscreteGaussianCharge,
-    GaussianCharge,
     MeanMechanism,
-    PureCharge,
     QuantileMechanism,
     SumMechanism,
     VarianceMechanism,
     default_candidates,
-    gaussian_delta,
     gaussian_sigma,
     laplace_scale,
 )
@@ -249,7 +252,7 @@ def test_sum_sensitivity_is_largest_magnitude():
 
 def test_sum_grid_and_unit_scale_come_from_public_parameters():
     # grid_for(Δ, eps) and the unit scale S/eps: the mechanism and the sampler agree.
-    from pinqpy.noise.samplers import grid_for
+    from pinqpy.noise.lattice_release import grid_for
 
     mech = SumMechanism(Fraction(1, 3), -7, 2)
     g = grid_for(7, Fraction(1, 3))
@@ -517,7 +520,8 @@ def test_accuracy_is_an_accuracy():
 
 # -- discrete Gaussian charges --------------------------------------------------------------
 def test_discrete_gaussian_charges_are_gaussian_charges_usage_of_understands():
-    from pinqpy.accounting.models import rho_of_gaussian, usage_of
+    from pinqpy.accounting.charges import usage_of
+    from pinqpy.accounting.models import rho_of_gaussian
 
     for mech in (
         CountMechanism(0.5, delta=1e-6),
@@ -551,7 +555,7 @@ def test_mean_and_variance_charge_exactly_epsilon_with_discrete_parts():
 
 
 def test_mean_sensitivity_covers_a_rounded_midpoint():
-    from pinqpy.noise.mechanisms import _half_width
+    from pinqpy.noise.mechanisms.mean import _half_width
 
     lo, hi = 0.1, 0.7  # 0.5·(lo + hi) is not exactly the real midpoint of the two floats
     mid = 0.5 * (lo + hi)

@@ -20,22 +20,19 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from pinqpy.accounting.charges import DiscreteGaussianCharge, GaussianCharge
+from pinqpy.accounting.profiles import _log_ndtr, discrete_gaussian_delta, gaussian_delta
+from pinqpy.noise.lattice_release import grid_for
 from pinqpy.noise.mechanisms import (
     ArgmaxMechanism,
     CountMechanism,
-    DiscreteGaussianCharge,
-    GaussianCharge,
     MeanMechanism,
     QuantileMechanism,
     SumMechanism,
     VarianceMechanism,
-    _log_ndtr,
-    discrete_gaussian_delta,
     discrete_gaussian_sigma2,
-    gaussian_delta,
     gaussian_sigma,
 )
-from pinqpy.noise.samplers import grid_for
 
 scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")
@@ -230,7 +227,7 @@ def pf_quantile_probs(values: np.ndarray, cands: np.ndarray, q: float, eps_sel: 
 def test_the_vectorized_law_is_sequential_permute_and_flip():
     """Brute force over every visiting order: the sequential mechanism (flip in a random order,
     output the first heads) has exactly the law of 'uniform among all heads'."""
-    from pinqpy.noise.mechanisms import _pf_law
+    from pinqpy.noise.mechanisms.selection import _pf_law
 
     rng = np.random.default_rng(3)
     for m in (1, 2, 3, 4, 5):

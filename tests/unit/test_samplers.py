@@ -29,16 +29,19 @@ from scipy import stats
 
 from pinqpy import testing
 from pinqpy.errors import PinqError
+from pinqpy.noise import lattice_release as L
 from pinqpy.noise import samplers as S
 from pinqpy.noise import source as _noise
-from pinqpy.noise.samplers import (
-    bernoulli_exp,
-    discrete_gaussian,
-    discrete_laplace,
+from pinqpy.noise.lattice_release import (
     grid_for,
     grid_for_gaussian,
     lattice_gaussian,
     lattice_laplace,
+)
+from pinqpy.noise.samplers import (
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_laplace,
     round_up_dyadic,
     uniform_below,
 )
@@ -479,15 +482,15 @@ def test_snap_rounds_half_to_even_exactly():
     k = -10
     g = 2.0**k
     vals = np.array([2.5 * g, 3.5 * g, -2.5 * g, 0.4999 * g, 1e-300, -0.0, 2.0**61 * g])
-    out, _ = S._snap(vals, k)
+    out, _ = L._snap(vals, k)
     assert out.tolist() == [2, 4, -2, 0, 0, 0, 2**61]
     # Beyond the lattice's range values saturate (1-Lipschitz), never raise: _snap runs after
     # the charge. NaN (unreachable from clamped inputs) reads as 0.
-    c = int(S.SATURATION_STEPS)
+    c = int(L.SATURATION_STEPS)
     big = np.array([2.0**62 * g, -(2.0**62) * g, np.inf, -np.inf, np.nan, 1e308])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out, _ = S._snap(big, k)
+        out, _ = L._snap(big, k)
     assert out.tolist() == [c, -c, c, -c, 0, c]
     assert c < 2**62
 
@@ -506,10 +509,10 @@ def test_snapping_adds_at_most_one_grid_step(x, frac, sens, eps):
     y = x + float(sens) * frac
     if Fraction(abs(y - x)) > sens:  # float rounding of x + Δ·frac may overshoot
         return
-    a, _ = S._snap(np.array([x]), k)
-    b, _ = S._snap(np.array([y]), k)
+    a, _ = L._snap(np.array([x]), k)
+    b, _ = L._snap(np.array([y]), k)
     diff = abs(int(a[0]) - int(b[0]))
-    assert diff <= math.floor(sens / g) + 1 <= S._units_sensitivity(sens, g)
+    assert diff <= math.floor(sens / g) + 1 <= L._units_sensitivity(sens, g)
 
 
 def test_lattice_laplace_shapes_no_noise_and_errors():
@@ -524,7 +527,7 @@ def test_lattice_laplace_shapes_no_noise_and_errors():
     with testing.seed(0):
         big, g3, unit = lattice_laplace([1e30, -np.inf, float("nan")], 1, 1)
     assert on_lattice(big, g3) and np.isfinite(big).all()
-    top = S.SATURATION_STEPS * float(g3)
+    top = L.SATURATION_STEPS * float(g3)
     assert abs(big[0] - top) < 60 * float(unit * g3) and abs(big[1] + top) < 60 * float(unit * g3)
     with pytest.raises(PinqError):
         lattice_laplace([1.0], 0, 1)
@@ -576,4 +579,4 @@ def test_grid_for_gaussian_coarsens_for_huge_sigma():
 
 def test_lattice_release_refuses_absurd_noise():
     with pytest.raises(PinqError):
-        S._release(np.array([0]), np.array([2**62]), 0, (1,))
+        L._release(np.array([0]), np.array([2**62]), 0, (1,))
