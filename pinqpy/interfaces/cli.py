@@ -37,7 +37,7 @@ from typing import IO, Any, NoReturn
 
 import pandas as pd
 
-from pinqpy import __version__
+from pinqpy._version import __version__
 from pinqpy.accounting.budget import Budget
 from pinqpy.api.session import Session
 from pinqpy.errors import PinqError, PinqSyntaxError
