@@ -32,7 +32,10 @@ import pandas as pd
 from pinqpy.core.grammar import keywords
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, SCALAR_FUNCTIONS, quote_identifier
-from pinqpy.interfaces.cli import LoadedSession, format_result, one_line, run_statement
+from pinqpy.interfaces.errors import one_line
+from pinqpy.interfaces.output import format_result
+from pinqpy.interfaces.statements import run_statement
+from pinqpy.interfaces.tables import LoadedSession
 
 __all__ = [
     "DOT_COMMANDS",
