@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -202,10 +202,46 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     keys = [parse_keys(k) for k in args.keys or []]
     units = [parse_assignment(u, "--privacy-unit") for u in args.privacy_unit or []]
     max_rows = [parse_assignment(m, "--max-rows") for m in args.max_rows or []]
-    declared = [parse_schema(t) for t in getattr(args, "schema", None) or []]
-    declared_columns = [c for c, _ in declared]
+    schema_texts = getattr(args, "schema", None) or []
+    declared = [parse_schema(t) for t in schema_texts]
 
     engine = getattr(args, "engine", "pandas") or "pandas"
+    frames = _open_private(private, engine, schema_texts, declared, stream)
+    public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
+    meta = _metadata(args, frames, bounds, keys, units, max_rows)
+
+    loaded = LoadedSession(Session())
+    for n, df in frames.items():
+        try:
+            budget = Budget(args.epsilon, args.delta or 0, ledger=args.ledger, name=n)
+        except PinqError as err:
+            raise CliError(f"--epsilon/--delta: {one_line(err)}", 2) from None
+        try:
+            loaded.session.register(n, df, budget=budget, **meta[n])
+        except PinqError as err:
+            raise CliError(f"table {n}: {one_line(err)}", 2) from None
+        loaded.budgets[n] = budget
+        loaded.columns[n] = [str(c) for c in _columns(df)]
+    for n, df in public_frames.items():
+        try:
+            loaded.session.register_public(n, df)
+        except PinqError as err:
+            raise CliError(f"public table {n}: {one_line(err)}", 2) from None
+        loaded.columns[n] = [str(c) for c in df.columns]
+        loaded.public.append(n)
+    return loaded
+
+
+def _open_private(
+    private: Sequence[TableSpec],
+    engine: str,
+    schema_texts: Sequence[str],
+    declared: Sequence[tuple[str, str]],
+    stream: IO[str] | None,
+) -> dict[str, Any]:
+    """The private tables by name, read (pandas) or opened (DuckDB, Spark), with the declared
+    types (``--schema`` arguments, parsed as (column, type)) of the columns each has."""
+    declared_columns = [c for c, _ in declared]
     if engine == "pandas":
         frames: dict[str, Any] = {
             s.name: read_table(s.path, name=s.name, stream=stream, text_columns=declared_columns)
@@ -213,7 +249,7 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
         }
     else:
         frames = {s.name: open_table(s.path, engine, name=s.name) for s in private}
-    for text, (column, _) in zip(getattr(args, "schema", None) or [], declared, strict=True):
+    for text, (column, _) in zip(schema_texts, declared, strict=True):
         if not any(column in _columns(t) for t in frames.values()):
             raise CliError(f"--schema {text}: no private table has a column {column!r}", 2)
     for spec in private:
@@ -223,7 +259,19 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
         frames[spec.name] = declare_types(
             frames[spec.name], spec.path, engine, mine, name=spec.name
         )
-    public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
+    return frames
+
+
+def _metadata(
+    args: argparse.Namespace,
+    frames: Mapping[str, Any],
+    bounds: Sequence[tuple[str, tuple[int | float, int | float]]],
+    keys: Sequence[tuple[str, list[str]]],
+    units: Sequence[tuple[str | None, str]],
+    max_rows: Sequence[tuple[str | None, str]],
+) -> dict[str, dict[str, Any]]:
+    """Each private table's ``register`` keywords (bounds, keys, privacy unit, max rows) from
+    the parsed flags; a flag naming a column applies to every table that has it."""
 
     def having(column: str, flag: str, text: str) -> list[str]:
         found = [n for n, df in frames.items() if column in _columns(df)]
@@ -262,27 +310,7 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
             targets = [table]
         for n in targets:
             meta[n]["max_rows"] = int(value)
-
-    loaded = LoadedSession(Session())
-    for n, df in frames.items():
-        try:
-            budget = Budget(args.epsilon, args.delta or 0, ledger=args.ledger, name=n)
-        except PinqError as err:
-            raise CliError(f"--epsilon/--delta: {one_line(err)}", 2) from None
-        try:
-            loaded.session.register(n, df, budget=budget, **meta[n])
-        except PinqError as err:
-            raise CliError(f"table {n}: {one_line(err)}", 2) from None
-        loaded.budgets[n] = budget
-        loaded.columns[n] = [str(c) for c in _columns(df)]
-    for n, df in public_frames.items():
-        try:
-            loaded.session.register_public(n, df)
-        except PinqError as err:
-            raise CliError(f"public table {n}: {one_line(err)}", 2) from None
-        loaded.columns[n] = [str(c) for c in df.columns]
-        loaded.public.append(n)
-    return loaded
+    return meta
 
 
 def _columns(table: Any) -> list[str]:
