@@ -15,6 +15,7 @@ True
 from pinqpy import testing
 from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.cost import Cost
+from pinqpy.core.version import __version__ as __version__
 from pinqpy.api.expressions import Expression, col, func, lit
 from pinqpy.api.frame import GroupedFrame, PrivateFrame
 from pinqpy.api.partition import Partition
@@ -23,8 +24,6 @@ from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, Priva
 from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
 from pinqpy.results.values import NoisyCount, NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Budget",

@@ -11,12 +11,16 @@ from importlib import resources
 
 import pandas as pd
 
-import pinqpy as pq
+from pinqpy.accounting.budget import Budget
+from pinqpy.api.frame import PrivateFrame
+from pinqpy.errors import BudgetExceededError
+from pinqpy.results.values import NoisyCount, NoisyValue
 
 __all__ = ["PUMS_PATH", "load_pums", "main"]
 
+_PUMS = resources.files("pinqpy").joinpath("data", "PUMS.csv")
 # A file path, so engines that read files themselves (DuckDB, Spark) can be shown the sample.
-PUMS_PATH = str(resources.files("pinqpy").joinpath("data", "PUMS.csv"))
+PUMS_PATH = str(_PUMS)
 
 PUMS_BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
 PUMS_KEYS = {
@@ -29,11 +33,11 @@ PUMS_KEYS = {
 
 def load_pums() -> pd.DataFrame:
     """The bundled 1,000-row California PUMS sample as a DataFrame."""
-    with resources.files("pinqpy").joinpath("data", "PUMS.csv").open("rb") as fh:
+    with _PUMS.open("rb") as fh:
         return pd.read_csv(fh)
 
 
-def _show(label: str, value: pq.NoisyValue | pq.NoisyCount) -> None:
+def _show(label: str, value: NoisyValue | NoisyCount) -> None:
     lo, hi = value.ci(0.95)
     if isinstance(value, int):  # counts are exact integers from the discrete Laplace
         print(f"  {label:<44} {value:>12,d}   95% CI [{lo:,d}, {hi:,d}]")
@@ -43,8 +47,8 @@ def _show(label: str, value: pq.NoisyValue | pq.NoisyCount) -> None:
 
 def main() -> int:
     print("pinqpy demo: a private query session over 1,000 real Californians (PUMS)\n")
-    budget = pq.Budget(epsilon=2.0)
-    people = pq.PrivateFrame(load_pums(), budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    budget = Budget(epsilon=2.0)
+    people = PrivateFrame(load_pums(), budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
     print(people, "\n")
 
     print("Noisy answers (each charges epsilon x stability before reading any row):")
@@ -73,7 +77,7 @@ def main() -> int:
     print("\nAsking for more than remains is refused before any data is read:")
     try:
         people.count(epsilon=1.0)
-    except pq.BudgetExceededError as err:
+    except BudgetExceededError as err:
         print(f"  BudgetExceededError: {err}")
     print(f"  budget unchanged: {budget}")
     return 0

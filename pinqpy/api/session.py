@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -29,7 +30,6 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
-from pinqpy.interfaces.magic import _note_session
 from pinqpy.pipeline.release import run_release
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
@@ -336,3 +336,20 @@ class Session:
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name:
         raise PinqError("a table name must be a non-empty string")
+
+
+# -- the newest session ---------------------------------------------------------------------
+# The notebook magic answers against the most recently created Session. Only a weak reference
+# is kept, so a session that is otherwise gone is not kept alive.
+_newest: weakref.ReferenceType[Session] | None = None
+
+
+def _note_session(session: Session) -> None:
+    """Remember ``session`` as the most recently created one (called by ``Session()``)."""
+    global _newest
+    _newest = weakref.ref(session)
+
+
+def newest_session() -> Session | None:
+    """The most recently created Session, while it is still alive; else None."""
+    return _newest() if _newest is not None else None

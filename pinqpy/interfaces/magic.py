@@ -28,7 +28,7 @@ to stderr as its message -- with the caret under the fault -- and not as a trace
 charges nothing and the magic returns None.
 
 This module imports IPython only when the extension is loaded, so pinqpy does not depend on
-it. Sessions report themselves through :func:`_note_session` when they are created.
+it. The newest session is the one :func:`pinqpy.api.session.newest_session` reports.
 """
 
 from __future__ import annotations
@@ -36,34 +36,13 @@ from __future__ import annotations
 import keyword
 import re
 import sys
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pinqpy.api.session import Session, newest_session
 from pinqpy.errors import PinqError
 
-if TYPE_CHECKING:
-    from pinqpy.api.session import Session
-
 __all__ = ["PinqMagic", "load_ipython_extension", "unload_ipython_extension"]
-
-_last_session: weakref.ReferenceType[Session] | None = None
-
-
-def _note_session(session: Session) -> None:
-    """Remember ``session`` as the most recently created one (called by ``Session()``).
-
-    Only a weak reference is kept, so a session that is otherwise gone is not kept alive.
-    """
-    global _last_session
-    try:
-        _last_session = weakref.ref(session)
-    except TypeError:  # pragma: no cover - Session supports weak references
-        _last_session = None
-
-
-def _noted_session() -> Session | None:
-    return _last_session() if _last_session is not None else None
 
 
 # -- options -------------------------------------------------------------------------------
@@ -174,8 +153,6 @@ class PinqMagic:
 
     def find_session(self, name: str | None) -> Session:
         """The session named ``name`` in the user namespace, or the default one."""
-        from pinqpy.api.session import Session
-
         ns = self.shell.user_ns
         if name is not None:
             if name not in ns:
@@ -186,7 +163,7 @@ class PinqMagic:
                     f"--session: {name!r} is a {type(found).__name__}, not a pinqpy Session"
                 )
             return found
-        noted = _noted_session()
+        noted = newest_session()
         if noted is not None:
             return noted
         in_ns = {
@@ -269,7 +246,6 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
     """(text/plain printers, text/html printers) by type, installed by the extension."""
     from pinqpy.accounting.budget import Budget
     from pinqpy.api.frame import PrivateFrame
-    from pinqpy.api.session import Session
     from pinqpy.results.html import budget_html, frame_html, result_html, session_html
     from pinqpy.results.values import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
     from pinqpy.sql.explain import Explanation

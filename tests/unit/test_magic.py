@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
+from pinqpy.api import session as sessions
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
 from pinqpy.interfaces import magic
 
@@ -50,7 +51,7 @@ def session(shell: Any, pums: pd.DataFrame) -> Iterator[pq.Session]:
     budget = pq.Budget(epsilon=1.0)
     s = pq.Session()
     s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
-    magic._note_session(s)  # what Session.__init__ does once wired
+    sessions._note_session(s)  # as Session.__init__ does
     shell.user_ns.update(s=s, budget=budget)
     yield s
     for name in ("s", "s2", "budget", "budget2", "result", "r"):
@@ -135,7 +136,7 @@ def test_session_option_picks_a_named_session(shell: Any, session: Any, pums: An
     s2 = pq.Session()
     s2.register("others", pums, budget=budget2, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
     shell.user_ns.update(s2=s2, budget2=budget2)
-    magic._note_session(session)  # the default stays the first session
+    sessions._note_session(session)  # the default stays the first session
     with pq.testing.no_noise():
         res, out = run(shell, "%%pinq --session s2 -e 0.4\nSELECT COUNT(*) AS n FROM others")
     assert res.success, out.stderr
@@ -161,7 +162,7 @@ def test_default_session_is_the_last_one_noted(shell: Any, session: Any, pums: A
     s2 = pq.Session()
     b2 = pq.Budget(epsilon=1.0)
     s2.register("people", pums.head(10), budget=b2)
-    magic._note_session(s2)
+    sessions._note_session(s2)
     with pq.testing.no_noise():
         value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
     assert float(value["n"].iloc[0]) == 10
@@ -171,31 +172,29 @@ def test_default_session_is_the_last_one_noted(shell: Any, session: Any, pums: A
 def test_default_session_falls_back_to_the_only_one_in_the_namespace(
     shell: Any, session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(magic, "_last_session", None)
+    monkeypatch.setattr(sessions, "_newest", None)
     with pq.testing.no_noise():
         value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
     assert float(value["n"].iloc[0]) == 1000
     shell.user_ns["s2"] = pq.Session()
-    monkeypatch.setattr(magic, "_last_session", None)
+    monkeypatch.setattr(sessions, "_newest", None)
     _, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM people")
     assert "--session" in out.stderr
 
 
 def test_new_sessions_note_themselves() -> None:
     s = pq.Session()
-    if magic._noted_session() is not s:
-        pytest.skip("Session.__init__ does not call pinqpy.interfaces.magic._note_session yet")
-    assert magic._noted_session() is s
+    assert sessions.newest_session() is s
 
 
 def test_noted_session_is_a_weak_reference() -> None:
     import gc
 
     s = pq.Session()
-    magic._note_session(s)
+    sessions._note_session(s)
     del s
     gc.collect()
-    assert magic._noted_session() is None
+    assert sessions.newest_session() is None
 
 
 # -- epsilon and delta -----------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""Answering one statement with the per-query epsilon and delta the command line or the
+shell set, unless the statement's own OPTIONS set them."""
+
+from __future__ import annotations
+
+from pinqpy.api.session import Session
+from pinqpy.sql import ast as q
+from pinqpy.sql.parser import parse_statement
+
+__all__ = ["run_statement"]
+
+
+def _query_options(text: str) -> set[str]:
+    """The OPTIONS (...) names a statement sets itself (empty if it does not parse)."""
+    try:
+        statement = parse_statement(text, positions=False)
+    except Exception:
+        return set()
+    if isinstance(statement, q.Explain):
+        statement = statement.query
+    return {name for name, _ in getattr(statement, "options", ())}
+
+
+def run_statement(session: Session, text: str, epsilon: object, delta: object) -> object:
+    """``session.sql`` with a default epsilon and delta that a query's OPTIONS override."""
+    options = _query_options(text)
+    return session.sql(
+        text,
+        epsilon=None if "epsilon" in options else epsilon,
+        delta=None if "delta" in options else (delta or None),
+    )
