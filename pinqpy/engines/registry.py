@@ -36,7 +36,6 @@ inferred from the file by the engine that reads it, once, when it is wrapped.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import itertools
 import os
@@ -51,13 +50,18 @@ import pandas as pd
 
 from pinqpy.engines.base import Executor
 from pinqpy.engines.pandas.executor import PandasExecutor
+from pinqpy.engines.sources import (
+    DuckDBTable,
+    SparkFile,
+    drop_pending_views,
+    drop_view_when_gone,
+)
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
 from pinqpy.plan.nodes import PlanNode, Source
 
 __all__ = [
     "ENGINES",
-    "DuckDBTable",
     "Wrapped",
     "default_engine",
     "engine_name",
@@ -90,27 +94,6 @@ def set_default_engine(engine: str) -> str:
     previous = _DEFAULT[0]
     _DEFAULT[0] = _check_engine(engine)
     return previous
-
-
-@dataclass(frozen=True, eq=False)
-class DuckDBTable:
-    """A DuckDB source: the connection it lives in, the FROM item that reads it there (a view
-    pinqpy made, or a file scan such as ``read_parquet('...')``), and its (column, DuckDB
-    type) pairs from when it was wrapped."""
-
-    connection: Any = field(repr=False)
-    source: str
-    columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True, eq=False)
-class SparkFile:
-    """A parquet file that Spark reads by name in each query (``parquet.`path```), as a query
-    written by hand reads it, with its schema (a Spark StructType) from when it was opened."""
-
-    session: Any = field(repr=False)
-    source: str
-    schema: Any = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -214,7 +197,7 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     _check_columns(columns)
     table = DuckDBTable(connection, f'"{view}"', tuple(zip(columns, types, strict=True)))
     # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
-    weakref.finalize(table, _PENDING_DROPS.append, (connection, view))
+    drop_view_when_gone(table, connection, view)
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
@@ -281,20 +264,6 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     _check_columns(columns)
     table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
-
-
-# Views of frames that are gone, dropped the next time pinqpy uses DuckDB. A finalizer runs
-# whenever the garbage collector does, and a statement run then on the connection would
-# discard a result being read on it (pinqpy's own or the user's).
-_PENDING_DROPS: list[tuple[Any, str]] = []
-
-
-def drop_pending_views() -> None:
-    """Drop the views of DuckDB frames that no longer exist."""
-    while _PENDING_DROPS:
-        connection, view = _PENDING_DROPS.pop()
-        with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
-            connection.execute(f'DROP VIEW IF EXISTS "{view}"')
 
 
 def _spark_session() -> Any:

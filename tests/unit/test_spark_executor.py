@@ -684,7 +684,7 @@ def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
     """A parquet file on Spark is read by name in each query, its schema taken once per
     unchanged file; its answers are pandas' own (small ints, float NaN, strings)."""
     from pinqpy import testing
-    from pinqpy.engines.registry import SparkFile
+    from pinqpy.engines.sources import SparkFile
 
     rng = np.random.default_rng(4)
     n = 200

@@ -44,6 +44,7 @@ from pinqpy.engines.base import (
     prefetched,
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
+from pinqpy.engines.sources import DuckDBTable, drop_pending_views
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -1388,8 +1389,6 @@ class DuckDBExecutor(Executor):
     # -- engine plumbing ------------------------------------------------------------------
     def _run(self, fn: Callable[[Any], Any]) -> Any:
         """Run a DuckDB call; its errors become PinqErrors that quote no data."""
-        from pinqpy.engines.registry import drop_pending_views
-
         drop_pending_views()
         try:
             return fn(self.con)
@@ -1403,8 +1402,6 @@ class DuckDBExecutor(Executor):
 
     def _table(self, data: Any) -> str:
         """The name under which ``data`` (a DataFrame or relation) is registered."""
-        from pinqpy.engines.registry import DuckDBTable
-
         if isinstance(data, DuckDBTable):
             return data.source
         hit = self._registered.get(id(data))
@@ -1426,8 +1423,6 @@ class DuckDBExecutor(Executor):
     def _table_schema(self, data: Any) -> list[tuple[str, str]]:
         """(column, DuckDB type) of a source or public table, bound once per table (tables
         must not change while frames over them are in use)."""
-        from pinqpy.engines.registry import DuckDBTable
-
         if isinstance(data, DuckDBTable):
             if data.columns:
                 return list(data.columns)
@@ -1773,7 +1768,8 @@ class DuckDBExecutor(Executor):
         value: Expr | PyFunc,
         grid: Grid,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Buckets on an exact arithmetic grid, without a join (see :mod:`pinqpy.engines.buckets`)."""
+        """Buckets on an exact arithmetic grid, without a join (see
+        :mod:`pinqpy.engines.buckets`)."""
 
         def staged(inner: str, kind: str) -> str:
             if kind == "int":

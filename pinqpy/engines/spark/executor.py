@@ -69,6 +69,7 @@ from pinqpy.engines.base import (
     prefetched,
 )
 from pinqpy.engines.buckets import bucket_query, uniform_grid
+from pinqpy.engines.sources import SparkFile
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -1596,8 +1597,6 @@ class _PlanSql(PlanVisitor[_Rel]):
 
     def source(self, data: Any) -> _Rel:
         """A source in the engine's value model (bigint, double without NaN, ...)."""
-        from pinqpy.engines.registry import SparkFile
-
         if isinstance(data, SparkFile):
             # A file read by name: always one CTE over it, whose name is an identifier.
             fields = data.schema.fields
