@@ -169,7 +169,7 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
     data). ``foreign``: ``make`` returns the user's relation, which may belong to another
     connection."""
-    from pinqpy.engines.duckdb.executor import duckdb_schema
+    from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
@@ -245,7 +245,7 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
     for a file opened before and unchanged since)."""
-    from pinqpy.engines.duckdb.executor import duckdb_schema
+    from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
