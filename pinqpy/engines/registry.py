@@ -139,7 +139,7 @@ def _is_duckdb_relation(data: object) -> bool:
 
 
 def _is_spark_frame(data: object) -> bool:
-    from pinqpy.engines.spark.executor import is_spark_dataframe  # imports no pyspark
+    from pinqpy.engines.spark.session import is_spark_dataframe  # imports no pyspark
 
     return is_spark_dataframe(data)
 
@@ -267,7 +267,7 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
 
 
 def _spark_session() -> Any:
-    from pinqpy.engines.spark.executor import local_session
+    from pinqpy.engines.spark.session import local_session
 
     _import_spark()
     return local_session()
@@ -283,7 +283,7 @@ _SPARK_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, int], Any]] 
 def _spark_parquet(spark: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) that each query reads by name: no DataFrame
     or temporary view to make, and the footers read here only for a file not seen before."""
-    from pinqpy.engines.spark.executor import spark_fields_schema
+    from pinqpy.engines.spark.types import spark_fields_schema
 
     def read() -> Any:
         try:
@@ -300,7 +300,7 @@ def _spark_parquet(spark: Any, path: str) -> Wrapped:
 
 
 def _spark_wrapped(frame: Any) -> Wrapped:
-    from pinqpy.engines.spark.executor import spark_schema
+    from pinqpy.engines.spark.types import spark_schema
 
     _check_columns(list(frame.columns))
     return Wrapped("spark", frame, spark_schema(frame))
@@ -342,7 +342,7 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
             df = data
             got = _duckdb_view(con, lambda c: c.from_df(df), "the DataFrame")
             return got.with_sources(declared, "engine")
-        from pinqpy.engines.spark.executor import to_spark
+        from pinqpy.engines.spark.types import to_spark
 
         got = _spark_wrapped(to_spark(_spark_session(), data))
         return got.with_sources(declared, "engine")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import re
 import sys
 import weakref
@@ -31,14 +30,12 @@ import pandas as pd
 
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
-    NO_MATCH,
     Executor,
     Grouping,
     LatticeSums,
     Read,
     batch_memo,
     canonical_key_counts,
-    column_key,
     column_key_rows,
     prefetched,
 )
@@ -56,21 +53,22 @@ from pinqpy.engines.sqlgen.expressions import (
     numeric_value,
     typed,
 )
-from pinqpy.errors import PinqError
-from pinqpy.expr.ast import (
-    Column,
-    Expr,
+from pinqpy.engines.sqlgen.plans import (
+    CtePlanSql,
+    compatible,
+    key_literal,
+    key_match,
+    value_kind,
 )
+from pinqpy.errors import PinqError
+from pinqpy.expr.ast import Column, Expr
 from pinqpy.noise import source as _noise
 from pinqpy.plan.nodes import (
-    BoundContributions,
     Distinct,
     Explode,
     GroupBy,
-    Join,
     PartSource,
     PlanNode,
-    PlanVisitor,
     PublicJoin,
     PyFunc,
     Select,
@@ -97,7 +95,7 @@ _KIND_TYPES = {
 
 
 # -- plans ------------------------------------------------------------------------------------
-class _PlanSql(PlanVisitor[str]):
+class _PlanSql(CtePlanSql[str]):
     """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
 
     A node shared by several parents (``f.concat(f)``) becomes one CTE. Each CTE's schema
@@ -111,9 +109,9 @@ class _PlanSql(PlanVisitor[str]):
     """
 
     def __init__(self, ex: DuckDBExecutor) -> None:
+        super().__init__()
         self.ex = ex
         self.ctes: list[tuple[str, str]] = []
-        self._memo: dict[int, tuple[PlanNode, str]] = {}
         self._schemas: dict[str, list[tuple[str, str]]] = {}
         self._nan: dict[str, frozenset[str]] = {}
         self._translators: list[ExprSql] = []
@@ -183,14 +181,6 @@ class _PlanSql(PlanVisitor[str]):
             self.nan(name) - frozenset(todo),
         )
 
-    def visit(self, node: PlanNode) -> str:
-        hit = self._memo.get(id(node))
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        name = node.accept(self)
-        self._memo[id(node)] = (node, name)
-        return name
-
     def translator(self, child: str, lets: Lets) -> ExprSql:
         t = ExprSql(DUCKDB, self.kinds(child), lets, self.nan(child))
         self._translators.append(t)
@@ -208,11 +198,12 @@ class _PlanSql(PlanVisitor[str]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
-        raw = self.ex._table(node.table.data)
+        data = self.data_of(node.table)
+        raw = self.ex._table(data)
         # Only the columns that change are listed: a shorter query binds faster, and a
         # filtered count over a file takes a few milliseconds in all.
         casts, schema, nan = [], [], set()
-        for c, t in self.ex._table_schema(node.table.data):
+        for c, t in self.ex._table_schema(data):
             q = DUCKDB.ident(c)
             u = t.upper()
             if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
@@ -239,7 +230,7 @@ class _PlanSql(PlanVisitor[str]):
         kinds = self.kinds(parent)
         key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
         conds = [
-            _key_match(self.value(parent, c), kinds[c], k)
+            key_match(self.value(parent, c), kinds[c], k, _key_literal)
             for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
         ]
         return self.add(
@@ -410,17 +401,9 @@ class _PlanSql(PlanVisitor[str]):
             frozenset(nan),
         )
 
-    def visit_join(self, node: Join) -> str:
-        left = self.visit(node.left)
-        right = self.visit(node.right)
-        if node.bounds is not None:
-            left = self.truncate(left, node.on, node.bounds[0])
-            right = self.truncate(right, node.on, node.bounds[1])
-        return self.merge(left, right, node.on, "inner", "_right")
-
     def visit_public_join(self, node: PublicJoin) -> str:
         child = self.visit(node.child)
-        data = node.public.data
+        data = self.data_of(node.public)
         pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
         return self.merge(child, pub, node.on, node.how, "_public")
 
@@ -445,60 +428,12 @@ class _PlanSql(PlanVisitor[str]):
         op = "INTERSECT" if node.kind == "intersect" else "EXCEPT"
         return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}", schema)
 
-    def visit_bound_contributions(self, node: BoundContributions) -> str:
-        # A row whose unit is NULL belongs to no known person: it is dropped.
-        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows, drop_null=True)
-
-
-def _value_kind(v: object) -> str | None:
-    """The kind of a public key or candidate value (None for NULL / NaN)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, bool | np.bool_):
-        return "bool"
-    if isinstance(v, int | np.integer):
-        return "int"
-    if isinstance(v, float | np.floating):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, pd.Timestamp | np.datetime64):
-        return "datetime"
-    try:
-        if v != v:  # pd.NA, NaT
-            return None
-    except (TypeError, ValueError):
-        return None
-    return "other"
-
-
-def _compatible(col_kind: str, key_kind: str) -> bool:
-    if col_kind in ("int", "float") and key_kind in ("int", "float"):
-        return True
-    return col_kind == key_kind
-
 
 def _key_literal(v: object, kind: str) -> str:
-    if kind == "bool":
-        return "TRUE" if v else "FALSE"
-    if kind == "int":
-        return f"CAST({int(v)} AS BIGINT)"  # type: ignore[call-overload]
-    if kind == "float":
-        return f"CAST('{float(v)!r}' AS DOUBLE)"  # type: ignore[arg-type]
-    if kind == "str":
-        return DUCKDB.str_lit(str(v))
-    return f"CAST({DUCKDB.str_lit(str(pd.Timestamp(v)))} AS TIMESTAMP)"  # type: ignore[arg-type]
+    def stamp(t: object) -> str:
+        return f"CAST({DUCKDB.str_lit(str(pd.Timestamp(t)))} AS TIMESTAMP)"  # type: ignore[arg-type]
 
-
-def _key_match(col_sql: str, col_kind: str, key: object) -> str:
-    """SQL true exactly where the column equals a public key under the column's type (a
-    NULL-like key matches NULL)."""
-    v = column_key(key, col_kind)
-    if v is None:
-        return f"({col_sql} IS NULL)"
-    if v is NO_MATCH:
-        return "FALSE"
-    return f"({col_sql} = {_key_literal(v, col_kind)})"
+    return key_literal(DUCKDB, v, kind, stamp)
 
 
 def _key_rows(
@@ -512,10 +447,10 @@ def _key_rows(
         ok = True
         vals: list[Any] = []
         for kind, v in zip(kinds, parts, strict=True):
-            vk = _value_kind(v)
+            vk = value_kind(v)
             if vk is None:
                 vals.append(None)
-            elif _compatible(kind, vk):
+            elif compatible(kind, vk):
                 vals.append(v)
             else:
                 ok = False
@@ -528,7 +463,7 @@ def _key_rows(
 def _table_type(kind: str, vals: Sequence[Any]) -> str:
     """The DuckDB type of a key table's column of a plan column's kind, given its values."""
     if kind in ("int", "float"):
-        ints = kind == "int" and all(v is None or _value_kind(v) == "int" for v in vals)
+        ints = kind == "int" and all(v is None or value_kind(v) == "int" for v in vals)
         return "BIGINT" if ints else "DOUBLE"
     return {"bool": "BOOLEAN", "datetime": "TIMESTAMP", "str": "VARCHAR"}.get(kind, "")
 
@@ -1181,9 +1116,9 @@ class DuckDBExecutor(Executor):
                 seen: set[Any] = set()
                 uniq: list[tuple[int, Any]] = []
                 for j, c in enumerate(candidates):
-                    ck = _value_kind(c)
+                    ck = value_kind(c)
                     marker = (ck, c) if ck is not None else (None, None)
-                    if ck is not None and not _compatible(kind, ck):
+                    if ck is not None and not compatible(kind, ck):
                         continue
                     try:
                         if marker in seen:
