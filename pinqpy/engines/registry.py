@@ -36,7 +36,6 @@ inferred from the file by the engine that reads it, once, when it is wrapped.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import itertools
 import os
@@ -51,13 +50,18 @@ import pandas as pd
 
 from pinqpy.engines.base import Executor
 from pinqpy.engines.pandas.executor import PandasExecutor
+from pinqpy.engines.sources import (
+    DuckDBTable,
+    SparkFile,
+    drop_pending_views,
+    drop_view_when_gone,
+)
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
 from pinqpy.plan.nodes import PlanNode, Source
 
 __all__ = [
     "ENGINES",
-    "DuckDBTable",
     "Wrapped",
     "default_engine",
     "engine_name",
@@ -90,27 +94,6 @@ def set_default_engine(engine: str) -> str:
     previous = _DEFAULT[0]
     _DEFAULT[0] = _check_engine(engine)
     return previous
-
-
-@dataclass(frozen=True, eq=False)
-class DuckDBTable:
-    """A DuckDB source: the connection it lives in, the FROM item that reads it there (a view
-    pinqpy made, or a file scan such as ``read_parquet('...')``), and its (column, DuckDB
-    type) pairs from when it was wrapped."""
-
-    connection: Any = field(repr=False)
-    source: str
-    columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True, eq=False)
-class SparkFile:
-    """A parquet file that Spark reads by name in each query (``parquet.`path```), as a query
-    written by hand reads it, with its schema (a Spark StructType) from when it was opened."""
-
-    session: Any = field(repr=False)
-    source: str
-    schema: Any = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -156,7 +139,7 @@ def _is_duckdb_relation(data: object) -> bool:
 
 
 def _is_spark_frame(data: object) -> bool:
-    from pinqpy.engines.spark.executor import is_spark_dataframe  # imports no pyspark
+    from pinqpy.engines.spark.session import is_spark_dataframe  # imports no pyspark
 
     return is_spark_dataframe(data)
 
@@ -186,7 +169,7 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
     data). ``foreign``: ``make`` returns the user's relation, which may belong to another
     connection."""
-    from pinqpy.engines.duckdb.executor import duckdb_schema
+    from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
@@ -214,7 +197,7 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     _check_columns(columns)
     table = DuckDBTable(connection, f'"{view}"', tuple(zip(columns, types, strict=True)))
     # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
-    weakref.finalize(table, _PENDING_DROPS.append, (connection, view))
+    drop_view_when_gone(table, connection, view)
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
@@ -262,7 +245,7 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
     for a file opened before and unchanged since)."""
-    from pinqpy.engines.duckdb.executor import duckdb_schema
+    from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
@@ -283,22 +266,8 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
-# Views of frames that are gone, dropped the next time pinqpy uses DuckDB. A finalizer runs
-# whenever the garbage collector does, and a statement run then on the connection would
-# discard a result being read on it (pinqpy's own or the user's).
-_PENDING_DROPS: list[tuple[Any, str]] = []
-
-
-def drop_pending_views() -> None:
-    """Drop the views of DuckDB frames that no longer exist."""
-    while _PENDING_DROPS:
-        connection, view = _PENDING_DROPS.pop()
-        with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
-            connection.execute(f'DROP VIEW IF EXISTS "{view}"')
-
-
 def _spark_session() -> Any:
-    from pinqpy.engines.spark.executor import local_session
+    from pinqpy.engines.spark.session import local_session
 
     _import_spark()
     return local_session()
@@ -314,7 +283,7 @@ _SPARK_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, int], Any]] 
 def _spark_parquet(spark: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) that each query reads by name: no DataFrame
     or temporary view to make, and the footers read here only for a file not seen before."""
-    from pinqpy.engines.spark.executor import spark_fields_schema
+    from pinqpy.engines.spark.types import spark_fields_schema
 
     def read() -> Any:
         try:
@@ -331,7 +300,7 @@ def _spark_parquet(spark: Any, path: str) -> Wrapped:
 
 
 def _spark_wrapped(frame: Any) -> Wrapped:
-    from pinqpy.engines.spark.executor import spark_schema
+    from pinqpy.engines.spark.types import spark_schema
 
     _check_columns(list(frame.columns))
     return Wrapped("spark", frame, spark_schema(frame))
@@ -373,7 +342,7 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
             df = data
             got = _duckdb_view(con, lambda c: c.from_df(df), "the DataFrame")
             return got.with_sources(declared, "engine")
-        from pinqpy.engines.spark.executor import to_spark
+        from pinqpy.engines.spark.types import to_spark
 
         got = _spark_wrapped(to_spark(_spark_session(), data))
         return got.with_sources(declared, "engine")

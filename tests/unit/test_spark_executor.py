@@ -30,15 +30,9 @@ import pinqpy as pq
 from pinqpy.demo import load_pums
 from pinqpy.engines.base import Grouping, batch
 from pinqpy.engines.pandas.executor import PandasExecutor
-from pinqpy.engines.spark.executor import (
-    SparkExecutor,
-    _Call,
-    _kind_of,
-    is_spark_dataframe,
-    local_session,
-    spark_schema,
-    to_spark,
-)
+from pinqpy.engines.spark.executor import SparkExecutor, _Call
+from pinqpy.engines.spark.session import is_spark_dataframe, local_session
+from pinqpy.engines.spark.types import kind_of, spark_schema, to_spark
 from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import schema_from_pandas
@@ -400,7 +394,7 @@ def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFra
             for _node, rel in list(p._memo.values()):
                 fields = p.analysed(rel)
                 assert [f.name for f in fields] == rel.names()
-                assert [_kind_of(f.dataType) for f in fields] == [c.kind for c in rel.cols]
+                assert [kind_of(f.dataType) for f in fields] == [c.kind for c in rel.cols]
 
 
 def test_a_query_is_translated_once(
@@ -684,7 +678,7 @@ def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
     """A parquet file on Spark is read by name in each query, its schema taken once per
     unchanged file; its answers are pandas' own (small ints, float NaN, strings)."""
     from pinqpy import testing
-    from pinqpy.engines.registry import SparkFile
+    from pinqpy.engines.sources import SparkFile
 
     rng = np.random.default_rng(4)
     n = 200
@@ -812,7 +806,8 @@ def test_session_and_detection(spark: Any, pums: pd.DataFrame) -> None:
     # Importing the module and asking about a pandas frame does not import pyspark.
     code = (
         "import sys, pandas as pd\n"
-        "import pinqpy.engines.spark.executor as s\n"
+        "import pinqpy.engines.spark.executor\n"
+        "import pinqpy.engines.spark.session as s\n"
         "assert not s.is_spark_dataframe(pd.DataFrame())\n"
         "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
     )

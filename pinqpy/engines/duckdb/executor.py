@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import re
 import sys
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -32,45 +30,45 @@ import pandas as pd
 
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
-    NO_MATCH,
     Executor,
     Grouping,
     LatticeSums,
     Read,
     batch_memo,
     canonical_key_counts,
-    column_key,
     column_key_rows,
     prefetched,
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
-from pinqpy.errors import PinqError, PinqSyntaxError
-from pinqpy.expr.ast import (
-    AGGREGATE_FUNCTIONS,
-    Between,
-    Binary,
-    Call,
-    Case,
-    Cast,
-    Column,
-    Expr,
-    InList,
-    IsNull,
-    Like,
-    Literal,
-    Unary,
+from pinqpy.engines.duckdb.dialect import DUCKDB
+from pinqpy.engines.duckdb.types import kind_of_type
+from pinqpy.engines.sources import DuckDBTable, drop_pending_views
+from pinqpy.engines.sqlgen.expressions import (
+    NUMERIC,
+    ExprSql,
+    Lets,
+    S,
+    aggregate,
+    no_callable,
+    numeric_value,
+    typed,
 )
-from pinqpy.expr.types import CAST_TYPES, ColumnType, valid_text
+from pinqpy.engines.sqlgen.plans import (
+    CtePlanSql,
+    compatible,
+    key_literal,
+    key_match,
+    value_kind,
+)
+from pinqpy.errors import PinqError
+from pinqpy.expr.ast import Column, Expr
 from pinqpy.noise import source as _noise
 from pinqpy.plan.nodes import (
-    BoundContributions,
     Distinct,
     Explode,
     GroupBy,
-    Join,
     PartSource,
     PlanNode,
-    PlanVisitor,
     PublicJoin,
     PyFunc,
     Select,
@@ -79,97 +77,11 @@ from pinqpy.plan.nodes import (
     Where,
 )
 
-__all__ = ["DuckDBExecutor", "duckdb_schema"]
+__all__ = ["DuckDBExecutor"]
 
-_I64_MIN = -(2**63)
-_I64_MAX = 2**63 - 1
-_NUMERIC = frozenset({"int", "float", "bool"})
-_TRUE_WORDS = ("true", "t", "yes", "y", "1", "on")
-_FALSE_WORDS = ("false", "f", "no", "n", "0", "off")
 _GI = "__pinq_g"
 
 
-def _ident(name: str) -> str:
-    """A column or table name as a DuckDB identifier (always quoted)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _str_lit(text: str) -> str:
-    return "'" + valid_text(text).replace("'", "''") + "'"
-
-
-def _kind_of_type(type_name: str) -> str:
-    """The pandas_eval kind of a DuckDB column type ("other" for lists and the like)."""
-    t = type_name.upper()
-    if t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION")):
-        return "other"
-    if t in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
-        return "int"
-    if t in ("UBIGINT", "HUGEINT", "UHUGEINT"):
-        return "int"
-    if t in ("DOUBLE", "FLOAT", "REAL") or t.startswith("DECIMAL"):
-        return "float"
-    if t == "BOOLEAN":
-        return "bool"
-    if t in ("VARCHAR", "UUID") or t.startswith("ENUM"):
-        return "str"
-    if t.startswith(("TIMESTAMP", "DATE")):
-        return "datetime"
-    return "other"
-
-
-def duckdb_schema(columns: Sequence[str], types: Sequence[str]) -> dict[str, ColumnType]:
-    """pinqpy column types of a DuckDB relation's columns (lists, structs and maps: "any")."""
-    out: dict[str, ColumnType] = {}
-    for c, t in zip(columns, types, strict=True):
-        kind = _kind_of_type(t)
-        out[c] = "any" if kind == "other" else kind  # type: ignore[assignment]
-    return out
-
-
-# DuckDB strings hold at most 2**32 - 1 bytes, and substring refuses a start or length
-# beyond that (for every row): both are clamped to it, which changes no result.
-_MAX_STRING = 2**32 - 1
-
-
-@dataclass(frozen=True)
-class _S:
-    """Translated SQL text and the kind of value it yields (as in pandas_eval).
-
-    ``raw``, for some floats, is the same value before non-finite results were made NULL;
-    ``+``, ``-`` and ``*`` may use it, since a non-finite operand makes their result
-    non-finite too, and the single check on the result then stands for every skipped one.
-    """
-
-    sql: str
-    kind: str
-    raw: str | None = None
-
-
-_NULL = {
-    "int": "CAST(NULL AS BIGINT)",
-    "float": "CAST(NULL AS DOUBLE)",
-    "bool": "CAST(NULL AS BOOLEAN)",
-    "str": "CAST(NULL AS VARCHAR)",
-    "datetime": "CAST(NULL AS TIMESTAMP)",
-    "null": "NULL",
-}
-
-
-def _null(kind: str) -> _S:
-    return _S(_NULL.get(kind, "NULL"), kind)
-
-
-def _is_null_literal(e: Expr) -> bool:
-    return isinstance(e, Literal) and e.value is None
-
-
-# SQL cheap enough to repeat: a column, a literal.
-_SIMPLE = re.compile(
-    r'"(?:[^"]|"")*"|TRUE|FALSE|NULL|CAST\(NULL AS \w+\)|CAST\(-?\d+ AS BIGINT\)'
-    r"|CAST\('[^']*' AS DOUBLE\)|'(?:[^']|'')*'"
-)
-_LET_REF = re.compile(r'"__pinq_l(\d+)"')
 _CTE_REF = re.compile(r"__pinq_n(\d+)")
 # The DuckDB type of a translated value of each kind ("other": DuckDB decides).
 _KIND_TYPES = {
@@ -182,525 +94,8 @@ _KIND_TYPES = {
 }
 
 
-class _Lets:
-    """Sub-expressions computed once, as columns of projections below the query using them.
-
-    SQL has no ``let``: a value needed twice (``x`` in ``x BETWEEN a AND b``, a result checked
-    for being finite) would otherwise be written twice, exponentially often when nested, and
-    DuckDB expands NULLIF into a CASE that repeats its argument as well. Every translated
-    expression is free of errors (faults give NULL), so computing one on every row, not just
-    where a CASE would reach it, is safe.
-    """
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str, int]] = []  # name, SQL, projection level
-
-    def bind(self, v: _S) -> _S:
-        if _SIMPLE.fullmatch(v.sql):
-            return v
-        level = 1 + max((self.items[int(i)][2] for i in self._refs(v.sql)), default=0)
-        name = f"__pinq_l{len(self.items)}"
-        self.items.append((name, v.sql, level))
-        return _S(_ident(name), v.kind)
-
-    def _refs(self, sql: str) -> list[str]:
-        return [i for i in _LET_REF.findall(sql) if int(i) < len(self.items)]
-
-    def names(self, uses: Sequence[str]) -> list[str]:
-        """The bound values that ``uses`` need, directly or through other bound values."""
-        need: set[int] = set()
-        stack = [int(i) for sql in uses for i in self._refs(sql)]
-        while stack:
-            i = stack.pop()
-            if i not in need:
-                need.add(i)
-                stack.extend(int(j) for j in self._refs(self.items[i][1]))
-        return [self.items[i][0] for i in sorted(need)]
-
-    def source(self, child: str, uses: Sequence[str]) -> str:
-        """``child`` with the bound values ``uses`` needs added as columns, as a FROM item."""
-        wanted = set(self.names(uses))
-        out = child
-        top = max((lv for n, _, lv in self.items if n in wanted), default=0)
-        for lv in range(1, top + 1):
-            cols = ", ".join(
-                f"{sql} AS {_ident(n)}"
-                for n, sql, level in self.items
-                if level == lv and n in wanted
-            )
-            if cols:
-                out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
-        return out
-
-    def hide(self, uses: Sequence[str]) -> str:
-        """A star that leaves out the bound columns, for ``SELECT {hide} FROM {source}``."""
-        names = self.names(uses)
-        return f"* EXCLUDE ({', '.join(map(_ident, names))})" if names else "*"
-
-
-class _ExprSql:
-    """Translates one expression over a relation with known column kinds."""
-
-    def __init__(
-        self, kinds: dict[str, str], lets: _Lets, nan: frozenset[str] = frozenset()
-    ) -> None:
-        self.kinds = kinds
-        self.lets = lets
-        self.nan = nan  # stored float columns whose NaN reads as NULL
-        self.unchecked = False  # whether the SQL may be invalid for the engine to decide
-
-    def bind(self, v: _S) -> _S:
-        return self.lets.bind(v)
-
-    def finite(self, sql: str) -> _S:
-        """A DOUBLE with every non-finite value (overflow, 0/0, ...) made NULL."""
-        x = self.bind(_S(sql, "float")).sql
-        return _S(f"(CASE WHEN isfinite({x}) THEN {x} END)", "float", raw=sql)
-
-    # -- leaves ---------------------------------------------------------------------------
-    def tr(self, e: Expr) -> _S:
-        if isinstance(e, Literal):
-            return self.literal(e.value)
-        if isinstance(e, Column):
-            return self.column(e)
-        if isinstance(e, Binary):
-            return self.binary(e)
-        if isinstance(e, Unary):
-            return self.unary(e)
-        if isinstance(e, Call):
-            return self.call(e)
-        if isinstance(e, Case):
-            return self.case(e)
-        if isinstance(e, Cast):
-            return self.cast(self.tr(e.operand), e.type_name)
-        if isinstance(e, InList):
-            return self.in_list(e)
-        if isinstance(e, Between):
-            x = self.bind(self.tr(e.operand))
-            v = self.logic(
-                "AND", self.compare(">=", x, self.tr(e.low)), self.compare("<=", x, self.tr(e.high))
-            )
-            return self.logic_not(v) if e.negated else v
-        if isinstance(e, Like):
-            return self.like(e)
-        if isinstance(e, IsNull):
-            x = self.tr(e.operand)
-            return _S(f"(({x.sql}) IS {'NOT ' if e.negated else ''}NULL)", "bool")
-        raise PinqError(f"the DuckDB engine cannot translate a {type(e).__name__} node")
-
-    def literal(self, v: object) -> _S:
-        if v is None:
-            return _S("NULL", "null")
-        if isinstance(v, bool):
-            return _S("TRUE" if v else "FALSE", "bool")
-        if isinstance(v, int):
-            if _I64_MIN <= v <= _I64_MAX:
-                return _S(f"CAST({v} AS BIGINT)", "int")
-            return _S(f"CAST('{float(v)!r}' AS DOUBLE)", "float")
-        if isinstance(v, float):
-            if math.isnan(v):
-                return _null("float")
-            return _S(f"CAST('{v!r}' AS DOUBLE)", "float")
-        if isinstance(v, str):
-            return _S(_str_lit(v), "str")
-        raise PinqError(f"unsupported literal of type {type(v).__name__}")
-
-    def column(self, e: Column) -> _S:
-        kind = self.kinds.get(e.name)
-        if kind is None:
-            raise PinqSyntaxError(f"unknown column '{e.name}'")
-        q = _ident(e.name)
-        if e.name in self.nan:
-            return _S(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)", kind)
-        return _S(q, kind)
-
-    # -- coercions ------------------------------------------------------------------------
-    def as_double(self, v: _S) -> str:
-        if v.kind in _NUMERIC:
-            return f"CAST({v.sql} AS DOUBLE)"
-        if v.kind == "str":
-            return self.cast(v, "DOUBLE").sql
-        return _NULL["float"]
-
-    def numeric(self, v: _S) -> _S:
-        if v.kind in ("int", "float", "null"):
-            return v
-        if v.kind == "bool":
-            return _S(f"CAST({v.sql} AS BIGINT)", "int")
-        if v.kind == "str":
-            return self.cast(v, "DOUBLE")
-        return _null("float")
-
-    def to_str(self, v: _S) -> _S:
-        if v.kind == "str":
-            return v
-        if v.kind in ("null", "other"):
-            return _null("str")
-        if v.kind == "datetime":
-            return _S(f"strftime({v.sql}, '%Y-%m-%d %H:%M:%S')", "str")
-        return _S(f"CAST({v.sql} AS VARCHAR)", "str")
-
-    def to_kind(self, v: _S, kind: str) -> _S:
-        if v.kind == kind == "datetime":
-            # Branches of one result may be TIMESTAMP_NS and TIMESTAMP: DuckDB would cast
-            # both to nanoseconds, which fails (for every row) on a value outside 1677-2262.
-            return _S(f"TRY_CAST({v.sql} AS TIMESTAMP)", "datetime")
-        if v.kind == kind:
-            return v
-        if v.kind == "null":
-            return _null(kind)
-        if kind == "float":
-            return _S(self.as_double(v), "float")
-        if kind == "int" and v.kind == "bool":
-            return _S(f"CAST({v.sql} AS BIGINT)", "int")
-        if kind == "str":
-            return self.to_str(v)
-        if kind == "null":
-            return _null("null")
-        return self.cast(v, {"int": "BIGINT", "bool": "BOOLEAN", "datetime": "TIMESTAMP"}[kind])
-
-    def boolean(self, v: _S) -> _S:
-        if v.kind == "bool":
-            return v
-        if v.kind == "null":
-            return _null("bool")
-        return self.cast(v, "BOOLEAN")
-
-    def result_kind(self, vs: Sequence[_S]) -> str:
-        kinds = {v.kind for v in vs if v.kind != "null"}
-        if not kinds:
-            return "null"
-        if kinds <= _NUMERIC:
-            return "float" if "float" in kinds else "int" if "int" in kinds else "bool"
-        if len(kinds) == 1:
-            kind = next(iter(kinds))
-            # Values of types pinqpy does not model (lists, structs) may not combine: only
-            # DuckDB can tell, by binding.
-            self.unchecked |= kind == "other"
-            return kind
-        return "str"
-
-    # -- arithmetic -----------------------------------------------------------------------
-    def binary(self, e: Binary) -> _S:
-        op = e.op
-        if op in ("AND", "OR"):
-            return self.logic(op, self.tr(e.left), self.tr(e.right))
-        a, b = self.tr(e.left), self.tr(e.right)
-        if op in ("=", "<>", "<", "<=", ">", ">="):
-            return self.compare(op, a, b)
-        if op == "||":
-            a, b = self.to_str(a), self.to_str(b)
-            return _S(f"({a.sql} || {b.sql})", "str")
-        return self.arith(op, a, b)
-
-    def arith(self, op: str, a: _S, b: _S) -> _S:
-        a, b = self.numeric(a), self.numeric(b)
-        if a.kind == "null" or b.kind == "null":
-            ints = {a.kind, b.kind} - {"null"} == {"int"} and op != "/"
-            return _null("int" if ints else "float")
-        if a.kind == "int" and b.kind == "int" and op != "/":
-            # DuckDB raises on overflow and on % 0; TRY makes both NULL.
-            return _S(f"TRY({a.sql} {op} {b.sql})", "int")
-        if op in ("+", "-", "*"):
-            # A non-finite operand gives a non-finite result: the result's check covers it.
-            x = a.raw if a.raw is not None else self.as_double(a)
-            y = b.raw if b.raw is not None else self.as_double(b)
-        else:
-            x, y = self.as_double(a), self.as_double(b)
-        if op == "%":
-            return self.finite(f"TRY({x} % {y})")
-        return self.finite(f"({x} {op} {y})")
-
-    def unary(self, e: Unary) -> _S:
-        v = self.tr(e.operand)
-        if e.op == "NOT":
-            return self.logic_not(v)
-        if v.kind == "null":
-            return _null("float")
-        v = self.numeric(v)
-        if v.kind == "int":
-            return _S(f"TRY(-({v.sql}))", "int")
-        return _S(f"(-({v.sql}))", v.kind)
-
-    # -- comparison and logic -------------------------------------------------------------
-    def compare(self, op: str, a: _S, b: _S) -> _S:
-        if "null" in (a.kind, b.kind):
-            return _null("bool")
-        if a.kind in _NUMERIC and b.kind in _NUMERIC:
-            if a.kind != b.kind and "bool" in (a.kind, b.kind):
-                a, b = _S(self.as_double(a), "float"), _S(self.as_double(b), "float")
-        elif a.kind == b.kind and a.kind in ("str", "datetime"):
-            pass
-        elif {a.kind, b.kind} == {"datetime", "str"}:
-            a = self.cast(a, "TIMESTAMP") if a.kind == "str" else a
-            b = self.cast(b, "TIMESTAMP") if b.kind == "str" else b
-        elif a.kind in _NUMERIC and b.kind == "str":
-            b = self.numeric(b)
-        elif b.kind in _NUMERIC and a.kind == "str":
-            a = self.numeric(a)
-        else:
-            return _null("bool")
-        if a.kind == "datetime":
-            return self.compare_datetimes(op, a, b)
-        return _S(f"({a.sql} {op} {b.sql})", "bool")
-
-    def compare_datetimes(self, op: str, a: _S, b: _S) -> _S:
-        """Compare timestamps of any precision without a fault: DuckDB casts a TIMESTAMP to
-        TIMESTAMP_NS to compare it with one, which fails outside 1677-2262. Both are read in
-        nanoseconds when they fit and in microseconds otherwise; a value outside the
-        nanosecond range lies beyond every one inside it, so the order is the same."""
-        a, b = self.bind(a), self.bind(b)
-        na, nb = f"TRY_CAST({a.sql} AS TIMESTAMP_NS)", f"TRY_CAST({b.sql} AS TIMESTAMP_NS)"
-        ua, ub = f"TRY_CAST({a.sql} AS TIMESTAMP)", f"TRY_CAST({b.sql} AS TIMESTAMP)"
-        return _S(
-            f"(CASE WHEN {na} IS NOT NULL AND {nb} IS NOT NULL THEN {na} {op} {nb} "
-            f"ELSE {ua} {op} {ub} END)",
-            "bool",
-        )
-
-    def logic(self, op: str, a: _S, b: _S) -> _S:
-        a, b = self.boolean(a), self.boolean(b)
-        return _S(f"({a.sql} {op} {b.sql})", "bool")
-
-    def logic_not(self, v: _S) -> _S:
-        return _S(f"(NOT {self.boolean(v).sql})", "bool")
-
-    def in_list(self, e: InList) -> _S:
-        if not e.items:
-            return _S("TRUE" if e.negated else "FALSE", "bool")
-        x = self.tr(e.operand)
-        if len(e.items) > 1:
-            x = self.bind(x)
-        parts = [self.compare("=", x, self.tr(i)).sql for i in e.items]
-        v = _S("(" + " OR ".join(parts) + ")", "bool")
-        return self.logic_not(v) if e.negated else v
-
-    def like(self, e: Like) -> _S:
-        if not isinstance(e.pattern, Literal):
-            raise PinqError("the LIKE pattern must be a constant string")
-        if e.pattern.value is None:
-            return _null("bool")
-        x = self.to_str(self.tr(e.operand))
-        pattern = _str_lit(str(e.pattern.value))
-        v = _S(f"({x.sql} LIKE {pattern} ESCAPE '\\')", "bool")
-        return self.logic_not(v) if e.negated else v
-
-    # -- CASE and functions ---------------------------------------------------------------
-    def case(self, e: Case) -> _S:
-        conds = [self.boolean(self.tr(c)).sql for c, _ in e.whens]
-        results = [self.tr(r) for _, r in e.whens]
-        results.append(self.tr(e.else_) if e.else_ is not None else _S("NULL", "null"))
-        kind = self.result_kind(results)
-        rs = [self.to_kind(r, kind) for r in results]
-        body = " ".join(f"WHEN {c} THEN {r.sql}" for c, r in zip(conds, rs[:-1], strict=True))
-        return _S(f"(CASE {body} ELSE {rs[-1].sql} END)", kind)
-
-    def call(self, e: Call) -> _S:
-        name = e.name.upper()
-        if name in AGGREGATE_FUNCTIONS:
-            raise PinqError(
-                f"the aggregate {name} cannot be evaluated row by row; "
-                "aggregates belong in an aggregation"
-            )
-        if name in ("SUBSTR", "SUBSTRING"):
-            return self.substr(e)
-        fn = _FUNCTIONS.get(name)
-        if fn is None:
-            raise PinqSyntaxError(f"unknown function '{e.name}'")
-        return fn(self, [self.tr(a) for a in e.args])
-
-    def math1(self, v: _S, fn: str) -> _S:
-        return self.finite(f"{fn}({self.as_double(self.numeric(v))})")
-
-    def to_int_fn(self, v: _S, fn: str) -> _S:
-        v = self.numeric(v)
-        if v.kind in ("int", "null"):
-            return v if v.kind == "int" else _null("int")
-        return _S(f"TRY_CAST({fn}({v.sql}) AS BIGINT)", "int")
-
-    def str_fn(self, v: _S, template: str) -> _S:
-        return _S(template.format(self.to_str(v).sql), "str")
-
-    def extreme(self, vs: list[_S], least: bool) -> _S:
-        kind = self.result_kind(vs)
-        args = ", ".join(self.to_kind(v, kind).sql for v in vs)
-        return _S(f"{'LEAST' if least else 'GREATEST'}({args})", kind)
-
-    def substr(self, e: Call) -> _S:
-        consts: list[int | None] = []
-        for a in e.args[1:]:
-            if isinstance(a, Literal) and (a.value is None or isinstance(a.value, int)):
-                consts.append(None if a.value is None else int(a.value))
-            else:
-                raise PinqError(
-                    "the DuckDB engine needs the start and length of SUBSTR to be literal integers"
-                )
-        if any(c is None for c in consts):
-            return _null("str")
-        x = self.to_str(self.tr(e.args[0]))
-        begin = max(int(consts[0]) - 1, 0)  # type: ignore[arg-type]
-        if len(consts) == 2:
-            length = int(consts[1])  # type: ignore[arg-type]
-            if length < 0:
-                return _null("str")
-            end = max(int(consts[0]) - 1 + length, 0)  # type: ignore[arg-type]
-            count = min(max(end - begin, 0), _MAX_STRING)
-            return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)}, {count})", "str")
-        return _S(f"substring({x.sql}, {min(begin + 1, _MAX_STRING)})", "str")
-
-    # -- CAST -----------------------------------------------------------------------------
-    def cast(self, v: _S, type_name: str) -> _S:
-        upper = type_name.upper()
-        target = CAST_TYPES.get(upper)
-        if target is None:
-            raise PinqSyntaxError(f"unknown type '{type_name}' in CAST")
-        if v.kind in ("null", "other"):
-            return _null(target)
-        s = v.sql
-        if target == "int":
-            if v.kind == "int":
-                return v
-            if v.kind == "bool":
-                return _S(f"CAST({s} AS BIGINT)", "int")
-            if v.kind == "float":
-                return _S(f"TRY_CAST(round({s}) AS BIGINT)", "int")
-            if v.kind == "str":
-                t = self.bind(_S(f"trim({s})", "str")).sql
-                return _S(
-                    f"(CASE WHEN regexp_full_match({t}, '[+-]?[0-9]+') "
-                    f"THEN TRY_CAST({t} AS BIGINT) END)",
-                    "int",
-                )
-            return _null("int")
-        if target == "float":
-            if v.kind == "str":
-                return self.finite(f"TRY_CAST(trim({s}) AS DOUBLE)")
-            if v.kind == "datetime":
-                return _null("float")
-            return _S(f"CAST({s} AS DOUBLE)", "float")
-        if target == "str":
-            return self.to_str(v)
-        if target == "bool":
-            if v.kind == "bool":
-                return v
-            if v.kind in ("int", "float"):
-                return _S(f"({s} <> 0)", "bool")
-            if v.kind == "str":
-                t = self.bind(_S(f"lower(trim({s}))", "str")).sql
-                yes = ", ".join(_str_lit(w) for w in _TRUE_WORDS)
-                no = ", ".join(_str_lit(w) for w in _FALSE_WORDS)
-                return _S(
-                    f"(CASE WHEN {t} IN ({yes}) THEN TRUE WHEN {t} IN ({no}) THEN FALSE END)",
-                    "bool",
-                )
-            return _null("bool")
-        # datetime
-        if v.kind in ("datetime", "str"):  # a date beyond the TIMESTAMP range is NULL
-            out = f"TRY_CAST({s} AS TIMESTAMP)"
-        else:
-            return _null("datetime")
-        if upper == "DATE":
-            out = f"CAST(CAST({out} AS DATE) AS TIMESTAMP)"
-        return _S(out, "datetime")
-
-
-def _round_fn(t: _ExprSql, a: list[_S]) -> _S:
-    if len(a) == 1:
-        return t.to_int_fn(a[0], "round")
-    x = t.as_double(t.numeric(a[0]))
-    scale = t.bind(_S(f"pow(10.0, trunc({t.as_double(t.numeric(a[1]))}))", "float")).sql
-    return t.finite(f"(round({x} * {scale}) / {scale})")
-
-
-def _abs_fn(t: _ExprSql, a: list[_S]) -> _S:
-    v = t.numeric(a[0])
-    if v.kind == "int":
-        return _S(f"TRY(abs({v.sql}))", "int")
-    if v.kind == "null":
-        return _null("float")
-    return _S(f"abs({v.sql})", "float")
-
-
-def _sign_fn(t: _ExprSql, a: list[_S]) -> _S:
-    v = t.numeric(a[0])
-    if v.kind == "null":
-        return _null("float")
-    kind = "int" if v.kind == "int" else "float"
-    return _S(f"CAST(sign({v.sql}) AS {'BIGINT' if kind == 'int' else 'DOUBLE'})", kind)
-
-
-def _power_fn(t: _ExprSql, a: list[_S]) -> _S:
-    x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
-    return t.finite(f"pow({x}, {y})")
-
-
-def _coalesce_fn(t: _ExprSql, a: list[_S]) -> _S:
-    kind = t.result_kind(a)
-    return _S("COALESCE(" + ", ".join(t.to_kind(v, kind).sql for v in a) + ")", kind)
-
-
-def _nullif_fn(t: _ExprSql, a: list[_S]) -> _S:
-    a = [t.bind(a[0]), a[1]]
-    same = t.compare("=", a[0], a[1]).sql
-    return _S(f"(CASE WHEN {same} THEN {_null(a[0].kind).sql} ELSE {a[0].sql} END)", a[0].kind)
-
-
-def _if_fn(t: _ExprSql, a: list[_S]) -> _S:
-    cond = t.boolean(a[0]).sql
-    kind = t.result_kind(a[1:])
-    x, y = t.to_kind(a[1], kind), t.to_kind(a[2], kind)
-    return _S(f"(CASE WHEN {cond} THEN {x.sql} ELSE {y.sql} END)", kind)
-
-
-def _length_fn(t: _ExprSql, a: list[_S]) -> _S:
-    return _S(f"CAST(length({t.to_str(a[0]).sql}) AS BIGINT)", "int")
-
-
-def _concat_fn(t: _ExprSql, a: list[_S]) -> _S:
-    # CONCAT skips NULLs; with no non-NULL argument the result is ''.
-    return _S("concat('', " + ", ".join(t.to_str(v).sql for v in a) + ")", "str")
-
-
-_FUNCTIONS: dict[str, Callable[[_ExprSql, list[_S]], _S]] = {
-    "ABS": _abs_fn,
-    "SIGN": _sign_fn,
-    "FLOOR": lambda t, a: t.to_int_fn(a[0], "floor"),
-    "CEIL": lambda t, a: t.to_int_fn(a[0], "ceil"),
-    "CEILING": lambda t, a: t.to_int_fn(a[0], "ceil"),
-    "ROUND": _round_fn,
-    "SQRT": lambda t, a: t.math1(a[0], "sqrt"),
-    "LN": lambda t, a: t.math1(a[0], "ln"),
-    "LOG": lambda t, a: t.math1(a[0], "log10"),
-    "LOG10": lambda t, a: t.math1(a[0], "log10"),
-    "EXP": lambda t, a: t.math1(a[0], "exp"),
-    "POWER": _power_fn,
-    "POW": _power_fn,
-    "LEAST": lambda t, a: t.extreme(a, True),
-    "GREATEST": lambda t, a: t.extreme(a, False),
-    "COALESCE": _coalesce_fn,
-    "NULLIF": _nullif_fn,
-    "IF": _if_fn,
-    "IIF": _if_fn,
-    "LOWER": lambda t, a: t.str_fn(a[0], "lower({})"),
-    "UPPER": lambda t, a: t.str_fn(a[0], "upper({})"),
-    "TRIM": lambda t, a: t.str_fn(a[0], "trim({}, ' ')"),
-    "LTRIM": lambda t, a: t.str_fn(a[0], "ltrim({}, ' ')"),
-    "RTRIM": lambda t, a: t.str_fn(a[0], "rtrim({}, ' ')"),
-    "LENGTH": _length_fn,
-    "CONCAT": _concat_fn,
-}
-
-
-def _no_callable(value: object, what: str) -> None:
-    if isinstance(value, PyFunc):
-        raise PinqError(
-            f"the DuckDB engine cannot run the Python callable {value.name} in {what}; use an "
-            "expression string, or the pandas engine"
-        )
-
-
 # -- plans ------------------------------------------------------------------------------------
-class _PlanSql(PlanVisitor[str]):
+class _PlanSql(CtePlanSql[str]):
     """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
 
     A node shared by several parents (``f.concat(f)``) becomes one CTE. Each CTE's schema
@@ -714,12 +109,12 @@ class _PlanSql(PlanVisitor[str]):
     """
 
     def __init__(self, ex: DuckDBExecutor) -> None:
+        super().__init__()
         self.ex = ex
         self.ctes: list[tuple[str, str]] = []
-        self._memo: dict[int, tuple[PlanNode, str]] = {}
         self._schemas: dict[str, list[tuple[str, str]]] = {}
         self._nan: dict[str, frozenset[str]] = {}
-        self._translators: list[_ExprSql] = []
+        self._translators: list[ExprSql] = []
 
     # -- bookkeeping ----------------------------------------------------------------------
     def query(self, sql: str) -> str:
@@ -762,14 +157,14 @@ class _PlanSql(PlanVisitor[str]):
         return hit
 
     def kinds(self, name: str) -> dict[str, str]:
-        return {c: _kind_of_type(t) for c, t in self.schema(name)}
+        return {c: kind_of_type(t) for c, t in self.schema(name)}
 
     def nan(self, name: str) -> frozenset[str]:
         return self._nan.get(name, frozenset())
 
     def value(self, name: str, col: str, qual: str = "") -> str:
         """A column of CTE ``name`` as pinqpy reads it (NaN as NULL)."""
-        q = qual + _ident(col)
+        q = qual + DUCKDB.ident(col)
         return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(name) else q
 
     def normalized(self, name: str, columns: Sequence[str] | None = None) -> str:
@@ -779,23 +174,15 @@ class _PlanSql(PlanVisitor[str]):
         ]
         if not todo:
             return name
-        items = ", ".join(f"{self.value(name, c)} AS {_ident(c)}" for c in todo)
+        items = ", ".join(f"{self.value(name, c)} AS {DUCKDB.ident(c)}" for c in todo)
         return self.add(
             f"SELECT * REPLACE ({items}) FROM {name}",
             self.schema(name),
             self.nan(name) - frozenset(todo),
         )
 
-    def visit(self, node: PlanNode) -> str:
-        hit = self._memo.get(id(node))
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        name = node.accept(self)
-        self._memo[id(node)] = (node, name)
-        return name
-
-    def translator(self, child: str, lets: _Lets) -> _ExprSql:
-        t = _ExprSql(self.kinds(child), lets, self.nan(child))
+    def translator(self, child: str, lets: Lets) -> ExprSql:
+        t = ExprSql(DUCKDB, self.kinds(child), lets, self.nan(child))
         self._translators.append(t)
         return t
 
@@ -804,19 +191,20 @@ class _PlanSql(PlanVisitor[str]):
         """Whether some SQL here is valid only if DuckDB says so (validate then binds it)."""
         return any(t.unchecked for t in self._translators)
 
-    def expr(self, e: Expr | PyFunc, child: str, lets: _Lets, what: str) -> _S:
-        _no_callable(e, what)
+    def expr(self, e: Expr | PyFunc, child: str, lets: Lets, what: str) -> S:
+        no_callable(e, what, "DuckDB")
         assert isinstance(e, Expr)
         return self.translator(child, lets).tr(e)
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
-        raw = self.ex._table(node.table.data)
+        data = self.data_of(node.table)
+        raw = self.ex._table(data)
         # Only the columns that change are listed: a shorter query binds faster, and a
         # filtered count over a file takes a few milliseconds in all.
         casts, schema, nan = [], [], set()
-        for c, t in self.ex._table_schema(node.table.data):
-            q = _ident(c)
+        for c, t in self.ex._table_schema(data):
+            q = DUCKDB.ident(c)
             u = t.upper()
             if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
                 casts.append(f"CAST({q} AS BIGINT) AS {q}")
@@ -842,7 +230,7 @@ class _PlanSql(PlanVisitor[str]):
         kinds = self.kinds(parent)
         key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
         conds = [
-            _key_match(self.value(parent, c), kinds[c], k)
+            key_match(self.value(parent, c), kinds[c], k, _key_literal)
             for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
         ]
         return self.add(
@@ -853,8 +241,8 @@ class _PlanSql(PlanVisitor[str]):
 
     def visit_where(self, node: Where) -> str:
         child = self.visit(node.child)
-        lets = _Lets()
-        _no_callable(node.predicate, "where")
+        lets = Lets(DUCKDB)
+        no_callable(node.predicate, "where", "DuckDB")
         t = self.translator(child, lets)
         pred = t.boolean(t.tr(node.predicate)).sql  # type: ignore[arg-type]
         return self.add(
@@ -867,18 +255,21 @@ class _PlanSql(PlanVisitor[str]):
         child = self.visit(node.child)
         types = dict(self.schema(child))
         nan = self.nan(child)
-        lets = _Lets()
+        lets = Lets(DUCKDB)
         items: dict[str, str] = {}
         out_types: dict[str, str | None] = {}
         out_nan: set[str] = set()
         for n, e in node.outputs:
             if isinstance(e, Column) and e.name in nan:
                 # A stored column passes through as stored; its readers skip NaN.
-                items[n], out_types[n] = f"{_ident(e.name)} AS {_ident(n)}", types[e.name]
+                items[n], out_types[n] = (
+                    f"{DUCKDB.ident(e.name)} AS {DUCKDB.ident(n)}",
+                    types[e.name],
+                )
                 out_nan.add(n)
                 continue
             v = self.expr(e, child, lets, "select")
-            items[n] = f"{_typed(v)} AS {_ident(n)}"
+            items[n] = f"{typed(DUCKDB, v)} AS {DUCKDB.ident(n)}"
             if isinstance(e, Column):
                 out_types[n] = types[e.name]
             else:
@@ -887,7 +278,7 @@ class _PlanSql(PlanVisitor[str]):
         if node.keep_all:
             # pandas assign replaces an existing column in place, appends new ones.
             order = [c for c, _ in self.schema(child)]
-            cols = [items.get(c, _ident(c)) for c in order]
+            cols = [items.get(c, DUCKDB.ident(c)) for c in order]
             cols += [items[n] for n in items if n not in order]
             names = order + [n for n in items if n not in order]
             full = {**types, **out_types}
@@ -904,14 +295,14 @@ class _PlanSql(PlanVisitor[str]):
     def visit_distinct(self, node: Distinct) -> str:
         child = self.visit(node.child)
         types = dict(self.schema(child))
-        cols = ", ".join(f"{self.value(child, c)} AS {_ident(c)}" for c in node.columns)
+        cols = ", ".join(f"{self.value(child, c)} AS {DUCKDB.ident(c)}" for c in node.columns)
         return self.add(
             f"SELECT DISTINCT {cols} FROM {child}", [(c, types[c]) for c in node.columns]
         )
 
     def visit_explode(self, node: Explode) -> str:
         child = self.visit(node.child)
-        q = _ident(node.column)
+        q = DUCKDB.ident(node.column)
         kind = dict(self.schema(child))[node.column]
         if not kind.endswith("[]"):
             # A scalar explodes to itself; NULL carries nothing.
@@ -928,13 +319,13 @@ class _PlanSql(PlanVisitor[str]):
     def visit_group_by(self, node: GroupBy) -> str:
         child = self.normalized(self.visit(node.child), node.keys)
         types = dict(self.schema(child))
-        lets = _Lets()
+        lets = Lets(DUCKDB)
         t = self.translator(child, lets)
-        keys = [_ident(k) for k in node.keys]
+        keys = [DUCKDB.ident(k) for k in node.keys]
         items = list(keys)
         schema = [(k, types[k]) for k in node.keys]
         for name, call in node.aggs:
-            items.append(f"{_aggregate(t, call)} AS {_ident(name)}")
+            items.append(f"{aggregate(t, call)} AS {DUCKDB.ident(name)}")
             counts = call.name.upper() == "COUNT"
             schema.append((name, "BIGINT" if counts else "DOUBLE"))
         # Grouped by exactly the unit, a row whose unit is NULL belongs to no known person.
@@ -962,13 +353,13 @@ class _PlanSql(PlanVisitor[str]):
         salt = _noise.current_source().bytes(24)
         s1 = int.from_bytes(salt[8:16], "little")
         s2 = int.from_bytes(salt[16:24], "little")
-        all_cols = [_ident(c) for c, _ in self.schema(child)]
-        row = f"hash({', '.join([_str_lit(salt[:8].hex()), *all_cols])})"
+        all_cols = [DUCKDB.ident(c) for c, _ in self.schema(child)]
+        row = f"hash({', '.join([DUCKDB.str_lit(salt[:8].hex()), *all_cols])})"
         prio = f"hash(xor(hash(xor({row}, CAST({s1} AS UBIGINT))), CAST({s2} AS UBIGINT)))"
-        part = ", ".join(_ident(c) for c in columns)
+        part = ", ".join(DUCKDB.ident(c) for c in columns)
         keep = ""
         if drop_null:
-            keep = " WHERE " + " AND ".join(f"{_ident(c)} IS NOT NULL" for c in columns)
+            keep = " WHERE " + " AND ".join(f"{DUCKDB.ident(c)} IS NOT NULL" for c in columns)
         # The priority is computed below the window, so the window sorts one column, and
         # columns unused above are pruned before it. The rank is compared as rank - 1 < limit:
         # DuckDB turns "rank <= limit" into a top-n aggregate per key, which is several times
@@ -989,18 +380,20 @@ class _PlanSql(PlanVisitor[str]):
         left, right = self.normalized(left, on), self.normalized(right, on)
         lschema, rschema = self.schema(left), self.schema(right)
         lcols = [c for c, _ in lschema]
-        items = [f"l.{_ident(c)}" for c in lcols]
+        items = [f"l.{DUCKDB.ident(c)}" for c in lcols]
         schema = list(lschema)
         nan = set(self.nan(left))
         for c, t in rschema:
             if c in on:
                 continue
             out = c + suffix if c in lcols else c
-            items.append(f"r.{_ident(c)} AS {_ident(out)}")
+            items.append(f"r.{DUCKDB.ident(c)} AS {DUCKDB.ident(out)}")
             schema.append((out, t))
             if c in self.nan(right):
                 nan.add(out)
-        cond = " AND ".join(f"l.{_ident(c)} IS NOT DISTINCT FROM r.{_ident(c)}" for c in on)
+        cond = " AND ".join(
+            f"l.{DUCKDB.ident(c)} IS NOT DISTINCT FROM r.{DUCKDB.ident(c)}" for c in on
+        )
         join = "JOIN" if how == "inner" else "LEFT JOIN"
         return self.add(
             f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}",
@@ -1008,17 +401,9 @@ class _PlanSql(PlanVisitor[str]):
             frozenset(nan),
         )
 
-    def visit_join(self, node: Join) -> str:
-        left = self.visit(node.left)
-        right = self.visit(node.right)
-        if node.bounds is not None:
-            left = self.truncate(left, node.on, node.bounds[0])
-            right = self.truncate(right, node.on, node.bounds[1])
-        return self.merge(left, right, node.on, "inner", "_right")
-
     def visit_public_join(self, node: PublicJoin) -> str:
         child = self.visit(node.child)
-        data = node.public.data
+        data = self.data_of(node.public)
         pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
         return self.merge(child, pub, node.on, node.how, "_public")
 
@@ -1039,102 +424,16 @@ class _PlanSql(PlanVisitor[str]):
         left, right = self.normalized(left), self.normalized(right)
         if node.kind == "union":
             return self.add(f"SELECT * FROM {left} UNION BY NAME SELECT * FROM {right}", schema)
-        cols = ", ".join(_ident(c) for c, _ in self.schema(left))
+        cols = ", ".join(DUCKDB.ident(c) for c, _ in self.schema(left))
         op = "INTERSECT" if node.kind == "intersect" else "EXCEPT"
         return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}", schema)
 
-    def visit_bound_contributions(self, node: BoundContributions) -> str:
-        # A row whose unit is NULL belongs to no known person: it is dropped.
-        return self.truncate(self.visit(node.child), (node.unit,), node.max_rows, drop_null=True)
-
-
-def _typed(v: _S) -> str:
-    """An untyped NULL gets a type (DOUBLE, as pandas stores an all-NULL column)."""
-    return _NULL["float"] if v.kind == "null" else v.sql
-
-
-def _aggregate(t: _ExprSql, call: Call) -> str:
-    func = call.name.upper()
-    if call.star:
-        return "COUNT(*)"
-    arg = t.tr(call.args[0])
-    if func == "COUNT":
-        return f"COUNT({'DISTINCT ' if call.distinct else ''}{arg.sql})"
-    x = _numeric_value(arg)
-    sql_fn = {
-        "SUM": "SUM",
-        "AVG": "AVG",
-        "MIN": "MIN",
-        "MAX": "MAX",
-        "MEDIAN": "MEDIAN",
-        "VARIANCE": "VAR_SAMP",
-        "STDDEV": "STDDEV_SAMP",
-    }.get(func)
-    if sql_fn is None:
-        raise PinqError(f"{func} cannot be used inside groupby().agg()")
-    if func == "SUM":
-        return f"COALESCE(SUM({x}), 0.0)"  # pandas: the sum of no values is 0
-    return f"CAST({sql_fn}({x}) AS DOUBLE)"
-
-
-def _numeric_value(v: _S) -> str:
-    """Values as DOUBLE with NULL for anything that is not a number (as pandas' _numeric)."""
-    if v.kind in _NUMERIC:
-        return f"CAST({v.sql} AS DOUBLE)"
-    if v.kind == "str":
-        return f"TRY_CAST({v.sql} AS DOUBLE)"
-    return _NULL["float"]
-
-
-def _value_kind(v: object) -> str | None:
-    """The kind of a public key or candidate value (None for NULL / NaN)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, bool | np.bool_):
-        return "bool"
-    if isinstance(v, int | np.integer):
-        return "int"
-    if isinstance(v, float | np.floating):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, pd.Timestamp | np.datetime64):
-        return "datetime"
-    try:
-        if v != v:  # pd.NA, NaT
-            return None
-    except (TypeError, ValueError):
-        return None
-    return "other"
-
-
-def _compatible(col_kind: str, key_kind: str) -> bool:
-    if col_kind in ("int", "float") and key_kind in ("int", "float"):
-        return True
-    return col_kind == key_kind
-
 
 def _key_literal(v: object, kind: str) -> str:
-    if kind == "bool":
-        return "TRUE" if v else "FALSE"
-    if kind == "int":
-        return f"CAST({int(v)} AS BIGINT)"  # type: ignore[call-overload]
-    if kind == "float":
-        return f"CAST('{float(v)!r}' AS DOUBLE)"  # type: ignore[arg-type]
-    if kind == "str":
-        return _str_lit(str(v))
-    return f"CAST({_str_lit(str(pd.Timestamp(v)))} AS TIMESTAMP)"  # type: ignore[arg-type]
+    def stamp(t: object) -> str:
+        return f"CAST({DUCKDB.str_lit(str(pd.Timestamp(t)))} AS TIMESTAMP)"  # type: ignore[arg-type]
 
-
-def _key_match(col_sql: str, col_kind: str, key: object) -> str:
-    """SQL true exactly where the column equals a public key under the column's type (a
-    NULL-like key matches NULL)."""
-    v = column_key(key, col_kind)
-    if v is None:
-        return f"({col_sql} IS NULL)"
-    if v is NO_MATCH:
-        return "FALSE"
-    return f"({col_sql} = {_key_literal(v, col_kind)})"
+    return key_literal(DUCKDB, v, kind, stamp)
 
 
 def _key_rows(
@@ -1148,10 +447,10 @@ def _key_rows(
         ok = True
         vals: list[Any] = []
         for kind, v in zip(kinds, parts, strict=True):
-            vk = _value_kind(v)
+            vk = value_kind(v)
             if vk is None:
                 vals.append(None)
-            elif _compatible(kind, vk):
+            elif compatible(kind, vk):
                 vals.append(v)
             else:
                 ok = False
@@ -1164,7 +463,7 @@ def _key_rows(
 def _table_type(kind: str, vals: Sequence[Any]) -> str:
     """The DuckDB type of a key table's column of a plan column's kind, given its values."""
     if kind in ("int", "float"):
-        ints = kind == "int" and all(v is None or _value_kind(v) == "int" for v in vals)
+        ints = kind == "int" and all(v is None or value_kind(v) == "int" for v in vals)
         return "BIGINT" if ints else "DOUBLE"
     return {"bool": "BOOLEAN", "datetime": "TIMESTAMP", "str": "VARCHAR"}.get(kind, "")
 
@@ -1209,14 +508,14 @@ def _rows_sql(
             items = ["NULL" if v is None else str(int(v)) for v in vals]
         elif sql_type == "DOUBLE":
             # As text, which DuckDB reads exactly (as every float literal here).
-            items = ["NULL" if v is None else _str_lit(repr(float(v))) for v in vals]
+            items = ["NULL" if v is None else DUCKDB.str_lit(repr(float(v))) for v in vals]
         elif sql_type == "BOOLEAN":
             items = ["NULL" if v is None else ("TRUE" if v else "FALSE") for v in vals]
         elif sql_type == "VARCHAR" and kind == "str":
-            items = ["NULL" if v is None else _str_lit(str(v)) for v in vals]
+            items = ["NULL" if v is None else DUCKDB.str_lit(str(v)) for v in vals]
         else:
             return None
-        cols.append(f"unnest(CAST([{', '.join(items)}] AS {sql_type}[])) AS {_ident(c)}")
+        cols.append(f"unnest(CAST([{', '.join(items)}] AS {sql_type}[])) AS {DUCKDB.ident(c)}")
     return f"(SELECT {', '.join(cols)})"
 
 
@@ -1338,7 +637,7 @@ def _value(
     p: _PlanSql,
     rel: str,
     value: Expr | PyFunc,
-    lets: _Lets,
+    lets: Lets,
     *,
     ints: bool = False,
     as_stored: bool = False,
@@ -1346,15 +645,15 @@ def _value(
     """``value`` as pandas' numeric view: a DOUBLE of kind "float" (with ``ints``, an integer
     value stays BIGINT of kind "int"); with ``as_stored``, the value as translated."""
     if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
-        col = _ident(value.name)
+        col = DUCKDB.ident(value.name)
         return _Value(col, "float", nan_col=col)
     v = p.expr(value, rel, lets, "an aggregation")
     if as_stored:
         return _Value("NULL" if v.kind == "null" else v.sql, v.kind)
-    stored = _ident(value.name) if isinstance(value, Column) and v.kind in _NUMERIC else None
+    stored = DUCKDB.ident(value.name) if isinstance(value, Column) and v.kind in NUMERIC else None
     if ints and v.kind in ("int", "bool"):
         return _Value(v.sql if v.kind == "int" else f"CAST({v.sql} AS BIGINT)", "int", None, stored)
-    return _Value(_numeric_value(v), "float", None, stored)
+    return _Value(numeric_value(DUCKDB, v), "float", None, stored)
 
 
 def _integral(x: float) -> bool:
@@ -1388,8 +687,6 @@ class DuckDBExecutor(Executor):
     # -- engine plumbing ------------------------------------------------------------------
     def _run(self, fn: Callable[[Any], Any]) -> Any:
         """Run a DuckDB call; its errors become PinqErrors that quote no data."""
-        from pinqpy.engines.registry import drop_pending_views
-
         drop_pending_views()
         try:
             return fn(self.con)
@@ -1403,8 +700,6 @@ class DuckDBExecutor(Executor):
 
     def _table(self, data: Any) -> str:
         """The name under which ``data`` (a DataFrame or relation) is registered."""
-        from pinqpy.engines.registry import DuckDBTable
-
         if isinstance(data, DuckDBTable):
             return data.source
         hit = self._registered.get(id(data))
@@ -1420,14 +715,12 @@ class DuckDBExecutor(Executor):
                 f"the DuckDB engine reads pandas DataFrames and DuckDB relations, not "
                 f"{type(data).__name__}"
             )
-        self._registered[id(data)] = (data, _ident(name))
-        return _ident(name)
+        self._registered[id(data)] = (data, DUCKDB.ident(name))
+        return DUCKDB.ident(name)
 
     def _table_schema(self, data: Any) -> list[tuple[str, str]]:
         """(column, DuckDB type) of a source or public table, bound once per table (tables
         must not change while frames over them are in use)."""
-        from pinqpy.engines.registry import DuckDBTable
-
         if isinstance(data, DuckDBTable):
             if data.columns:
                 return list(data.columns)
@@ -1504,7 +797,7 @@ class DuckDBExecutor(Executor):
         p = self._translation()
         rel = p.visit(plan)
         k = 1 if grouping is None else len(grouping.keys)
-        lets = _Lets()
+        lets = Lets(DUCKDB)
         kind, keep = "null", ""
         if value is None:
             src = f"{rel} AS r"
@@ -1560,7 +853,7 @@ class DuckDBExecutor(Executor):
             return None
         keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
         cond = " AND ".join(
-            f"{p.value(rel, c, 'r.')} IS NOT DISTINCT FROM g.{_ident(c)}" for c in cols
+            f"{p.value(rel, c, 'r.')} IS NOT DISTINCT FROM g.{DUCKDB.ident(c)}" for c in cols
         )
         return f" JOIN {keys} AS g ON {cond}"
 
@@ -1598,7 +891,7 @@ class DuckDBExecutor(Executor):
         p = self._translation()
         rel = p.visit(plan)
         k = 1 if grouping is None else len(grouping.keys)
-        lets = _Lets()
+        lets = Lets(DUCKDB)
         items: list[str] = []
         nan_items: list[str] = []
         sqls: list[tuple[int, str]] = []
@@ -1662,7 +955,7 @@ class DuckDBExecutor(Executor):
         # would refuse is refused before the charge too.
         p = self._translation()
         rel = p.visit(plan)
-        lets = _Lets()
+        lets = Lets(DUCKDB)
         vsql = "NULL"
         if value is not None:
             v = p.expr(value, rel, lets, "an aggregation")
@@ -1675,7 +968,7 @@ class DuckDBExecutor(Executor):
                     + (f" of type {shown}" if shown else "")
                     + " as a number; select or CAST a numeric value instead"
                 )
-            vsql = _typed(v)
+            vsql = typed(DUCKDB, v)
         p.schema(rel)
         if p.unchecked:
             self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}"))
@@ -1773,7 +1066,8 @@ class DuckDBExecutor(Executor):
         value: Expr | PyFunc,
         grid: Grid,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Buckets on an exact arithmetic grid, without a join (see :mod:`pinqpy.engines.buckets`)."""
+        """Buckets on an exact arithmetic grid, without a join (see
+        :mod:`pinqpy.engines.buckets`)."""
 
         def staged(inner: str, kind: str) -> str:
             if kind == "int":
@@ -1793,8 +1087,8 @@ class DuckDBExecutor(Executor):
     ) -> tuple[list[Hashable], np.ndarray]:
         p = self._translation()
         rel = p.visit(plan)
-        cols = ", ".join(f"{p.value(rel, c)} AS {_ident(c)}" for c in columns)
-        order = ", ".join(f"{_ident(c)} ASC NULLS LAST" for c in columns)
+        cols = ", ".join(f"{p.value(rel, c)} AS {DUCKDB.ident(c)}" for c in columns)
+        order = ", ".join(f"{DUCKDB.ident(c)} ASC NULLS LAST" for c in columns)
         rows = self._fetch(
             p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}")
         )
@@ -1822,9 +1116,9 @@ class DuckDBExecutor(Executor):
                 seen: set[Any] = set()
                 uniq: list[tuple[int, Any]] = []
                 for j, c in enumerate(candidates):
-                    ck = _value_kind(c)
+                    ck = value_kind(c)
                     marker = (ck, c) if ck is not None else (None, None)
-                    if ck is not None and not _compatible(kind, ck):
+                    if ck is not None and not compatible(kind, ck):
                         continue
                     try:
                         if marker in seen:
