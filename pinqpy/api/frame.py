@@ -33,7 +33,7 @@ import pandas as pd
 from pinqpy.accounting.agents import PartitionAgent, charge_all, flatten
 from pinqpy.accounting.budget import Budget, check_delta, check_epsilon
 from pinqpy.api.expressions import Expression
-from pinqpy.engines.base import Executor, Grouping, Read, batch
+from pinqpy.engines.base import Executor, Read, batch
 from pinqpy.engines.registry import (
     Wrapped,
     engine_name,
@@ -53,6 +53,7 @@ from pinqpy.noise import mechanisms as mech
 from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.pipeline import answers as _answers
 from pinqpy.plan.facts import facts_of
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
 from pinqpy.plan.nodes import (
     BoundContributions,

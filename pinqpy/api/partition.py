@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import AllParts, PartAgent
-from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef, PartSource
 from pinqpy.results.values import NoisySeries

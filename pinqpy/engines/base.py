@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.expr.ast import Expr
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS, canonical_key, is_null_key
 from pinqpy.plan.nodes import PlanNode, PyFunc
 
 __all__ = [
     "NO_MATCH",
     "Executor",
-    "Grouping",
     "LatticeSums",
     "Read",
     "batch",
@@ -73,14 +73,6 @@ def batch_memo() -> dict[Any, Any] | None:
 
 #: Per group: exact ``Σd``, exact ``Σd²`` (zeros unless asked for), the count (``int64``).
 LatticeSums = tuple[list[int], list[int], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Grouping:
-    """Public keys to group by: ``keys[i]`` is a scalar for one column, a tuple for several."""
-
-    columns: tuple[str, ...]
-    keys: tuple[Hashable, ...]
 
 
 @dataclass(frozen=True, eq=False)

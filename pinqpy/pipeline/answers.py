@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from pinqpy.accounting.agents import flatten
-from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError
 from pinqpy.plan.canonical import NotCanonical, canonical_plan, digest
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import TableRef
 
 __all__ = [

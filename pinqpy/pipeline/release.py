@@ -8,9 +8,10 @@ import pandas as pd
 
 from pinqpy.accounting.agents import charge_all
 from pinqpy.api.frame import PrivateFrame, _reading
-from pinqpy.engines.base import Grouping, batch
+from pinqpy.engines.base import batch
 from pinqpy.engines.registry import executor_for
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.stability import lineage_of
 from pinqpy.results.values import Accuracy, NoisyFrame
 from pinqpy.sql.compiler import CompiledRelease

@@ -27,7 +27,6 @@ from pinqpy.accounting.budget import check_delta, check_epsilon
 from pinqpy.api.expressions import Expression
 from pinqpy.api.frame import Prepared, PrivateFrame
 from pinqpy.core.exact import to_fraction
-from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -45,6 +44,7 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.bounds import derive_bounds, derive_keys
 from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
 from pinqpy.noise.keyselect import KeySelectionMechanism, frame_delta_for
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys, internal_names
 from pinqpy.plan.stability import INF, lineage_of
 from pinqpy.sql import ast as q

@@ -14,11 +14,11 @@ from hypothesis import strategies as st  # noqa: E402
 import pinqpy as pq  # noqa: E402
 from pinqpy import testing  # noqa: E402
 from pinqpy.demo import load_pums  # noqa: E402
-from pinqpy.engines.base import Grouping  # noqa: E402
 from pinqpy.engines.duckdb.executor import DuckDBExecutor  # noqa: E402
 from pinqpy.engines.pandas.executor import PandasExecutor  # noqa: E402
 from pinqpy.errors import PinqError  # noqa: E402
 from pinqpy.expr.parser import parse_expression  # noqa: E402
+from pinqpy.plan.grouping import Grouping  # noqa: E402
 from pinqpy.plan.nodes import PlanNode, PyFunc  # noqa: E402
 
 PANDAS = PandasExecutor()

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import pinqpy as pq
 from pinqpy.demo import load_pums
-from pinqpy.engines.base import Grouping, batch
+from pinqpy.engines.base import batch
 from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.spark.executor import (
     SparkExecutor,
@@ -42,6 +42,7 @@ from pinqpy.engines.spark.executor import (
 from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import schema_from_pandas
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import Distinct, PlanNode, PyFunc, Source, TableRef, Where
 
 PANDAS = PandasExecutor()

@@ -19,7 +19,6 @@ from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     NO_MATCH,
     Executor,
-    Grouping,
     LatticeSums,
     batch_memo,
     canonical_key,
@@ -31,6 +30,7 @@ from pinqpy.expr.ast import Column, Expr
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.expr.types import series_type
 from pinqpy.noise import source as _noise
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,

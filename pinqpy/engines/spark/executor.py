@@ -59,7 +59,6 @@ from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     NO_MATCH,
     Executor,
-    Grouping,
     LatticeSums,
     Read,
     batch_memo,
@@ -88,6 +87,7 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.check import resolve_column
 from pinqpy.expr.types import CAST_TYPES, ColumnType, valid_text
 from pinqpy.noise import source as _noise
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,
