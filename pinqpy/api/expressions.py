@@ -41,7 +41,7 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import CAST_TYPES
 
-__all__ = ["Expression", "as_expr", "case", "col", "func", "lit"]
+__all__ = ["Expression", "as_expr", "case", "col", "func", "lit", "unwrap"]
 
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -376,3 +376,16 @@ def as_expr(value: str | Expression, *, what: str = "expression") -> tuple[Expr,
         f'{what} must be an expression string such as "age >= 18" or a pq.col(...) '
         f"expression, not {type(value).__name__}"
     )
+
+
+def unwrap(value: object) -> object:
+    """An argument as :mod:`pinqpy.pipeline` takes it: an Expression becomes its syntax tree.
+
+    A bare syntax tree is not one of the user's spellings (text, Expression or callable), so
+    it becomes ``None``, which the pipeline refuses with the message for a wrong kind.
+    """
+    if isinstance(value, Expression):
+        return value.expr
+    if isinstance(value, Expr):
+        return None
+    return value

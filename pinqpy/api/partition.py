@@ -23,18 +23,21 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts, PartAgent
+from pinqpy.accounting.agents import AllParts
+from pinqpy.api.expressions import unwrap
 from pinqpy.errors import PinqError
+from pinqpy.pipeline import prepare, run
+from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
-from pinqpy.plan.nodes import PartitionRef, PartSource
+from pinqpy.plan.nodes import PartitionRef
 from pinqpy.results.values import NoisySeries
 
 if TYPE_CHECKING:
@@ -52,9 +55,12 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     ``median``, ``quantile``) charge once, ``epsilon × stability``, for all parts together.
     """
 
-    def __init__(self, frame: PrivateFrame, ref: PartitionRef):
+    def __init__(
+        self, frame: PrivateFrame, ref: PartitionRef, wrap: Callable[[Relation], PrivateFrame]
+    ):
         self._frame = frame
         self._ref = ref
+        self._wrap = wrap  # a part's relation -> its frame
         self._keyset = frozenset(ref.keys)
         self._parts: dict[Hashable, PrivateFrame] = {}
 
@@ -69,10 +75,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
             raise KeyError(key)
         part = self._parts.get(key)
         if part is None:
-            from pinqpy.api.frame import PrivateFrame
-
-            node = PartSource(self._ref, key, PartAgent(self._ref.agent, key))
-            part = PrivateFrame._derive(node)
+            part = self._wrap(Relation.part(self._ref, key))
             self._parts[key] = part
         return part
 
@@ -94,7 +97,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         return f"Partition(by [{cols}], {len(self)} public keys, parent={self._frame!r})"
 
     # -- per-key aggregations -------------------------------------------------------------
-    def _target(self) -> tuple[Grouping, dict[object, Any]]:
+    def _target(self) -> run.Target:
         return (
             Grouping(self._ref.key_columns, self._ref.keys),
             {AllParts(self._ref.agent): Fraction(1)},
@@ -105,13 +108,18 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
             return pd.Index(list(self._ref.keys), name=self._ref.key_columns[0])
         return pd.MultiIndex.from_tuples(list(self._ref.keys), names=list(self._ref.key_columns))
 
-    def _series(self, released: tuple[Any, Any]) -> NoisySeries:
-        _values, acc = released
+    @property
+    def _rel(self) -> Relation:
+        """The partitioned relation: per-key aggregates are prepared on it."""
+        return self._frame._rel
+
+    def _run(self, prepared: prepare.Prepared) -> NoisySeries:
+        _values, acc = run.run_one(prepared, self._target())
         return NoisySeries.from_release(acc, index=self._index())
 
     def count(self, epsilon: float, *, delta: float | None = None) -> NoisySeries:
         """A noisy count per key (one charge for all parts)."""
-        return self._series(self._frame._count(epsilon, delta, self._target()))
+        return self._run(prepare.prepare_count(self._rel, epsilon, delta))
 
     def sum(
         self,
@@ -122,7 +130,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped sum per key; see :meth:`PrivateFrame.sum`."""
-        return self._series(self._frame._sum(column, epsilon, bounds, delta, self._target()))
+        return self._run(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def mean(
         self,
@@ -133,7 +141,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped mean per key; see :meth:`PrivateFrame.mean`."""
-        return self._series(self._frame._mean(column, epsilon, bounds, delta, self._target()))
+        return self._run(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def median(
         self,
@@ -156,12 +164,12 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         candidates: Iterable[float] | None = None,
     ) -> NoisySeries:
         """A noisy ``q``-quantile per key; see :meth:`PrivateFrame.quantile`."""
-        return self._series(
-            self._frame._quantile(column, q, epsilon, bounds, candidates, self._target())
-        )
+        rel, value = self._rel, unwrap(column)
+        return self._run(prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates))
 
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
         """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""
-        cands, (idx, _acc) = self._frame._argmax(column, candidates, epsilon, self._target())
-        labels = [cands[int(i)] for i in np.asarray(idx)]
+        prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
+        idx, _acc = run.run_one(prep, self._target())
+        labels = [prep.candidates[int(i)] for i in np.asarray(idx)]
         return pd.Series(labels, index=self._index(), dtype=object)

@@ -81,7 +81,7 @@ def question(prepared: Any, grouping: Grouping | None, identity: Any) -> str | N
     if prepared.what is None:
         return None
     try:
-        plan = canonical_plan(prepared.frame._plan, identity)
+        plan = canonical_plan(prepared.relation.plan, identity)
     except NotCanonical:
         return None
     groups = "" if grouping is None else f"{grouping.columns!r}:{grouping.keys!r}"
@@ -95,8 +95,6 @@ def grid_digest(values: np.ndarray) -> str:
     h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
     h.update(arr.tobytes())
     return h.hexdigest()
-
-
 
 
 def key(prepared: Any, grouping: Grouping | None) -> str | None:
