@@ -8,7 +8,7 @@ plan node; nothing is read. The stability of each node is derived in
 
 >>> import pandas as pd, pinqpy as pq
 >>> from pinqpy.engines.registry import wrap
->>> rel = Relation.table(wrap(pd.DataFrame({"a": [1, 2]})), pq.Budget(1.0))
+>>> rel = Relation.table(wrap(pd.DataFrame({"a": [1, 2]}), None), pq.Budget(1.0))
 >>> rel.where("a > 1").columns
 ['a']
 """
