@@ -19,8 +19,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import (
@@ -41,7 +41,10 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import CAST_TYPES
 
-__all__ = ["Expression", "as_expr", "case", "col", "func", "lit", "unwrap"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ExprLike", "Expression", "as_expr", "case", "col", "func", "lit", "unwrap"]
 
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -376,6 +379,11 @@ def as_expr(value: str | Expression, *, what: str = "expression") -> tuple[Expr,
         f'{what} must be an expression string such as "age >= 18" or a pq.col(...) '
         f"expression, not {type(value).__name__}"
     )
+
+
+#: What an argument that is an expression may be: text, an Expression, or (where the curator
+#: allows it) a Python callable over the rows.
+ExprLike = str | Expression | Callable[["pd.DataFrame"], Any]
 
 
 def unwrap(value: object) -> object:

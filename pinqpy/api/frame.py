@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.budget import Budget
-from pinqpy.api.expressions import Expression, unwrap
+from pinqpy.api.expressions import Expression, ExprLike, unwrap
 from pinqpy.api.partition import Partition
 from pinqpy.engines.registry import read_file, wrap
 from pinqpy.errors import PinqError, PrivacyError
@@ -42,8 +42,6 @@ from pinqpy.results.html import frame_html
 from pinqpy.results.values import AccuracyPreview, NoisyLabel, NoisyValue
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
-
-ExprLike = str | Expression | Callable[[pd.DataFrame], Any]
 
 
 def _stability_value(k: Fraction | float) -> int | Fraction | float:
@@ -443,9 +441,10 @@ class PrivateFrame:
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
-    ) -> Partition:
+    ) -> Partition[PrivateFrame]:
         """Split into parts by public ``keys`` (parallel composition); see :class:`Partition`."""
-        return Partition(self, self._rel.partition(columns, keys), PrivateFrame._wrap)
+        ref = self._rel.partition(columns, keys)
+        return Partition(self, self._rel, ref, PrivateFrame._wrap)
 
     def select_keys(
         self,

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import AllParts
-from pinqpy.api.expressions import unwrap
+from pinqpy.api.expressions import ExprLike, unwrap
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
@@ -40,13 +40,13 @@ from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
 from pinqpy.results.values import NoisySeries
 
-if TYPE_CHECKING:
-    from pinqpy.api.frame import ExprLike, PrivateFrame
-
 __all__ = ["Partition"]
 
+#: The type of the parts (the caller's frame type).
+F = TypeVar("F")
 
-class Partition(Mapping[Hashable, "PrivateFrame"]):
+
+class Partition(Mapping[Hashable, F], Generic[F]):
     """Parts of a frame by public keys; aggregations over every part return a Series.
 
     Lazy like every transformation: nothing is read until a part is aggregated. Rows whose
@@ -56,20 +56,21 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     """
 
     def __init__(
-        self, frame: PrivateFrame, ref: PartitionRef, wrap: Callable[[Relation], PrivateFrame]
+        self, frame: object, rel: Relation, ref: PartitionRef, wrap: Callable[[Relation], F]
     ):
-        self._frame = frame
+        self._frame = frame  # the partitioned frame, for the repr
+        self._rel = rel  # its relation: per-key aggregates are prepared on it
         self._ref = ref
         self._wrap = wrap  # a part's relation -> its frame
         self._keyset = frozenset(ref.keys)
-        self._parts: dict[Hashable, PrivateFrame] = {}
+        self._parts: dict[Hashable, F] = {}
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The key columns."""
         return self._ref.key_columns
 
-    def __getitem__(self, key: Hashable) -> PrivateFrame:
+    def __getitem__(self, key: Hashable) -> F:
         key = self._canonical(key)
         if key not in self._keyset:
             raise KeyError(key)
@@ -82,7 +83,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     def _canonical(self, key: Hashable) -> Hashable:
         """The key as the partition spells it (every NULL-like is None, -0.0 is 0.0)."""
         try:
-            return check_keys([key], self._ref.key_columns, self._frame.schema)[0]
+            return check_keys([key], self._ref.key_columns, self._rel.schema)[0]
         except PinqError:
             return key
 
@@ -107,11 +108,6 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         if len(self._ref.key_columns) == 1:
             return pd.Index(list(self._ref.keys), name=self._ref.key_columns[0])
         return pd.MultiIndex.from_tuples(list(self._ref.keys), names=list(self._ref.key_columns))
-
-    @property
-    def _rel(self) -> Relation:
-        """The partitioned relation: per-key aggregates are prepared on it."""
-        return self._frame._rel
 
     def _run(self, prepared: prepare.Prepared) -> NoisySeries:
         _values, acc = run.run_one(prepared, self._target())
