@@ -386,14 +386,18 @@ def as_expr(value: str | Expression, *, what: str = "expression") -> tuple[Expr,
 ExprLike = str | Expression | Callable[["pd.DataFrame"], Any]
 
 
+class _NotAnExpression:
+    """Stands for an argument of no accepted kind, so the pipeline refuses it as such."""
+
+
 def unwrap(value: object) -> object:
     """An argument as :mod:`pinqpy.pipeline` takes it: an Expression becomes its syntax tree.
 
     A bare syntax tree is not one of the user's spellings (text, Expression or callable), so
-    it becomes ``None``, which the pipeline refuses with the message for a wrong kind.
+    it becomes a placeholder that the pipeline refuses with the message for a wrong kind.
     """
     if isinstance(value, Expression):
         return value.expr
     if isinstance(value, Expr):
-        return None
+        return _NotAnExpression()
     return value
