@@ -5,6 +5,10 @@ with stable transformations (lazy: they build plan nodes and read nothing) and l
 only through noisy aggregations, each of which charges ``epsilon × stability`` to the budgets
 the frame draws on before any data is read.
 
+The frame is the user's spelling of the query pipeline: its transformations are the checked
+ones of :class:`pinqpy.pipeline.relation.Relation`, and its aggregations are prepared by
+:mod:`pinqpy.pipeline.prepare` and run by :mod:`pinqpy.pipeline.run`, as SQL's are.
+
 >>> import pandas as pd, pinqpy as pq
 >>> df = pd.DataFrame({"age": [23, 35, 47, 51, 62], "sex": ["F", "M", "F", "F", "M"]})
 >>> budget = pq.Budget(epsilon=1.0)
@@ -235,7 +239,7 @@ class PrivateFrame:
     @property
     def columns(self) -> list[str]:
         """The column names (the schema is public)."""
-        return self._rel.meta.columns
+        return self._rel.columns
 
     @property
     def schema(self) -> dict[str, ColumnType]:
@@ -260,7 +264,7 @@ class PrivateFrame:
     @property
     def privacy_unit(self) -> str | None:
         """The column naming each row's owner, while it is still tracked."""
-        return self._rel.meta.privacy_unit
+        return self._rel.privacy_unit
 
     @property
     def stabilities(self) -> dict[Budget, int | Fraction | float]:
@@ -298,9 +302,7 @@ class PrivateFrame:
             parts = [f"stability={_fmt(k)}, budget={b!r}" for b, k in lin.items()]
         except Exception:  # pragma: no cover - repr must never fail
             parts = []
-        unit = (
-            f", privacy_unit={self._rel.meta.privacy_unit!r}" if self._rel.meta.privacy_unit else ""
-        )
+        unit = f", privacy_unit={self._rel.privacy_unit!r}" if self._rel.privacy_unit else ""
         return f"PrivateFrame([{cols}]{unit}, " + "; ".join(parts) + ")"
 
     def __len__(self) -> int:
