@@ -15,11 +15,11 @@ True
 from pinqpy import testing
 from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.cost import Cost
-from pinqpy.core.version import __version__ as __version__
 from pinqpy.api.expressions import Expression, col, func, lit
 from pinqpy.api.frame import GroupedFrame, PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
+from pinqpy.core.version import __version__ as __version__
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension

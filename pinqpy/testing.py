@@ -67,7 +67,7 @@ def active() -> bool:
 
     Answers are neither cached nor served from the cache while this is true.
     """
-    return _noise.noise_disabled() or not isinstance(_noise.current_source(), _noise.SecureSource)
+    return _noise.hooks_active()
 
 
 class seed:  # lower case: it is used like a function, ``testing.seed(7)``

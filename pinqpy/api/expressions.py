@@ -19,8 +19,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import (
@@ -41,7 +41,10 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import CAST_TYPES
 
-__all__ = ["Expression", "as_expr", "case", "col", "func", "lit"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ExprLike", "Expression", "as_expr", "case", "col", "func", "lit", "unwrap"]
 
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -376,3 +379,25 @@ def as_expr(value: str | Expression, *, what: str = "expression") -> tuple[Expr,
         f'{what} must be an expression string such as "age >= 18" or a pq.col(...) '
         f"expression, not {type(value).__name__}"
     )
+
+
+#: What an argument that is an expression may be: text, an Expression, or (where the curator
+#: allows it) a Python callable over the rows.
+ExprLike = str | Expression | Callable[["pd.DataFrame"], Any]
+
+
+class _NotAnExpression:
+    """Stands for an argument of no accepted kind, so the pipeline refuses it as such."""
+
+
+def unwrap(value: object) -> object:
+    """An argument as :mod:`pinqpy.pipeline` takes it: an Expression becomes its syntax tree.
+
+    A bare syntax tree is not one of the user's spellings (text, Expression or callable), so
+    it becomes a placeholder that the pipeline refuses with the message for a wrong kind.
+    """
+    if isinstance(value, Expression):
+        return value.expr
+    if isinstance(value, Expr):
+        return _NotAnExpression()
+    return value

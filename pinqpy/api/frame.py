@@ -5,6 +5,10 @@ with stable transformations (lazy: they build plan nodes and read nothing) and l
 only through noisy aggregations, each of which charges ``epsilon × stability`` to the budgets
 the frame draws on before any data is read.
 
+The frame is the user's spelling of the query pipeline: its transformations are the checked
+ones of :class:`pinqpy.pipeline.relation.Relation`, and its aggregations are prepared by
+:mod:`pinqpy.pipeline.prepare` and run by :mod:`pinqpy.pipeline.run`, as SQL's are.
+
 >>> import pandas as pd, pinqpy as pq
 >>> df = pd.DataFrame({"age": [23, 35, 47, 51, 62], "sex": ["F", "M", "F", "F", "M"]})
 >>> budget = pq.Budget(epsilon=1.0)
@@ -21,68 +25,27 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import PartitionAgent, charge_all, flatten
 from pinqpy.accounting.budget import Budget
-from pinqpy.accounting.cost import check_delta, check_epsilon
-from pinqpy.api.expressions import Expression
-from pinqpy.engines.base import Executor, Grouping, Read, batch
-from pinqpy.engines.registry import (
-    Wrapped,
-    engine_name,
-    executor_for,
-    note_type_sources,
-    read_file,
-    same_engine,
-    wrap,
-)
-from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
-from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
-from pinqpy.expr.bounds import derive_bounds
-from pinqpy.expr.check import check_expression, parse_and_check
-from pinqpy.expr.parser import parse_expression
+from pinqpy.api.expressions import Expression, ExprLike, unwrap
+from pinqpy.api.partition import Partition
+from pinqpy.engines.registry import read_file, wrap
+from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
-from pinqpy.noise import mechanisms as mech
-from pinqpy.noise.keyselect import KeySelectionMechanism
-from pinqpy.pipeline import answers as _answers
-from pinqpy.plan.facts import facts_of
-from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
-from pinqpy.plan.nodes import (
-    BoundContributions,
-    Distinct,
-    Explode,
-    GroupBy,
-    Join,
-    PartitionRef,
-    PlanNode,
-    PublicJoin,
-    PyFunc,
-    Select,
-    SetOp,
-    Source,
-    TableRef,
-    Where,
-)
-from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.pipeline import prepare, run
+from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.nodes import PlanNode
+from pinqpy.plan.stability import INF
 from pinqpy.results.html import frame_html
-from pinqpy.results.values import AccuracyPreview, NoisyCount, NoisyLabel, NoisyValue
-
-if TYPE_CHECKING:
-    from pinqpy.api.partition import Partition
+from pinqpy.results.values import AccuracyPreview, NoisyLabel, NoisyValue
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
-
-ExprLike = str | Expression | Callable[[pd.DataFrame], Any]
-_Target = tuple[Grouping, Mapping[object, Any]] | None
 
 
 def _stability_value(k: Fraction | float) -> int | Fraction | float:
@@ -90,35 +53,6 @@ def _stability_value(k: Fraction | float) -> int | Fraction | float:
         return math.inf
     k = Fraction(k)
     return int(k) if k.denominator == 1 else k
-
-
-class Prepared:
-    """An aggregation ready to run: its mechanism (built from public parameters only) and how
-    to read its exact aggregate. Nothing has been charged or read yet."""
-
-    __slots__ = ("candidates", "check", "exact", "frame", "label", "mechanism", "read", "what")
-
-    def __init__(
-        self,
-        frame: PrivateFrame,
-        mechanism: Any,
-        exact: Callable[[Grouping | None], Any],
-        label: str,
-        what: str | None = None,
-        check: Callable[[], None] | None = None,
-        read: Read | None = None,
-    ):
-        self.frame = frame
-        self.mechanism = mechanism
-        self.exact = exact
-        self.label = label
-        # What is aggregated, for the answer cache; None when it has no canonical form.
-        self.what = what
-        # The engine's own refusal (callables, unaggregatable types), run before the charge.
-        self.check = check
-        self.candidates: tuple[Hashable, ...] = ()
-        # What ``exact`` reads, so the engine can read a query's aggregates together.
-        self.read = read
 
 
 class PrivateFrame:
@@ -155,7 +89,7 @@ class PrivateFrame:
     schema, the stability and the budget only.
     """
 
-    __slots__ = ("_meta", "_plan")
+    __slots__ = ("_rel",)
 
     def __init__(
         self,
@@ -173,7 +107,7 @@ class PrivateFrame:
     ):
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
-        self._init(
+        self._rel = Relation.table(
             wrap(data, engine, connection, schema),
             budget,
             privacy_unit,
@@ -287,88 +221,50 @@ class PrivateFrame:
         if name is None:
             stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
             name = stem if stem.isidentifier() else "table"
-        frame = object.__new__(cls)
-        frame._init(wrapped, budget, privacy_unit, bounds, keys, allow_callables, name)
-        return frame
-
-    def _init(
-        self,
-        wrapped: Wrapped,
-        budget: Budget,
-        privacy_unit: str | None,
-        bounds: Mapping[str, tuple[float, float]] | None,
-        keys: Mapping[str, Iterable[Hashable]] | None,
-        allow_callables: bool,
-        name: str,
-    ) -> None:
-        schema = wrapped.schema
-        if privacy_unit is not None and privacy_unit not in schema:
-            raise PinqError(f"privacy_unit names unknown column {privacy_unit!r}")
-        meta_bounds = {}
-        for col, b in (bounds or {}).items():
-            if col not in schema:
-                raise PinqError(f"bounds name unknown column {col!r}")
-            meta_bounds[col] = check_bounds(b, repr(col))
-        meta_keys = {}
-        for col, ks in (keys or {}).items():
-            if col not in schema:
-                raise PinqError(f"keys name unknown column {col!r}")
-            meta_keys[col] = check_keys(ks, (col,), schema)
-        for col in schema:
-            check_column_name(col)
-        table = TableRef(
-            name,
-            wrapped.data,
-            budget,
-            tuple(schema),
-            privacy_unit,
-            schema=dict(schema),
-            bounds=meta_bounds,
-            keys=meta_keys,
-            allow_callables=bool(allow_callables),
-        )
-        note_type_sources(table, wrapped)
-        self._plan: PlanNode = Source(table)
-        self._meta: FrameMeta = facts_of(self._plan)
+        rel = Relation.table(wrapped, budget, privacy_unit, bounds, keys, allow_callables, name)
+        return cls._wrap(rel)
 
     @classmethod
-    def _derive(cls, plan: PlanNode) -> PrivateFrame:
-        """A frame over ``plan``; its public facts are derived from the plan (pinqpy.plan.facts)."""
+    def _wrap(cls, rel: Relation) -> PrivateFrame:
+        """A frame over ``rel`` (the pipeline's relation: a plan and its public facts)."""
         frame = object.__new__(cls)
-        frame._plan = plan
-        frame._meta = facts_of(plan)
+        frame._rel = rel
         return frame
+
+    @property
+    def _plan(self) -> PlanNode:
+        return self._rel.plan
 
     # -- public metadata ------------------------------------------------------------------
     @property
     def columns(self) -> list[str]:
         """The column names (the schema is public)."""
-        return self._meta.columns
+        return self._rel.columns
 
     @property
     def schema(self) -> dict[str, ColumnType]:
         """Column name -> type (``int``, ``float``, ``str``, ``bool``, ``datetime``, ``any``)."""
-        return dict(self._meta.schema)
+        return dict(self._rel.meta.schema)
 
     @property
     def bounds(self) -> dict[str, tuple[float, float]]:
         """Declared public bounds that still hold for this frame's columns."""
-        return dict(self._meta.bounds)
+        return dict(self._rel.meta.bounds)
 
     @property
     def keys(self) -> dict[str, tuple[Hashable, ...]]:
         """Declared public keys per column."""
-        return dict(self._meta.keys)
+        return dict(self._rel.meta.keys)
 
     @property
     def engine(self) -> str:
         """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"`` or ``"spark"``."""
-        return engine_name(self._plan)
+        return self._rel.engine
 
     @property
     def privacy_unit(self) -> str | None:
         """The column naming each row's owner, while it is still tracked."""
-        return self._meta.privacy_unit
+        return self._rel.privacy_unit
 
     @property
     def stabilities(self) -> dict[Budget, int | Fraction | float]:
@@ -378,7 +274,7 @@ class PrivateFrame:
         table can change; a query of epsilon on this frame costs that budget at most
         ``epsilon × multiplier``.
         """
-        return {b: _stability_value(k) for b, k in flatten(lineage_of(self._plan)).items()}
+        return {b: _stability_value(k) for b, k in self._rel.stabilities().items()}
 
     @property
     def stability(self) -> int | Fraction | float:
@@ -400,13 +296,13 @@ class PrivateFrame:
         return frame_html(self)
 
     def __repr__(self) -> str:
-        cols = ", ".join(f"{c}: {t}" for c, t in self._meta.schema.items())
+        cols = ", ".join(f"{c}: {t}" for c, t in self._rel.meta.schema.items())
         try:
-            lin = flatten(lineage_of(self._plan))
+            lin = self._rel.stabilities()
             parts = [f"stability={_fmt(k)}, budget={b!r}" for b, k in lin.items()]
         except Exception:  # pragma: no cover - repr must never fail
             parts = []
-        unit = f", privacy_unit={self._meta.privacy_unit!r}" if self._meta.privacy_unit else ""
+        unit = f", privacy_unit={self._rel.privacy_unit!r}" if self._rel.privacy_unit else ""
         return f"PrivateFrame([{cols}]{unit}, " + "; ".join(parts) + ")"
 
     def __len__(self) -> int:
@@ -446,96 +342,29 @@ class PrivateFrame:
     def __deepcopy__(self, memo: object) -> PrivateFrame:
         return self
 
-    # -- expressions ----------------------------------------------------------------------
-    def _expr(self, value: ExprLike, what: str, *, want_bool: bool = False) -> Expr | PyFunc:
-        if callable(value) and not isinstance(value, Expression | str):
-            if not self._meta.allow_callables:
-                raise PrivacyError(
-                    f"{what} must be an expression string or pq.col(...) expression, not a "
-                    "Python callable: callables run your own code on the private rows, so they "
-                    "are allowed only where the curator created the frame with "
-                    "allow_callables=True"
-                )
-            return PyFunc(value, getattr(value, "__name__", "callable"))
-        if isinstance(value, str):
-            text = value
-            e, ctype = parse_and_check(value, self._meta.schema)
-        elif isinstance(value, Expression):
-            e, text = value.expr, None
-            ctype = check_expression(e, self._meta.schema)
-        else:
-            raise PinqError(
-                f"{what} must be an expression string, a pq.col(...) expression or a callable"
-            )
-        if want_bool and ctype not in ("bool", "any"):
-            if text is not None:
-                e = parse_expression(text)  # with positions, for the caret
-            raise PinqSyntaxError(
-                f"{what} must be a condition (true or false), but it is of type {ctype}",
-                text=text,
-                line=e.pos.line if (text and e.pos) else None,
-                column=e.pos.column if (text and e.pos) else None,
-            )
-        return e
-
-    def _column_expr(self, column: ExprLike, what: str) -> Expr | PyFunc:
-        """A column name or an expression over columns."""
-        if isinstance(column, str) and column in self._meta.schema:
-            return Column(column)
-        return self._expr(column, what)
-
-    def _expr_type(self, e: Expr | PyFunc) -> ColumnType:
-        if isinstance(e, PyFunc):
-            return "any"
-        return check_expression(e, self._meta.schema)
-
-    def _expr_bounds(self, e: Expr | PyFunc) -> tuple[float, float] | None:
-        if isinstance(e, PyFunc):
-            return None
-        return derive_bounds(e, self._meta.bounds)
-
     # -- stable transformations -----------------------------------------------------------
     def where(self, condition: ExprLike) -> PrivateFrame:
         """Keep the rows where ``condition`` is true (NULL counts as false). Stability 1."""
-        pred = self._expr(condition, "where's condition", want_bool=True)
-        return self._derive(Where(self._plan, pred))
+        return self._wrap(self._rel.where(unwrap(condition)))
 
     filter = where
 
     def select(self, *columns: str, **exprs: ExprLike) -> PrivateFrame:
         """Keep ``columns`` and add computed ones (``decade="FLOOR(age / 10)"``). Stability 1."""
-        outputs: list[tuple[str, Expr | PyFunc]] = []
-        for c in columns:
-            if not isinstance(c, str) or c not in self._meta.schema:
-                raise self._unknown_column(c)
-            outputs.append((c, Column(c)))
-        for name, value in exprs.items():
-            outputs.append((name, self._expr(value, f"select's {name!r}")))
-        if not outputs:
-            raise PinqError("select needs at least one column or expression")
-        names = [n for n, _ in outputs]
-        if len(set(names)) != len(names):
-            raise PinqError("select would produce two columns with the same name")
-        return self._derive(Select(self._plan, tuple(outputs), False))
+        return self._wrap(self._rel.select(columns, {n: unwrap(v) for n, v in exprs.items()}))
 
     def assign(self, **exprs: ExprLike) -> PrivateFrame:
         """Keep every column and add or replace computed ones. Stability 1."""
-        if not exprs:
-            raise PinqError("assign needs at least one name=expression")
-        outputs = [(n, self._expr(v, f"assign's {n!r}")) for n, v in exprs.items()]
-        return self._derive(Select(self._plan, tuple(outputs), True))
+        return self._wrap(self._rel.assign({n: unwrap(v) for n, v in exprs.items()}))
 
     def distinct(self, *columns: str) -> PrivateFrame:
         """One row per distinct combination of ``columns`` (all when none). Stability 1."""
-        cols = self._check_columns(columns) if columns else tuple(self._meta.schema)
-        return self._derive(Distinct(self._plan, tuple(dict.fromkeys(cols))))
+        return self._wrap(self._rel.distinct(columns))
 
     def explode(self, column: str, max_items: int) -> PrivateFrame:
         """PINQ's SelectMany: one row per item of the list in ``column``, at most
         ``max_items`` per input row (longer lists are cut). Stability ``max_items``."""
-        (col,) = self._check_columns((column,))
-        k = _positive_int(max_items, "max_items")
-        return self._derive(Explode(self._plan, col, k))
+        return self._wrap(self._rel.explode(column, max_items))
 
     def groupby(self, *keys: str | list[str]) -> GroupedFrame:
         """PINQ's GroupBy; finish with ``.agg(name="AGG(expr)", ...)``. Stability 2 (1 when the
@@ -543,9 +372,7 @@ class PrivateFrame:
         flat: list[str] = []
         for k in keys:
             flat.extend([k] if isinstance(k, str) else list(k))
-        if not flat:
-            raise PinqError("groupby needs at least one key column")
-        return GroupedFrame(self, self._check_columns(flat))
+        return GroupedFrame(self, self._rel.group_keys(flat))
 
     def join(
         self,
@@ -568,66 +395,19 @@ class PrivateFrame:
         Colliding column names from the right side get a ``_right`` (``_public``) suffix.
         ``name`` labels a public table in EXPLAIN.
         """
-        on_cols = (on,) if isinstance(on, str) else tuple(on)
-        if not on_cols:
-            raise PinqError("join needs at least one key column in on=")
-        self._check_columns(on_cols)
+        on_cols = self._rel.join_keys(on)
         if isinstance(other, pd.DataFrame):
-            return self._public_join(other, on_cols, how, name)
+            return self._wrap(self._rel.public_join(other, on_cols, how, name))
         if not isinstance(other, PrivateFrame):
             raise PinqError("join needs a PrivateFrame or a public pandas DataFrame")
-        same_engine(self._plan, other._plan, "join")
-        if how != "inner":
-            raise PinqError("a join of two private frames is an inner join")
-        other._check_columns(on_cols)
-        for c in on_cols:
-            _check_join_types(c, self._meta.schema[c], other._meta.schema[c])
-        if max_rows_per_key is None:
-            if not (self._meta.unique_on(on_cols) and other._meta.unique_on(on_cols)):
-                raise PrivacyError(
-                    "a join of two private frames needs max_rows_per_key=(b_left, b_right) "
-                    "unless both sides are known to be unique on the key (for example, each "
-                    "is a groupby on it)"
-                )
-            bounds = None
-        else:
-            try:
-                b_left, b_right = max_rows_per_key
-            except (TypeError, ValueError):
-                raise PinqError("max_rows_per_key must be a pair (b_left, b_right)") from None
-            bounds = (_positive_int(b_left, "b_left"), _positive_int(b_right, "b_right"))
-        return self._derive(Join(self._plan, other._plan, on_cols, bounds))
-
-    def _public_join(
-        self,
-        public: pd.DataFrame,
-        on: tuple[str, ...],
-        how: Literal["inner", "left"],
-        name: str = "public",
-    ) -> PrivateFrame:
-        if how not in ("inner", "left"):
-            raise PinqError("how must be 'inner' or 'left'")
-        table = public_table(public, name)
-        missing = [c for c in on if c not in table.columns]
-        if missing:
-            raise PinqError(f"the public table has no column {missing[0]!r}")
-        for c in on:
-            _check_join_types(c, self._meta.schema[c], table.schema[c])  # type: ignore[index]
-        mult = _key_multiplicity(table.data, on)
-        return self._derive(PublicJoin(self._plan, table, on, how, mult))
+        return self._wrap(self._rel.join(other._rel, on_cols, max_rows_per_key, how))
 
     def _set_op(
         self, other: PrivateFrame, kind: Literal["concat", "union", "intersect", "difference"]
     ) -> PrivateFrame:
         if not isinstance(other, PrivateFrame):
             raise PinqError(f"{kind} needs another PrivateFrame")
-        same_engine(self._plan, other._plan, kind)
-        if self.columns != other.columns:
-            raise PinqError(
-                f"{kind} needs both frames to have the same columns in the same order; use "
-                ".select(...) to line them up"
-            )
-        return self._derive(SetOp(kind, self._plan, other._plan))
+        return self._wrap(self._rel.set_op(other._rel, kind))
 
     def concat(self, other: PrivateFrame) -> PrivateFrame:
         """All rows of both frames, duplicates kept (UNION ALL). Stability 1 per input."""
@@ -659,45 +439,14 @@ class PrivateFrame:
         kept rows of their unit (themselves and one they displace), so their stability
         doubles.
         """
-        k = _positive_int(max_rows, "max_rows")
-        unit = self._meta.privacy_unit
-        if unit is None:
-            raise PrivacyError(
-                "bound_contributions needs a user-level frame: create the PrivateFrame with "
-                "privacy_unit='<id column>' and keep that column unchanged until you bound it "
-                "(a column computed from it, one assigned over it, or one combined with "
-                "another budget's table no longer identifies that budget's people)"
-            )
-        return self._derive(BoundContributions(self._plan, unit, k))
+        return self._wrap(self._rel.bound_contributions(max_rows))
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
-    ) -> Partition:
+    ) -> Partition[PrivateFrame]:
         """Split into parts by public ``keys`` (parallel composition); see :class:`Partition`."""
-        from pinqpy.api.partition import Partition
-
-        cols = (columns,) if isinstance(columns, str) else tuple(columns)
-        cols = self._check_columns(cols)
-        if keys is None:
-            declared = [self._meta.keys.get(c) for c in cols]
-            if any(d is None for d in declared):
-                missing = next(c for c, d in zip(cols, declared, strict=True) if d is None)
-                raise PrivacyError(
-                    f"partition needs public keys for {missing!r}: pass keys=[...] or declare "
-                    f"keys={{{missing!r}: [...]}} on the PrivateFrame; keys are never read off "
-                    "the data"
-                )
-            if len(cols) == 1:
-                keys = declared[0]
-            else:
-                import itertools
-
-                keys = list(itertools.product(*declared))  # type: ignore[arg-type]
-        key_tuple = check_keys(keys, cols, self._meta.schema)
-        lineage = lineage_of(self._plan)
-        self._require_bounded(lineage, "partition")
-        ref = PartitionRef(self._plan, cols, key_tuple, PartitionAgent(lineage))
-        return Partition(self, ref)
+        ref = self._rel.partition(columns, keys)
+        return Partition(self, self._rel, ref, PrivateFrame._wrap)
 
     def select_keys(
         self,
@@ -723,33 +472,7 @@ class PrivateFrame:
         ...     people.select_keys("city", epsilon=0.5, delta=1e-7)
         ['Bergen', 'Oslo']
         """
-        cols = (columns,) if isinstance(columns, str) else tuple(columns)
-        cols = self._check_columns(cols)
-        m = KeySelectionMechanism(_eps(epsilon), check_delta(delta, "delta"))
-        unit = self._meta.privacy_unit
-        base = self
-        if max_groups is not None:
-            if unit is None:
-                raise PrivacyError(
-                    "max_groups limits each person's keys on a user-level frame; this frame "
-                    "has no privacy unit (each row is one person already)"
-                )
-            base = self.distinct(*dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
-        lin = lineage_of(base._plan)
-        if any(k == INF for k in flatten(lin).values()):
-            raise PrivacyError(
-                f"select_keys on a user-level frame needs max_groups=G: each person (by "
-                f"{unit!r}) then counts toward at most G keys"
-                if unit
-                else "select_keys on a frame with unbounded contributions: bound them first"
-            )
-        ex = executor_for(base._plan)
-        ex.validate(base._plan)
-        charge_all([(lin, m.charge)], label="select_keys")
-        with _reading("select_keys"):
-            keys, counts = ex.key_counts(base._plan, cols)
-            selected, _ = m.release(keys, counts)
-        return selected
+        return run.select_keys(self._rel, columns, epsilon, delta, max_groups)
 
     def accuracy(
         self,
@@ -774,41 +497,16 @@ class PrivateFrame:
         >>> f.accuracy("count", epsilon=0.1).error  # discrete Laplace(10): an integer bound
         30.0
         """
-        kind = aggregation.lower()
-        if kind == "count":
-            prep = self._prep_count(epsilon, delta)
-        elif kind in ("sum", "mean"):
-            if column is None:
-                raise PinqError(f"accuracy({kind!r}) needs a column")
-            method = self._prep_sum if kind == "sum" else self._prep_mean
-            prep = method(column, epsilon, bounds, delta)
-        elif kind in ("median", "quantile"):
-            if column is None:
-                raise PinqError(f"accuracy({kind!r}) needs a column")
-            prep = self._prep_quantile(
-                column, 0.5 if kind == "median" else q, epsilon, bounds, None
-            )
-        elif kind in ("variance", "stddev"):
-            if column is None:
-                raise PinqError(f"accuracy({kind!r}) needs a column")
-            prep = self._prep_variance(column, epsilon, bounds, delta, stddev=kind == "stddev")
-        else:
-            raise PinqError(
-                "accuracy() knows count, sum, mean, median, quantile, variance and stddev"
-            )
-        m = prep.mechanism
-        unit = ""
-        if kind == "mean":
-            err = m.accuracy(level, n=n)
-        elif kind in ("median", "quantile"):
-            err, unit = m.accuracy(level), "ranks"
-        else:
-            err = m.accuracy(level)
-        lin = lineage_of(self._plan)
-        self._require_bounded(lin, kind)
-        charge = {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
-        return AccuracyPreview(
-            kind, m.describe(), m.epsilon, float(level), float(err), unit, m.noise_scale, charge
+        return prepare.accuracy(
+            self._rel,
+            aggregation,
+            unwrap(column),
+            epsilon=epsilon,
+            level=level,
+            bounds=bounds,
+            delta=delta,
+            q=q,
+            n=n,
         )
 
     # -- noisy aggregations ---------------------------------------------------------------
@@ -827,7 +525,7 @@ class PrivateFrame:
         >>> 80 < n < 120
         True
         """
-        return _scalar(*self._count(epsilon, delta, None))
+        return _scalar(prepare.prepare_count(self._rel, epsilon, delta))
 
     def sum(
         self,
@@ -843,7 +541,7 @@ class PrivateFrame:
         the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
         scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
         """
-        return _scalar(*self._sum(column, epsilon, bounds, delta, None))
+        return _scalar(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def mean(
         self,
@@ -859,7 +557,7 @@ class PrivateFrame:
         the count (sensitivity 1); the mean is ``mid + sum/count`` clamped into the bounds.
         See :class:`pinqpy.noise.mechanisms.MeanMechanism`. It is never NaN, even for no rows.
         """
-        return _scalar(*self._mean(column, epsilon, bounds, delta, None))
+        return _scalar(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def median(
         self,
@@ -888,7 +586,8 @@ class PrivateFrame:
         :class:`pinqpy.noise.mechanisms.QuantileMechanism`, which also explains how ``ci()`` is
         given in value space.
         """
-        return _scalar(*self._quantile(column, q, epsilon, bounds, candidates, None))
+        prep = prepare.prepare_quantile(self._rel, unwrap(column), q, epsilon, bounds, candidates)
+        return _scalar(prep)
 
     def argmax(
         self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float
@@ -900,269 +599,9 @@ class PrivateFrame:
         samples it by permute-and-flip with exact coins (see
         :class:`pinqpy.noise.mechanisms.ArgmaxMechanism`).
         """
-        cands, (idx, acc) = self._argmax(column, candidates, epsilon, None)
-        return NoisyLabel(cands[int(np.asarray(idx)[0])], acc)
-
-    # Shared by the scalar methods above, by Partition's per-key versions and by SQL: each
-    # _prep_* validates its arguments and builds the mechanism from public parameters only,
-    # returning what to charge and how to read the exact aggregate; _run charges, then reads.
-    # ``target`` is None for the whole frame, or (grouping, lineage) for all parts at once.
-    def _count(self, epsilon: object, delta: object, target: _Target) -> tuple[Any, Any]:
-        return self._run([self._prep_count(epsilon, delta)], target)[0]
-
-    def _sum(
-        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
-    ) -> tuple[Any, Any]:
-        return self._run([self._prep_sum(column, epsilon, bounds, delta)], target)[0]
-
-    def _mean(
-        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, target: _Target
-    ) -> tuple[Any, Any]:
-        return self._run([self._prep_mean(column, epsilon, bounds, delta)], target)[0]
-
-    def _quantile(
-        self,
-        column: ExprLike,
-        q: object,
-        epsilon: object,
-        bounds: Any,
-        candidates: Any,
-        target: _Target,
-    ) -> tuple[Any, Any]:
-        return self._run([self._prep_quantile(column, q, epsilon, bounds, candidates)], target)[0]
-
-    def _argmax(
-        self, column: ExprLike, candidates: Any, epsilon: object, target: _Target
-    ) -> tuple[tuple[Hashable, ...], tuple[Any, Any]]:
-        prep = self._prep_argmax(column, candidates, epsilon)
-        return prep.candidates, self._run([prep], target)[0]
-
-    def _prep_count(self, epsilon: object, delta: object) -> Prepared:
-        m = mech.CountMechanism(_eps(epsilon), _delta(delta))
-        plan = self._plan
-        ex = executor_for(plan)
-        return Prepared(
-            self,
-            m,
-            lambda g: ex.count(plan, g),
-            "count",
-            "count()",
-            lambda: ex.validate(plan),
-            Read(ex, plan, "count"),
-        )
-
-    def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
-        e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
-        m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan, ex = self._plan, executor_for(self._plan)
-        return Prepared(
-            self,
-            m,
-            lambda g: ex.clamped_sum(plan, g, e, lo, hi)[0],
-            "sum",
-            _what("sum", e),
-            lambda: ex.validate(plan, e, numeric=True),
-            Read(ex, plan, "sum", e, lo, hi),
-        )
-
-    def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
-        e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
-        m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan, ex = self._plan, executor_for(self._plan)
-        return Prepared(
-            self,
-            m,
-            lambda g: _drop_squares(ex.lattice_sums(plan, g, e, lo, hi)),
-            "mean",
-            _what("mean", e),
-            lambda: ex.validate(plan, e, numeric=True),
-            Read(ex, plan, "mean", e, lo, hi),
-        )
-
-    def _prep_variance(
-        self, column: ExprLike, epsilon: object, bounds: Any, delta: object, *, stddev: bool
-    ) -> Prepared:
-        what = "stddev" if stddev else "variance"
-        e, (lo, hi) = self._numeric_arg(column, bounds, what)
-        m = mech.VarianceMechanism(_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
-        plan, ex = self._plan, executor_for(self._plan)
-        return Prepared(
-            self,
-            m,
-            lambda g: ex.lattice_sums(plan, g, e, lo, hi, squares=True),
-            what,
-            _what(what, e),
-            lambda: ex.validate(plan, e, numeric=True),
-            Read(ex, plan, "moments", e, lo, hi),
-        )
-
-    def _prep_quantile(
-        self, column: ExprLike, q: object, epsilon: object, bounds: Any, candidates: Any
-    ) -> Prepared:
-        qq = _quantile_level(q)
-        e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
-        cand = None if candidates is None else _candidates(candidates, lo, hi)
-        m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
-        plan, ex = self._plan, executor_for(self._plan)
-        return Prepared(
-            self,
-            m,
-            lambda g: ex.buckets(plan, g, e, m.candidates),
-            "quantile",
-            _what("quantile", e, _answers.grid_digest(m.candidates), len(m.candidates)),
-            lambda: ex.validate(plan, e, numeric=True),
-        )
-
-    def _prep_argmax(self, column: ExprLike, candidates: Any, epsilon: object) -> Prepared:
-        e = self._column_expr(column, "argmax's column")
-        cands = _argmax_candidates(candidates)
-        m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
-        plan, ex = self._plan, executor_for(self._plan)
-        prep = Prepared(
-            self,
-            m,
-            lambda g: ex.candidate_counts(plan, g, e, cands),
-            "argmax",
-            _what("argmax", e, repr(cands)),
-            lambda: ex.validate(plan, e),
-        )
-        prep.candidates = cands
-        return prep
-
-    # -- aggregation plumbing -------------------------------------------------------------
-    def _require_bounded(self, lineage: Mapping[object, Any], what: str) -> None:
-        flat = flatten(lineage)
-        if any(k == INF for k in flat.values()):
-            unit = self._meta.privacy_unit
-            how = (
-                f"call .bound_contributions(max_rows=k) to keep at most k rows per "
-                f"{unit!r}, or .groupby({unit!r}) so each person is one row"
-                if unit
-                else "bound each person's rows with .bound_contributions(max_rows=k) before "
-                "transforming the user-level frame"
-            )
-            raise PrivacyError(
-                f"{what} on a user-level frame whose contributions are unbounded: one person "
-                f"could change any number of rows; {how}"
-            )
-
-    @staticmethod
-    def _run(
-        prepared: list[Prepared],
-        target: _Target,
-        label: str | None = None,
-        *,
-        charged: bool = False,
-    ) -> list[tuple[np.ndarray, Any]]:
-        """Check and charge every prepared aggregate in one transaction, then read and release.
-
-        Nothing touches data until the whole charge is accepted; if any budget refuses, none
-        is charged. An aggregation asked before (same plan, same source, same mechanism and
-        parameters) returns its earlier answer and charges nothing. ``charged=True`` means
-        the caller already charged these aggregations (as part of a larger transaction).
-        The checks and reads share one executor batch, so aggregates of one relation
-        evaluate it once.
-        """
-        with batch():
-            return PrivateFrame._run_batch(prepared, target, label, charged)
-
-    @staticmethod
-    def _run_batch(
-        prepared: list[Prepared], target: _Target, label: str | None, charged: bool
-    ) -> list[tuple[np.ndarray, Any]]:
-        grouping = None if target is None else target[0]
-        lineages = [lineage_of(p.frame._plan) if target is None else target[1] for p in prepared]
-        for p, lin in zip(prepared, lineages, strict=True):
-            p.frame._require_bounded(lin, p.label)
-        # A budget kept in a ledger remembers whole answers across restarts.
-        budgets = {b for lin in lineages for b in flatten(lin)}
-        ledgered = [b for b in budgets if b._ledger is not None]
-        pkey = _answers.persistent_key(prepared, grouping, ledgered) if ledgered else None
-        if pkey is not None:
-            for b in ledgered:
-                stored = b._ledger_answer(pkey)
-                if stored is not None:
-                    return _answers.decode(stored)
-        keys: list[str | None] = []
-        hits: dict[int, tuple[np.ndarray, Any]] = {}
-        requests = []
-        for i, (p, lin) in enumerate(zip(prepared, lineages, strict=True)):
-            key = _answers.key(p, grouping)
-            keys.append(key)
-            hit = _answers.get(key, lin)
-            if hit is not None:
-                hits[i] = hit
-            else:
-                if p.check is not None and not charged:
-                    p.check()
-                requests.append((lin, p.mechanism.charge))
-        receipt = None
-        if requests and not charged:
-            receipt = charge_all(
-                requests,
-                label=label or ", ".join(p.label for p in prepared),
-                plan=_plan_text(prepared),
-                cache_key=pkey,
-            )
-        _prefetch([p for i, p in enumerate(prepared) if i not in hits], grouping)
-        out = []
-        for i, p in enumerate(prepared):
-            if i in hits:
-                out.append(hits[i])
-                continue
-            with _reading(p.label):
-                data = p.exact(grouping)
-                released = (
-                    p.mechanism.release(*data)
-                    if isinstance(data, tuple)
-                    else p.mechanism.release(data)
-                )
-            _answers.put(keys[i], lineages[i], released, p.frame._plan)
-            out.append(released)
-        if receipt is not None and pkey is not None:
-            try:
-                text = _answers.encode(out)
-            except _answers.NotStorable:  # no data form: cached in memory only
-                return out
-            for ledger, query_id in receipt.queries.items():
-                ledger.store_answer(query_id, pkey, text)  # type: ignore[attr-defined]
-        return out
-
-    def _numeric_arg(
-        self, column: ExprLike, bounds: tuple[float, float] | None, what: str
-    ) -> tuple[Expr | PyFunc, tuple[float, float]]:
-        e = self._column_expr(column, f"{what}'s column")
-        t = self._expr_type(e)
-        if t not in ("int", "float", "bool", "any"):
-            raise PinqError(f"{what} needs a numeric column or expression, not one of type {t}")
-        if bounds is not None:
-            return e, check_bounds(bounds, f"{what}")
-        b = self._expr_bounds(e)
-        if b is None:
-            name = e.name if isinstance(e, Column) else "this expression"
-            raise PrivacyError(
-                f"{what} needs bounds for {name}: pass bounds=(lo, hi), or declare "
-                f"bounds={{{name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
-                "the data"
-            )
-        return e, b
-
-    def _check_columns(self, columns: Iterable[object]) -> tuple[str, ...]:
-        out = []
-        for c in columns:
-            if not isinstance(c, str) or c not in self._meta.schema:
-                raise self._unknown_column(c)
-            out.append(c)
-        return tuple(out)
-
-    def _unknown_column(self, name: object) -> PinqError:
-        import difflib
-
-        if not isinstance(name, str):
-            return PinqError(f"column names must be strings, not {type(name).__name__}")
-        hint = difflib.get_close_matches(name, self.columns, n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        return PinqSyntaxError(f"unknown column {name!r}{extra}", text=name, line=1, column=1)
+        prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
+        idx, acc = run.run_one(prep, None)
+        return NoisyLabel(prep.candidates[int(np.asarray(idx)[0])], acc)
 
 
 class GroupedFrame:
@@ -1181,39 +620,8 @@ class GroupedFrame:
         Stability 2: one changed input row changes one group's row (old row out, new row
         in). Grouping a user-level frame by exactly its privacy unit has stability 1.
         """
-        frame, meta = self._frame, self._frame._meta
-        calls: list[tuple[str, Call]] = []
-        for name, value in aggs.items():
-            if name in self._keys:
-                raise PinqError(f"agg output {name!r} clashes with a group key")
-            if isinstance(value, str):
-                e, text = parse_expression(value, positions=False), value
-            elif isinstance(value, Expression):
-                e, text = value.expr, None
-            else:
-                raise PinqError(f"agg {name!r} must be an aggregate expression string")
-            if not (isinstance(e, Call) and e.name in AGGREGATE_FUNCTIONS):
-                raise PinqSyntaxError(
-                    f"agg {name!r} must be one aggregate call such as COUNT(*) or SUM(x)",
-                    text=text,
-                    line=1 if text else None,
-                    column=1 if text else None,
-                )
-            if e.name not in ("COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN", "VARIANCE", "STDDEV"):
-                raise PinqSyntaxError(
-                    f"{e.name} is not available inside groupby().agg()",
-                    text=text,
-                    line=1 if text else None,
-                    column=1 if text else None,
-                )
-            if text is not None:
-                e, _ = parse_and_check(text, meta.schema, allow_aggregates=True)
-            else:
-                check_expression(e, meta.schema, allow_aggregates=True)
-            calls.append((name, e))
-        unit = meta.privacy_unit
-        by_unit = unit is not None and self._keys == (unit,)
-        return PrivateFrame._derive(GroupBy(frame._plan, self._keys, tuple(calls), by_unit))
+        calls = {n: unwrap(v) for n, v in aggs.items()}
+        return PrivateFrame._wrap(self._frame._rel.aggregate(self._keys, calls))
 
     def __repr__(self) -> str:
         return f"GroupedFrame(keys={list(self._keys)}); call .agg(name='COUNT(*)', ...)"
@@ -1225,166 +633,6 @@ def _fmt(k: Fraction | float) -> str:
     return "inf" if v == math.inf else str(v)
 
 
-def _eps(epsilon: object) -> Fraction:
-    return check_epsilon(epsilon, "epsilon")
-
-
-def _delta(delta: object) -> Fraction | None:
-    return None if delta is None else check_delta(delta, "delta")
-
-
-def _positive_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise PinqError(f"{what} must be a positive whole number")
-    return int(value)
-
-
-def _quantile_level(q: object) -> float:
-    try:
-        qq = float(q)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise PinqError("q must be a number between 0 and 1") from None
-    if not 0 <= qq <= 1:
-        raise PinqError("q must be between 0 and 1")
-    return qq
-
-
-def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
-    try:
-        arr = np.unique(np.asarray(list(values), dtype="float64"))
-    except (TypeError, ValueError):
-        raise PinqError("candidates must be numbers") from None
-    if len(arr) < 2 or not np.all(np.isfinite(arr)):
-        raise PinqError("candidates must be at least two finite numbers")
-    if arr[0] < lo or arr[-1] > hi:
-        raise PinqError("candidates must lie within the bounds")
-    return np.unique(np.concatenate([[lo], arr, [hi]]))
-
-
-def _plain_value(v: object) -> bool:
-    import datetime as dt
-
-    if isinstance(v, tuple):
-        return all(_plain_value(x) for x in v)
-    return type(v) in (str, int, float, bool) or isinstance(
-        v, np.generic | dt.date | dt.datetime | pd.Timestamp
-    )
-
-
-def _argmax_candidates(candidates: Iterable[Hashable]) -> tuple[Hashable, ...]:
-    if isinstance(candidates, str) or not isinstance(candidates, Iterable):
-        raise PinqError("argmax needs a list of public candidates")
-    from pinqpy.plan.keys import is_null_key
-
-    cands = tuple(candidates)
-    if not cands:
-        raise PinqError("argmax needs at least one candidate")
-    for c in cands:  # all refused before any charge: candidates are public
-        if is_null_key(c):
-            raise PinqError(
-                "argmax candidates cannot be NULL or NaN (a NULL equals no value); "
-                "filter NULLs out or map them to a value first"
-            )
-        # Plain values only: an object of the analyst's own class would run its own __eq__
-        # against private values while an engine compares them.
-        if not _plain_value(c):
-            raise PinqError(
-                "argmax candidates must be plain hashable values (text, numbers, booleans, "
-                f"dates, or tuples of them), not {type(c).__name__}"
-            )
-    if len(set(cands)) != len(cands):
-        raise PinqError("argmax candidates must not repeat")
-    return cands
-
-
-def _plan_text(prepared: list[Prepared]) -> str:
-    """The canonical plans and aggregations of a charge, for the ledger's audit trail."""
-    from pinqpy.plan.canonical import NotCanonical, canonical_plan
-
-    parts = []
-    for p in prepared:
-        try:
-            plan = canonical_plan(p.frame._plan, lambda t: t.name)
-        except NotCanonical:
-            plan = "<plan with a Python callable>"
-        parts.append(f"{p.what or p.label} over {plan}")
-    return "; ".join(parts)
-
-
-@contextmanager
-def _reading(label: str) -> Iterator[None]:
-    """Engine failures while reading become a PinqError that quotes nothing: engine messages
-    can quote values. The charge stands, since data may have been read.
-
-    No warning escapes a read either: whether numpy or pandas warns (an overflow, an invalid
-    value) can depend on the rows, so every warning is silenced while the data is read."""
-    try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            yield
-    except PinqError:
-        raise
-    except Exception as exc:
-        raise PinqError(
-            f"the {label} failed while reading the data ({type(exc).__name__}); "
-            "its charge was spent and nothing was released"
-        ) from None
-
-
-def _prefetch(prepared: Sequence[Prepared], grouping: Grouping | None) -> None:
-    """Offer each engine the reads it is about to make, so it can make several in one pass."""
-    by_engine: dict[int, tuple[Executor, list[Read]]] = {}
-    for p in prepared:
-        if p.read is not None:
-            by_engine.setdefault(id(p.read.executor), (p.read.executor, []))[1].append(p.read)
-    for ex, reads in by_engine.values():
-        if len(reads) > 1:
-            with _reading(", ".join(p.label for p in prepared)):
-                ex.prefetch(reads, grouping)
-
-
-def _drop_squares(sums: tuple[Any, Any, Any]) -> tuple[Any, Any]:
-    """A mean's read: the lattice-index sums and counts (no squares were computed)."""
-    return sums[0], sums[2]
-
-
-def _what(kind: str, value: Expr | PyFunc, *extra: object) -> str | None:
-    """A canonical description of an aggregation's input, or None for a callable."""
-    if isinstance(value, PyFunc):
-        return None
-    return f"{kind}({value.to_sql()}{''.join(f';{x}' for x in extra)})"
-
-
-def _key_multiplicity(public: pd.DataFrame, on: tuple[str, ...]) -> int:
-    """The largest number of rows any key has in a public table (public data: read freely).
-
-    Small tables (the usual lookup table) are counted in plain Python, which avoids pandas'
-    fixed cost per groupby; large ones with a groupby.
-    """
-    if len(public) == 0:
-        return 0
-    if len(public) <= 5_000:
-        from collections import Counter
-
-        from pinqpy.plan.keys import is_null_key
-
-        keys = zip(*(public[c].tolist() for c in on), strict=True)
-        # Every NULL-like (NaN, pd.NA, NaT, None) is one key, as engines match them.
-        counts = Counter(tuple(None if is_null_key(v) else v for v in k) for k in keys)
-        return max(counts.values())
-    return int(public.groupby(list(on), dropna=False).size().max())
-
-
-_NUMERIC = {"int", "float", "bool"}
-
-
-def _check_join_types(col: str, left: ColumnType, right: ColumnType) -> None:
-    if "any" in (left, right) or left == right:
-        return
-    if left in _NUMERIC and right in _NUMERIC:
-        return
-    raise PinqError(f"join key {col!r} is {left} on one side and {right} on the other")
-
-
-def _scalar(values: np.ndarray, acc: Any) -> NoisyValue | NoisyCount:
+def _scalar(prepared: prepare.Prepared) -> NoisyValue:
+    _values, acc = run.run_one(prepared, None)
     return NoisyValue.from_release(acc)

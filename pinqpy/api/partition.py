@@ -23,27 +23,30 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts, PartAgent
-from pinqpy.engines.base import Grouping
+from pinqpy.accounting.agents import AllParts
+from pinqpy.api.expressions import ExprLike, unwrap
 from pinqpy.errors import PinqError
+from pinqpy.pipeline import prepare, run
+from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
-from pinqpy.plan.nodes import PartitionRef, PartSource
+from pinqpy.plan.nodes import PartitionRef
 from pinqpy.results.values import NoisySeries
-
-if TYPE_CHECKING:
-    from pinqpy.api.frame import ExprLike, PrivateFrame
 
 __all__ = ["Partition"]
 
+#: The type of the parts (the caller's frame type).
+F = TypeVar("F")
 
-class Partition(Mapping[Hashable, "PrivateFrame"]):
+
+class Partition(Mapping[Hashable, F], Generic[F]):
     """Parts of a frame by public keys; aggregations over every part return a Series.
 
     Lazy like every transformation: nothing is read until a part is aggregated. Rows whose
@@ -52,34 +55,35 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     ``median``, ``quantile``) charge once, ``epsilon × stability``, for all parts together.
     """
 
-    def __init__(self, frame: PrivateFrame, ref: PartitionRef):
-        self._frame = frame
+    def __init__(
+        self, frame: object, rel: Relation, ref: PartitionRef, wrap: Callable[[Relation], F]
+    ):
+        self._frame = frame  # the partitioned frame, for the repr
+        self._rel = rel  # its relation: per-key aggregates are prepared on it
         self._ref = ref
+        self._wrap = wrap  # a part's relation -> its frame
         self._keyset = frozenset(ref.keys)
-        self._parts: dict[Hashable, PrivateFrame] = {}
+        self._parts: dict[Hashable, F] = {}
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The key columns."""
         return self._ref.key_columns
 
-    def __getitem__(self, key: Hashable) -> PrivateFrame:
+    def __getitem__(self, key: Hashable) -> F:
         key = self._canonical(key)
         if key not in self._keyset:
             raise KeyError(key)
         part = self._parts.get(key)
         if part is None:
-            from pinqpy.api.frame import PrivateFrame
-
-            node = PartSource(self._ref, key, PartAgent(self._ref.agent, key))
-            part = PrivateFrame._derive(node)
+            part = self._wrap(Relation.part(self._ref, key))
             self._parts[key] = part
         return part
 
     def _canonical(self, key: Hashable) -> Hashable:
         """The key as the partition spells it (every NULL-like is None, -0.0 is 0.0)."""
         try:
-            return check_keys([key], self._ref.key_columns, self._frame.schema)[0]
+            return check_keys([key], self._ref.key_columns, self._rel.schema)[0]
         except PinqError:
             return key
 
@@ -94,7 +98,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         return f"Partition(by [{cols}], {len(self)} public keys, parent={self._frame!r})"
 
     # -- per-key aggregations -------------------------------------------------------------
-    def _target(self) -> tuple[Grouping, dict[object, Any]]:
+    def _target(self) -> run.Target:
         return (
             Grouping(self._ref.key_columns, self._ref.keys),
             {AllParts(self._ref.agent): Fraction(1)},
@@ -105,13 +109,13 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
             return pd.Index(list(self._ref.keys), name=self._ref.key_columns[0])
         return pd.MultiIndex.from_tuples(list(self._ref.keys), names=list(self._ref.key_columns))
 
-    def _series(self, released: tuple[Any, Any]) -> NoisySeries:
-        _values, acc = released
+    def _run(self, prepared: prepare.Prepared) -> NoisySeries:
+        _values, acc = run.run_one(prepared, self._target())
         return NoisySeries.from_release(acc, index=self._index())
 
     def count(self, epsilon: float, *, delta: float | None = None) -> NoisySeries:
         """A noisy count per key (one charge for all parts)."""
-        return self._series(self._frame._count(epsilon, delta, self._target()))
+        return self._run(prepare.prepare_count(self._rel, epsilon, delta))
 
     def sum(
         self,
@@ -122,7 +126,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped sum per key; see :meth:`PrivateFrame.sum`."""
-        return self._series(self._frame._sum(column, epsilon, bounds, delta, self._target()))
+        return self._run(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def mean(
         self,
@@ -133,7 +137,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped mean per key; see :meth:`PrivateFrame.mean`."""
-        return self._series(self._frame._mean(column, epsilon, bounds, delta, self._target()))
+        return self._run(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def median(
         self,
@@ -156,12 +160,12 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         candidates: Iterable[float] | None = None,
     ) -> NoisySeries:
         """A noisy ``q``-quantile per key; see :meth:`PrivateFrame.quantile`."""
-        return self._series(
-            self._frame._quantile(column, q, epsilon, bounds, candidates, self._target())
-        )
+        rel, value = self._rel, unwrap(column)
+        return self._run(prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates))
 
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
         """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""
-        cands, (idx, _acc) = self._frame._argmax(column, candidates, epsilon, self._target())
-        labels = [cands[int(i)] for i in np.asarray(idx)]
+        prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
+        idx, _acc = run.run_one(prep, self._target())
+        labels = [prep.candidates[int(i)] for i in np.asarray(idx)]
         return pd.Series(labels, index=self._index(), dtype=object)

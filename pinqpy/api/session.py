@@ -30,7 +30,6 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
-from pinqpy.pipeline.release import run_release
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.values import NoisyFrame
@@ -38,6 +37,7 @@ from pinqpy.sql import ast as q
 from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate
 from pinqpy.sql.explain import Explanation, explain
 from pinqpy.sql.parser import parse_statement
+from pinqpy.sql.run import run_release
 
 __all__ = ["Session"]
 
@@ -231,7 +231,7 @@ class Session:
                 )
             return None
         query = statement.query if isinstance(statement, q.Explain) else statement
-        catalog = Catalog(self._private, self._public)
+        catalog = Catalog({n: f._rel for n, f in self._private.items()}, self._public)
         return compile_release(catalog, query, text, epsilon, delta)
 
     # -- catalogue statements -------------------------------------------------------------

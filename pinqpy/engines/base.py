@@ -13,9 +13,7 @@ gets zeros.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,17 +21,16 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.expr.ast import Expr
+from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS, canonical_key, is_null_key
 from pinqpy.plan.nodes import PlanNode, PyFunc
 
 __all__ = [
     "NO_MATCH",
     "Executor",
-    "Grouping",
     "LatticeSums",
     "Read",
-    "batch",
-    "batch_memo",
     "canonical_key",
     "canonical_key_counts",
     "column_key",
@@ -42,45 +39,8 @@ __all__ = [
     "prefetched",
 ]
 
-_BATCH: ContextVar[dict[Any, Any] | None] = ContextVar("pinqpy_batch", default=None)
-
-
-@contextmanager
-def batch() -> Iterator[None]:
-    """One query's checks and reads: within it, executors may keep work they would otherwise
-    repeat (an evaluated plan node, a translation) in :func:`batch_memo`.
-
-    A SQL query asks for several aggregates of one relation (``COUNT(*)`` and ``AVG(x)`` of
-    the same join); without this each would evaluate the join again, and with it every
-    aggregate of one query sees the same truncation of a person's rows. Nested scopes join
-    the outer one; the memo is dropped when the outermost scope ends.
-    """
-    if _BATCH.get() is not None:
-        yield
-        return
-    token = _BATCH.set({})
-    try:
-        yield
-    finally:
-        _BATCH.reset(token)
-
-
-def batch_memo() -> dict[Any, Any] | None:
-    """The current :func:`batch`'s memo, or None outside one. Plan nodes hash by value (deep
-    and slow), so key entries by ``id(node)`` and keep the node in the value to check it."""
-    return _BATCH.get()
-
-
 #: Per group: exact ``Σd``, exact ``Σd²`` (zeros unless asked for), the count (``int64``).
 LatticeSums = tuple[list[int], list[int], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Grouping:
-    """Public keys to group by: ``keys[i]`` is a scalar for one column, a tuple for several."""
-
-    columns: tuple[str, ...]
-    keys: tuple[Hashable, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +67,7 @@ def _read_slot(
 
 def _store_read(read: Read, grouping: Grouping | None, result: Any) -> None:
     """Keep a prefetched result for the rest of the batch (a no-op outside one)."""
-    memo = _BATCH.get()
+    memo = batch_memo()
     if memo is not None:
         slot = _read_slot(read.kind, read.plan, grouping, read.value, read.lo, read.hi)
         memo[slot] = (read.plan, grouping, read.value, result)
@@ -122,7 +82,7 @@ def prefetched(
     hi: float = 0.0,
 ) -> Any:
     """The result :func:`_store_read` kept for this read in the current batch, or None."""
-    memo = _BATCH.get()
+    memo = batch_memo()
     if memo is None:
         return None
     hit = memo.get(_read_slot(kind, plan, grouping, value, lo, hi))

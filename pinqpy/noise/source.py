@@ -50,6 +50,7 @@ __all__ = [
     "current_source",
     "gaussian_noise",
     "gumbel_noise",
+    "hooks_active",
     "laplace_noise",
     "noise_disabled",
 ]
@@ -227,6 +228,13 @@ def noise_disabled() -> bool:
     """True only inside :func:`pinqpy.testing.no_noise` (every release is then exact)."""
     with _LOCK:
         return _noise_disabled
+
+
+def hooks_active() -> bool:
+    """Whether a test hook is in force: noise switched off, or a source other than the secure
+    one (a seeded, predictable source)."""
+    with _LOCK:
+        return _noise_disabled or not isinstance(_source, SecureSource)
 
 
 def _set_noise_disabled(value: bool) -> bool:

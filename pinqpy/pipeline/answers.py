@@ -9,10 +9,10 @@ spelt (method chaining or SQL, spacing, keyword case).
 Answers are kept on the budgets the question was charged to. An in-memory key names each table
 by its identity and the entry keeps the table alive, so new data registered later can never
 be answered from old data; it is an HMAC under a secret drawn once per process. A budget with
-a ledger also stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a
-hash of the data's contents, so they survive a restart; the ledger stores only an HMAC of that
-key under a secret of its own, and the audit trail shows no key at all. Either way an
-analyst cannot recompute a key for a guessed dataset and compare.
+a ledger also stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the
+question over a hash of the data's contents, so they survive a restart; the ledger stores only
+an HMAC of that key under a secret of its own, and the audit trail shows no key at all. Either
+way an analyst cannot recompute a key for a guessed dataset and compare.
 
 Answers are stored in the ledger as JSON data (numbers, text, lists and the fields of
 pinqpy's own result objects, rebuilt without running any of their code), never pickled, so a
@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from pinqpy.accounting.agents import flatten
-from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError
+from pinqpy.noise import source as _noise
 from pinqpy.plan.canonical import NotCanonical, canonical_plan, digest
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import TableRef
 
 __all__ = [
@@ -80,7 +81,7 @@ def question(prepared: Any, grouping: Grouping | None, identity: Any) -> str | N
     if prepared.what is None:
         return None
     try:
-        plan = canonical_plan(prepared.frame._plan, identity)
+        plan = canonical_plan(prepared.relation.plan, identity)
     except NotCanonical:
         return None
     groups = "" if grouping is None else f"{grouping.columns!r}:{grouping.keys!r}"
@@ -96,16 +97,10 @@ def grid_digest(values: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _hooks_active() -> bool:
-    from pinqpy.testing import active
-
-    return active()
-
-
 def key(prepared: Any, grouping: Grouping | None) -> str | None:
     """The in-memory cache key of a prepared aggregation (tables named by identity), or None
     when it cannot be cached (a callable, or a test hook in force)."""
-    if _hooks_active():
+    if _noise.hooks_active():
         return None
     text = question(prepared, grouping, lambda t: f"{t.name}#{id(t)}")
     if text is None:
@@ -191,7 +186,7 @@ def persistent_key(
     Stable across processes (so answers survive a restart), and never stored or shown as is:
     the ledger keys its answers by an HMAC of it under the ledger's own secret.
     """
-    if _hooks_active():
+    if _noise.hooks_active():
         return None
     parts = []
     for p in prepared:
@@ -210,7 +205,7 @@ def _budgets(lineage: Mapping[object, Any]) -> list[Any]:
 
 def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any] | None:
     """A stored answer for this question over these budgets, or None."""
-    if cache_key is None or _hooks_active():
+    if cache_key is None or _noise.hooks_active():
         return None
     budgets = _budgets(lineage)
     if not budgets:
@@ -228,7 +223,7 @@ def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any]
 def put(
     cache_key: str | None, lineage: Mapping[object, Any], released: tuple[Any, Any], plan: Any
 ) -> None:
-    if cache_key is None or _hooks_active():
+    if cache_key is None or _noise.hooks_active():
         return
     # The entry holds the plan's tables so their identities stay unique while it lives.
     tables = _tables(plan)

@@ -18,8 +18,8 @@ import hmac
 import secrets
 from collections.abc import Callable
 
-from pinqpy.engines.base import batch_memo
 from pinqpy.expr.ast import Expr
+from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,

@@ -1,1 +1,3 @@
-"""The SQL dialect: statement syntax tree (:mod:`.ast`) and its parser (:mod:`.parser`)."""
+"""The SQL dialect: statement syntax tree (:mod:`.ast`), its parser (:mod:`.parser`), the
+compiler to pipeline measurements (:mod:`.compiler`), EXPLAIN (:mod:`.explain`) and the
+runner of a compiled release (:mod:`.run`)."""

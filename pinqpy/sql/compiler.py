@@ -1,8 +1,9 @@
 """Compile SQL statements to the same plans and aggregations as Python method chaining.
 
-There is one engine: a FROM clause becomes a :class:`~pinqpy.PrivateFrame` built with the
-frame's own transformation methods, and the outermost SELECT becomes a list of prepared
-aggregations charged in one transaction, exactly as ``frame.count(...)`` would be.
+There is one engine: a FROM clause becomes a :class:`~pinqpy.pipeline.relation.Relation` built
+with the same checked transformations as ``PrivateFrame``'s methods, and the outermost SELECT
+becomes a list of prepared aggregations (:mod:`pinqpy.pipeline.prepare`) charged in one
+transaction, exactly as ``frame.count(...)`` would be.
 
 Budget semantics (SQL.md): the query's epsilon is the *total* it charges. With ``m`` noisy
 measurements (distinct aggregate calls in SELECT, HAVING and ORDER BY) over a FROM clause of
@@ -22,12 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts, PartitionAgent, flatten
+from pinqpy.accounting.agents import AllParts, PartitionAgent
 from pinqpy.accounting.cost import check_delta, check_epsilon
-from pinqpy.api.expressions import Expression
-from pinqpy.api.frame import Prepared, PrivateFrame
 from pinqpy.core.exact import to_fraction
-from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -45,8 +43,18 @@ from pinqpy.expr.ast import (
 from pinqpy.expr.bounds import derive_bounds, derive_keys
 from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
 from pinqpy.noise.keyselect import KeySelectionMechanism, frame_delta_for
+from pinqpy.pipeline.prepare import (
+    Prepared,
+    prepare_count,
+    prepare_mean,
+    prepare_quantile,
+    prepare_sum,
+    prepare_variance,
+)
+from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys, internal_names
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.plan.stability import INF
 from pinqpy.sql import ast as q
 
 __all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release"]
@@ -59,9 +67,9 @@ MAX_GROUPS = 1_000_000
 
 @dataclass
 class Catalog:
-    """What a query can name: private frames and public tables."""
+    """What a query can name: private relations and public tables."""
 
-    private: Mapping[str, PrivateFrame]
+    private: Mapping[str, Relation]
     public: Mapping[str, pd.DataFrame]
 
 
@@ -69,7 +77,7 @@ class Catalog:
 class _Rel:
     """A compiled FROM clause: a private frame (or a public table) and how names resolve."""
 
-    frame: PrivateFrame | None
+    frame: Relation | None
     public: pd.DataFrame | None = None
     # alias (None for unaliased subqueries) -> {visible column: frame column}
     scopes: dict[str | None, dict[str, str]] = field(default_factory=dict)
@@ -91,7 +99,7 @@ class Measurement:
 class CompiledRelease:
     """Everything needed to charge, run and shape a query's answer (nothing charged yet)."""
 
-    frame: PrivateFrame
+    frame: Relation
     measurements: list[Measurement]
     grouping: Grouping | None
     target: tuple[Grouping, dict[object, Any]] | None
@@ -107,7 +115,7 @@ class CompiledRelease:
     group_desc: str
     # Private key selection (no public keys, delta > 0): (frame, key columns, mechanism) and
     # the lineage the per-group aggregates are charged through; keys are chosen at run time.
-    key_selection: tuple[PrivateFrame, tuple[str, ...], KeySelectionMechanism] | None = None
+    key_selection: tuple[Relation, tuple[str, ...], KeySelectionMechanism] | None = None
     target_lineage: dict[object, Any] | None = None
 
 
@@ -202,9 +210,7 @@ class _Compiler:
         rframe = right.frame
         if renames:
             keep = [c for c in rframe.columns if c not in renames]
-            rframe = rframe.select(
-                *keep, **{lk: Expression(Column(rk)) for rk, lk in renames.items()}
-            )
+            rframe = rframe.select(keep, {lk: Column(rk) for rk, lk in renames.items()})
         on = [lk for lk, _ in pairs]
         if j.bounds is not None:
             for i, b in enumerate(j.bounds):
@@ -215,7 +221,7 @@ class _Compiler:
                     side = "b_left" if i == 0 else "b_right"
                     raise self.syntax(f"WITH BOUNDS: {side} must be a positive whole number", at)
         try:
-            frame = left.frame.join(rframe, on=on, max_rows_per_key=j.bounds)
+            frame = left.frame.join(rframe, left.frame.join_keys(on), j.bounds)
         except PrivacyError:
             raise PrivacyError(
                 "JOIN of two private tables needs WITH BOUNDS (b_left, b_right) after its ON "
@@ -236,7 +242,8 @@ class _Compiler:
                 "WITH BOUNDS applies to a join of two private tables",
                 locate(self.text, r"\bWITH\s+BOUNDS\b", j.pos) or j.pos,
             )
-        frame = left.frame.join(pub, on=on, how=j.kind, name=self.public_name(right))
+        on_cols = left.frame.join_keys(on)
+        frame = left.frame.public_join(pub, on_cols, j.kind, self.public_name(right))
         rel = self.merge_scopes(j, left, right, frame, set(on), "_public", renames)
         # Every column that comes from the public table, the join key included, has public
         # values: grouping by it needs no private key selection.
@@ -263,7 +270,7 @@ class _Compiler:
         j: q.Join,
         left: _Rel,
         right: _Rel,
-        frame: PrivateFrame,
+        frame: Relation,
         on: set[str],
         suffix: str,
         renames: dict[str, str],
@@ -390,7 +397,7 @@ class _Compiler:
 
         return e.transform(fix)
 
-    def condition(self, e: Expr, frame: PrivateFrame, clause: str) -> None:
+    def condition(self, e: Expr, frame: Relation, clause: str) -> None:
         ctype = self.check(e, frame)
         if ctype not in ("bool", "any"):
             raise self.syntax(
@@ -399,7 +406,7 @@ class _Compiler:
                 e.pos,
             )
 
-    def check(self, e: Expr, frame: PrivateFrame, *, aggregates: bool = False) -> str:
+    def check(self, e: Expr, frame: Relation, *, aggregates: bool = False) -> str:
         try:
             return check_expression(e, frame.schema, text=self.text, allow_aggregates=aggregates)
         except PinqSyntaxError:
@@ -408,7 +415,7 @@ class _Compiler:
             raise self.syntax(str(err), e.pos) from None
 
     # -- inner queries: transformations ------------------------------------------------
-    def inner_query(self, query: q.Query) -> PrivateFrame:
+    def inner_query(self, query: q.Query) -> Relation:
         if isinstance(query, q.SetQuery):
             if query.order_by or query.limit is not None:
                 raise PrivacyError(
@@ -424,10 +431,7 @@ class _Compiler:
                 )
             if right.columns != left.columns:
                 right = right.select(
-                    **{
-                        lc: Expression(Column(rc))
-                        for lc, rc in zip(left.columns, right.columns, strict=True)
-                    }
+                    (), {lc: Column(rc) for lc, rc in zip(left.columns, right.columns, strict=True)}
                 )
             op = {
                 "union": "union",
@@ -435,10 +439,10 @@ class _Compiler:
                 "intersect": "intersect",
                 "except": "difference",
             }
-            return getattr(left, op[query.op])(right)
+            return left.set_op(right, op[query.op])  # type: ignore[arg-type]
         return self.inner_select(query)
 
-    def inner_select(self, s: q.Select) -> PrivateFrame:
+    def inner_select(self, s: q.Select) -> Relation:
         if s.order_by or s.limit is not None:
             raise PrivacyError(
                 "ORDER BY / LIMIT inside a subquery change which rows exist, so the answer "
@@ -458,7 +462,7 @@ class _Compiler:
             if contains_aggregate(w):
                 raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
             self.condition(w, frame, "WHERE")
-            frame = frame.where(Expression(w))
+            frame = frame.where(w)
         if s.group_by is not None or any(
             not isinstance(i.expr, q.Star) and contains_aggregate(i.expr) for i in s.items
         ):
@@ -471,7 +475,7 @@ class _Compiler:
             frame = frame.distinct()
         return frame
 
-    def inner_project(self, s: q.Select, rel: _Rel, frame: PrivateFrame) -> PrivateFrame:
+    def inner_project(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
         outputs: dict[str, Expr] = {}
         for item in s.items:
             if isinstance(item.expr, q.Star):
@@ -492,16 +496,16 @@ class _Compiler:
                 raise self.syntax(f"the subquery has two columns named {name!r}; use AS", item.pos)
             outputs[name] = e
         plain = [n for n, e in outputs.items() if isinstance(e, Column) and e.name == n]
-        computed = {n: Expression(e) for n, e in outputs.items() if n not in plain}
-        frame = frame.select(*plain, **computed) if computed or plain else frame
+        computed = {n: e for n, e in outputs.items() if n not in plain}
+        frame = frame.select(plain, computed) if computed or plain else frame
         order = list(outputs)
         if frame.columns != order:
-            frame = frame.select(*order)
+            frame = frame.select(order, {})
         return frame
 
-    def inner_group(self, s: q.Select, rel: _Rel, frame: PrivateFrame) -> PrivateFrame:
+    def inner_group(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
         keys: list[tuple[Expr, str]] = []  # (resolved expr, frame column)
-        assigns: dict[str, Expression] = {}
+        assigns: dict[str, Expr] = {}
         for gk in s.group_by or ():
             if gk.keys is not None:
                 raise self.syntax(
@@ -513,15 +517,15 @@ class _Compiler:
                 keys.append((e, e.name))
             else:
                 name = self.tmp("g")
-                assigns[name] = Expression(e)
+                assigns[name] = e
                 keys.append((e, name))
         if not keys:  # aggregates with no GROUP BY: one group
             name = self.tmp("all")
-            assigns[name] = Expression(Literal(1))
+            assigns[name] = Literal(1)
             keys.append((Literal(1), name))
         if assigns:
-            frame = frame.assign(**assigns)
-        aggs: dict[str, Expression] = {}
+            frame = frame.assign(assigns)
+        aggs: dict[str, Expr] = {}
         outputs: list[tuple[str, str]] = []  # (output name, grouped column)
         agg_names: dict[Expr, str] = {}
 
@@ -532,9 +536,7 @@ class _Compiler:
                     raise self.syntax(
                         f"{call.name} is not available inside a subquery's GROUP BY", call.pos
                     )
-                aggs[agg_names[call]] = Expression(
-                    Call(call.name, call.args[:1], call.distinct, call.star)
-                )
+                aggs[agg_names[call]] = Call(call.name, call.args[:1], call.distinct, call.star)
             return agg_names[call]
 
         for item in s.items:
@@ -568,13 +570,13 @@ class _Compiler:
                 return node
 
             having = h.transform(swap)
-        grouped = frame.groupby(*[col for _, col in keys]).agg(**aggs)
+        grouped = frame.aggregate(frame.group_keys([col for _, col in keys]), aggs)
         if having is not None:
-            grouped = grouped.where(Expression(having))
+            grouped = grouped.where(having)
         names = [n for n, _ in outputs]
         if len(set(names)) != len(names):
             raise self.syntax("the subquery has two columns with the same name; use AS", s.pos)
-        return grouped.select(**{n: Expression(Column(c)) for n, c in outputs})
+        return grouped.select((), {n: Column(c) for n, c in outputs})
 
     def resolve_having(self, h: Expr, rel: _Rel, aliases: Mapping[str, str]) -> Expr:
         def fix(node: Expr) -> Expr:
@@ -623,24 +625,24 @@ class _Compiler:
             if contains_aggregate(w):
                 raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
             self.condition(w, frame, "WHERE")
-            frame = frame.where(Expression(w))
+            frame = frame.where(w)
 
         # GROUP BY: public keys, possibly on computed expressions.
         key_exprs: list[Expr] = []
         key_cols: list[str] = []
         key_lists: list[list[Hashable] | None] = []
-        assigns: dict[str, Expression] = {}
+        assigns: dict[str, Expr] = {}
         for gk in s.group_by or ():
             e = self.resolve(gk.expr, rel)
             ctype = self.check(e, frame)
             col = e.name if isinstance(e, Column) else self.tmp("g")
             if not isinstance(e, Column):
-                assigns[col] = Expression(e)
+                assigns[col] = e
             key_exprs.append(e)
             key_cols.append(col)
             key_lists.append(self.public_keys(gk, e, frame, rel, ctype, delta))
         if assigns:
-            frame = frame.assign(**assigns)
+            frame = frame.assign(assigns)
 
         # Outputs: group keys, or expressions over aggregate calls.
         calls: list[Call] = []
@@ -722,7 +724,7 @@ class _Compiler:
                 "noisy aggregate such as COUNT(*)"
             )
 
-        stabilities = flatten(lineage_of(frame._plan))
+        stabilities = frame.stabilities()
         worst = max(stabilities.values())
         if worst == INF:
             unit = frame.privacy_unit
@@ -758,7 +760,7 @@ class _Compiler:
         key_selection = None
         target_lineage = None
         if key_cols:
-            target_lineage = {AllParts(PartitionAgent(lineage_of(frame._plan))): Fraction(1)}
+            target_lineage = {AllParts(PartitionAgent(frame.lineage())): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
                 # With Gaussian noise, half of delta goes to the noise and half to selection.
@@ -805,7 +807,7 @@ class _Compiler:
         )
 
     def public_keys(
-        self, gk: q.GroupKey, e: Expr, frame: PrivateFrame, rel: _Rel, ctype: str, delta: Fraction
+        self, gk: q.GroupKey, e: Expr, frame: Relation, rel: _Rel, ctype: str, delta: Fraction
     ) -> list[Hashable] | None:
         if gk.keys is not None:
             values = []
@@ -834,7 +836,7 @@ class _Compiler:
     def prepare(
         self,
         call: Call,
-        frame: PrivateFrame,
+        frame: Relation,
         key_cols: list[str],
         eps: Fraction,
         delta: Fraction | None,
@@ -843,39 +845,35 @@ class _Compiler:
         args = call.args
         if name == "COUNT":
             if call.star:
-                return frame._prep_count(eps, delta)
+                return prepare_count(frame, eps, delta)
             arg = args[0]
             if call.distinct:
                 col = arg.name if isinstance(arg, Column) else self.tmp("d")
-                base = frame if isinstance(arg, Column) else frame.assign(**{col: Expression(arg)})
-                base = base.select(*dict.fromkeys([*key_cols, col])).distinct()
-                return base.where(Expression(IsNull(Column(col), negated=True)))._prep_count(
-                    eps, delta
-                )
-            return frame.where(Expression(IsNull(arg, negated=True)))._prep_count(eps, delta)
+                base = frame if isinstance(arg, Column) else frame.assign({col: arg})
+                base = base.select(dict.fromkeys([*key_cols, col]), {}).distinct()
+                return prepare_count(base.where(IsNull(Column(col), negated=True)), eps, delta)
+            return prepare_count(frame.where(IsNull(arg, negated=True)), eps, delta)
         value = args[0]
         extra = [self.const(a, call) for a in args[1:]]
         if name in ("PERCENTILE", "QUANTILE"):
             q_level, extra = extra[0], extra[1:]
         bounds = self.bounds(call, value, frame, extra)
         if name == "SUM":
-            return frame._prep_sum(Expression(value), eps, bounds, delta)
+            return prepare_sum(frame, value, eps, bounds, delta)
         if name == "AVG":
-            return frame._prep_mean(Expression(value), eps, bounds, delta)
+            return prepare_mean(frame, value, eps, bounds, delta)
         if name in ("VARIANCE", "STDDEV"):
-            return frame._prep_variance(
-                Expression(value), eps, bounds, delta, stddev=name == "STDDEV"
-            )
+            return prepare_variance(frame, value, eps, bounds, delta, stddev=name == "STDDEV")
         self.no_delta(call, delta)
         if name == "MEDIAN":
-            return frame._prep_quantile(Expression(value), 0.5, eps, bounds, None)
+            return prepare_quantile(frame, value, 0.5, eps, bounds, None)
         if name in ("PERCENTILE", "QUANTILE"):
             if not isinstance(q_level, int | float) or not 0 <= q_level <= 1:
                 raise self.syntax(f"{name}'s level must be a number between 0 and 1", call.pos)
-            return frame._prep_quantile(Expression(value), q_level, eps, bounds, None)
+            return prepare_quantile(frame, value, q_level, eps, bounds, None)
         if name in ("MIN", "MAX"):
-            return frame._prep_quantile(
-                Expression(value), MIN_Q if name == "MIN" else MAX_Q, eps, bounds, None
+            return prepare_quantile(
+                frame, value, MIN_Q if name == "MIN" else MAX_Q, eps, bounds, None
             )
         raise self.syntax(f"{name} is not a noisy aggregate pinqpy can release", call.pos)
 
@@ -893,7 +891,7 @@ class _Compiler:
         return v
 
     def bounds(
-        self, call: Call, value: Expr, frame: PrivateFrame, extra: list[Any]
+        self, call: Call, value: Expr, frame: Relation, extra: list[Any]
     ) -> tuple[float, float]:
         if len(extra) == 2:
             lo, hi = extra

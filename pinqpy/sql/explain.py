@@ -133,7 +133,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
         else "Release: one row"
     )
     lines.append(head)
-    _tree(rel.frame._plan, 1, lines, _Describe())
+    _tree(rel.frame.plan, 1, lines, _Describe())
     m = len(rel.measurements) + (1 if rel.key_selection is not None else 0)
     lines += [
         "",
@@ -158,7 +158,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     grouped = rel.target_lineage is not None
     lines.append("")
     charges: dict[str, object] = {}
-    for budget, k in flatten(lineage_of(rel.frame._plan)).items():
+    for budget, k in flatten(lineage_of(rel.frame.plan)).items():
         base = total.at(Fraction(1))
         cost = base.at(Fraction(k)) if grouped else total.at(Fraction(k))
         if rel.key_selection is not None:

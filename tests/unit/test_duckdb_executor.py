@@ -14,11 +14,11 @@ from hypothesis import strategies as st  # noqa: E402
 import pinqpy as pq  # noqa: E402
 from pinqpy import testing  # noqa: E402
 from pinqpy.demo import load_pums  # noqa: E402
-from pinqpy.engines.base import Grouping  # noqa: E402
 from pinqpy.engines.duckdb.executor import DuckDBExecutor  # noqa: E402
 from pinqpy.engines.pandas.executor import PandasExecutor  # noqa: E402
 from pinqpy.errors import PinqError  # noqa: E402
 from pinqpy.expr.parser import parse_expression  # noqa: E402
+from pinqpy.plan.grouping import Grouping  # noqa: E402
 from pinqpy.plan.nodes import PlanNode, PyFunc  # noqa: E402
 
 PANDAS = PandasExecutor()
@@ -617,7 +617,7 @@ def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- one translation per query ----------------------------------------------------------------
 def test_a_query_translates_once_and_sees_one_truncation() -> None:
-    from pinqpy.engines.base import batch
+    from pinqpy.plan.batch import batch
 
     df = pd.DataFrame({"u": np.arange(600) % 20, "x": np.arange(600, dtype=float)})
     plan = _frame(df, privacy_unit="u").bound_contributions(3)._plan
@@ -648,7 +648,8 @@ def _fused_reads(
 ) -> list[object]:
     """Prefetch ``specs`` (kind, expression, lo, hi) together, then read them as a query
     does; also returns how many statements ran."""
-    from pinqpy.engines.base import Read, batch
+    from pinqpy.engines.base import Read
+    from pinqpy.plan.batch import batch
 
     reads = [
         Read(ex, plan, kind, None if e is None else parse_expression(e), lo, hi)

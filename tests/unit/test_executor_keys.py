@@ -21,8 +21,9 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy.engines.base import Grouping, canonical_key, canonical_key_counts
+from pinqpy.engines.base import canonical_key, canonical_key_counts
 from pinqpy.engines.registry import default_engine, executor_for
+from pinqpy.plan.grouping import Grouping
 
 
 def frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:

@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 
 import pinqpy as pq
 from pinqpy.core.lattice import BITS, Lattice, SumGrid
-from pinqpy.engines.base import Grouping
 from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
 from pinqpy.noise.mechanisms import MeanMechanism, VarianceMechanism
 from pinqpy.noise.mechanisms.base import _to_float
+from pinqpy.plan.grouping import Grouping
 
 ADVERSARIAL_BOUNDS = [
     (1e7, 1e7 + 1),

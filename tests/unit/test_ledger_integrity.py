@@ -31,6 +31,7 @@ import pytest
 import pinqpy as pq
 from pinqpy.accounting.ledger import Ledger
 from pinqpy.pipeline import answers as _answers
+from pinqpy.pipeline.prepare import prepare_count
 
 PKG = Path(pq.__file__).parent
 
@@ -89,7 +90,7 @@ def test_audit_output_holds_no_recomputable_key(tmp_path):
     f = pq.PrivateFrame(data, b, bounds={"income": (0, 2e4)}, name="people")
     f.count(epsilon=0.01)
     table = f._plan.table  # type: ignore[attr-defined]
-    prep = f._prep_count(0.01, None)
+    prep = prepare_count(f._rel, 0.01, None)
     old_fp = _old_fingerprint(table.name, data)
     old_key = _old_key(prep, [b], data)
     secrets = {

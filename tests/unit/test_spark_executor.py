@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 import pinqpy as pq
 from pinqpy.demo import load_pums
-from pinqpy.engines.base import Grouping, batch
 from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.spark.executor import SparkExecutor, _Call
 from pinqpy.engines.spark.session import is_spark_dataframe, local_session
@@ -36,6 +35,8 @@ from pinqpy.engines.spark.types import kind_of, spark_schema, to_spark
 from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import schema_from_pandas
+from pinqpy.plan.batch import batch
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import Distinct, PlanNode, PyFunc, Source, TableRef, Where
 
 PANDAS = PandasExecutor()
@@ -328,7 +329,8 @@ def test_null_and_many_keys(ex: SparkExecutor) -> None:
 def test_prefetched_reads_in_one_job(
     ex: SparkExecutor, pums: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pinqpy.engines.base import Read, batch
+    from pinqpy.engines.base import Read
+    from pinqpy.plan.batch import batch
 
     jobs: list[str] = []
     collect = _Call.collect

@@ -27,6 +27,8 @@ import pinqpy as pq
 from pinqpy.accounting.cost import MAX_EPSILON
 from pinqpy.noise import mechanisms as M
 from pinqpy.noise.lattice_release import SATURATION_STEPS
+from pinqpy.pipeline.prepare import prepare_variance
+from pinqpy.pipeline.run import run_one
 
 INF = float("inf")
 NAN = float("nan")
@@ -68,8 +70,8 @@ def _frame(values: list[float], budget: pq.Budget) -> pq.PrivateFrame:
 
 def _variance(frame: pq.PrivateFrame, eps: Any, bounds: Any, delta: Any, stddev: bool) -> Any:
     """VARIANCE/STDDEV by the path SQL and accuracy() use (no public method of its own)."""
-    prep = frame._prep_variance("x", eps, bounds, delta, stddev=stddev)
-    values, acc = frame._run([prep], None)[0]
+    prep = prepare_variance(frame._rel, "x", eps, bounds, delta, stddev=stddev)
+    values, acc = run_one(prep, None)
     return values, acc
 
 

@@ -31,10 +31,8 @@ import pandas as pd
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     Executor,
-    Grouping,
     LatticeSums,
     Read,
-    batch_memo,
     canonical_key_counts,
     column_key_rows,
     prefetched,
@@ -63,6 +61,8 @@ from pinqpy.engines.sqlgen.plans import (
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.noise import source as _noise
+from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     Distinct,
     Explode,
@@ -667,7 +667,7 @@ class DuckDBExecutor(Executor):
     Sources are pandas DataFrames (registered with the connection) or DuckDB relations of
     the same connection. ``connection`` defaults to a new in-memory database.
 
-    Within one :func:`~pinqpy.engines.base.batch` (one query's checks and reads) a plan is
+    Within one :func:`~pinqpy.plan.batch.batch` (one query's checks and reads) a plan is
     translated once: the check before the charge translates it, and the reads run the same
     SQL, with the same truncation salt, so a query's aggregates all see the same rows.
     """

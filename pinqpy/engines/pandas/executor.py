@@ -16,21 +16,15 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.core.lattice import Lattice, SumGrid
-from pinqpy.engines.base import (
-    NO_MATCH,
-    Executor,
-    Grouping,
-    LatticeSums,
-    batch_memo,
-    canonical_key,
-    canonical_key_counts,
-)
+from pinqpy.engines.base import NO_MATCH, Executor, LatticeSums, canonical_key, canonical_key_counts
 from pinqpy.engines.buckets import grid_bucket_counts, uniform_grid
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.expr.types import series_type
 from pinqpy.noise import source as _noise
+from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,

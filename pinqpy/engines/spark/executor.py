@@ -5,7 +5,7 @@ view per source (made once, dropped when the source DataFrame is gone), with eac
 column kinds worked out in Python, so Spark analyses a query once, when it runs, and only the
 final aggregate is collected: one Spark action per executor call. The calls of one query (the
 check before the charge, then each aggregate) share one translation
-(:func:`~pinqpy.engines.base.batch_memo`). Expressions are translated from the AST into Spark SQL
+(:func:`~pinqpy.plan.batch.batch_memo`). Expressions are translated from the AST into Spark SQL
 that follows :mod:`pinqpy.expr.pandas_eval`, whatever the session's ANSI setting:
 
 * NULL propagates; a fault that depends on the data (division by zero, integer overflow, a
@@ -55,10 +55,8 @@ import pandas as pd
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     Executor,
-    Grouping,
     LatticeSums,
     Read,
-    batch_memo,
     canonical_key_counts,
     column_key_rows,
     prefetched,
@@ -102,6 +100,8 @@ from pinqpy.engines.sqlgen.plans import (
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.noise import source as _noise
+from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     Distinct,
     Explode,
@@ -301,7 +301,7 @@ class _PlanSql(CtePlanSql[_Rel]):
     when it runs, instead of one per node. A node shared by several parents (``f.concat(f)``)
     is one expression.
 
-    One translator serves all the calls of one query (:func:`~pinqpy.engines.base.batch_memo`):
+    One translator serves all the calls of one query (:func:`~pinqpy.plan.batch.batch_memo`):
     the check before the charge and every aggregate share the translation, and so the
     truncation salts.
     """

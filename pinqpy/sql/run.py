@@ -7,11 +7,12 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import charge_all
-from pinqpy.api.frame import PrivateFrame, _reading
-from pinqpy.engines.base import Grouping, batch
 from pinqpy.engines.registry import executor_for
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
-from pinqpy.plan.stability import lineage_of
+from pinqpy.pipeline.prepare import Prepared
+from pinqpy.pipeline.run import reading, run
+from pinqpy.plan.batch import batch
+from pinqpy.plan.grouping import Grouping
 from pinqpy.results.values import Accuracy, NoisyFrame
 from pinqpy.sql.compiler import CompiledRelease
 
@@ -24,7 +25,7 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
     if rel.key_selection is not None:
         released, grouping = _with_selected_keys(rel, prepared, label)
     else:
-        released = PrivateFrame._run(prepared, rel.target, label=label)
+        released = run(prepared, rel.target, label=label)
     n = 1 if grouping is None else len(grouping.keys)
     work: dict[str, object] = {"__pos": np.arange(n)}
     if grouping is not None:
@@ -61,35 +62,37 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
     return NoisyFrame.from_release(pd.DataFrame(out), accuracy)
 
 
-def _with_selected_keys(rel: CompiledRelease, prepared: list, label: str) -> tuple[list, Grouping]:
+def _with_selected_keys(
+    rel: CompiledRelease, prepared: list[Prepared], label: str
+) -> tuple[list, Grouping]:
     """Charge selection and every aggregate in one transaction, then select, then aggregate."""
     with batch():  # selection and the aggregates read the same relations
         return _select_then_aggregate(rel, prepared, label)
 
 
 def _select_then_aggregate(
-    rel: CompiledRelease, prepared: list, label: str
+    rel: CompiledRelease, prepared: list[Prepared], label: str
 ) -> tuple[list, Grouping]:
     assert rel.key_selection is not None and rel.target_lineage is not None
-    frame, columns, mechanism = rel.key_selection
-    lineage = lineage_of(frame._plan)
-    frame._require_bounded(lineage, "GROUP BY")
-    ex = executor_for(frame._plan)
-    ex.validate(frame._plan)
+    relation, columns, mechanism = rel.key_selection
+    lineage = relation.lineage()
+    relation.require_bounded(lineage, "GROUP BY")
+    ex = executor_for(relation.plan)
+    ex.validate(relation.plan)
     for p in prepared:
         if p.check is not None:
             p.check()
     requests = [(lineage, mechanism.charge)]
     requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
     charge_all(requests, label=label)
-    with _reading("GROUP BY key selection"):
-        keys, counts = ex.key_counts(frame._plan, columns)
+    with reading("GROUP BY key selection"):
+        keys, counts = ex.key_counts(relation.plan, columns)
         selected, _ = mechanism.release(keys, counts)
     grouping = Grouping(columns, tuple(selected))
     if not selected:
         return [(np.zeros(0), _empty(p)) for p in prepared], grouping
     target = (grouping, rel.target_lineage)
-    return PrivateFrame._run(prepared, target, label=label, charged=True), grouping
+    return run(prepared, target, label=label, charged=True), grouping
 
 
 def _empty(prepared: object) -> Accuracy:

@@ -1,0 +1,325 @@
+"""Prepare: an aggregation request becomes a :class:`Prepared` measurement.
+
+Each ``prepare_*`` function validates its arguments (epsilon, delta, bounds, quantile level,
+candidates) against public facts only and builds the mechanism from public parameters,
+returning what to charge and how to read the exact aggregate. Nothing is charged or read
+here; :mod:`pinqpy.pipeline.run` does that.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Hashable, Iterable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pinqpy.accounting.agents import flatten
+from pinqpy.accounting.cost import check_delta, check_epsilon
+from pinqpy.engines.base import Read
+from pinqpy.engines.registry import executor_for
+from pinqpy.errors import PinqError, PrivacyError
+from pinqpy.expr.ast import Column, Expr
+from pinqpy.noise import mechanisms as mech
+from pinqpy.pipeline import answers as _answers
+from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.grouping import Grouping
+from pinqpy.plan.keys import is_null_key
+from pinqpy.plan.meta import check_bounds
+from pinqpy.plan.nodes import PyFunc
+from pinqpy.results.values import AccuracyPreview
+
+__all__ = [
+    "Prepared",
+    "accuracy",
+    "check_eps",
+    "prepare_argmax",
+    "prepare_count",
+    "prepare_mean",
+    "prepare_quantile",
+    "prepare_sum",
+    "prepare_variance",
+]
+
+
+class Prepared:
+    """An aggregation ready to run: its mechanism (built from public parameters only) and how
+    to read its exact aggregate. Nothing has been charged or read yet."""
+
+    __slots__ = ("candidates", "check", "exact", "label", "mechanism", "read", "relation", "what")
+
+    def __init__(
+        self,
+        relation: Relation,
+        mechanism: Any,
+        exact: Callable[[Grouping | None], Any],
+        label: str,
+        what: str | None = None,
+        check: Callable[[], None] | None = None,
+        read: Read | None = None,
+    ):
+        self.relation = relation
+        self.mechanism = mechanism
+        self.exact = exact
+        self.label = label
+        # What is aggregated, for the answer cache; None when it has no canonical form.
+        self.what = what
+        # The engine's own refusal (callables, unaggregatable types), run before the charge.
+        self.check = check
+        self.candidates: tuple[Hashable, ...] = ()
+        # What ``exact`` reads, so the engine can read a query's aggregates together.
+        self.read = read
+
+
+def prepare_count(rel: Relation, epsilon: object, delta: object) -> Prepared:
+    """A row count: sensitivity 1 (adding or removing a row changes it by 1)."""
+    m = mech.CountMechanism(check_eps(epsilon), _delta(delta))
+    plan = rel.plan
+    ex = executor_for(plan)
+    return Prepared(
+        rel,
+        m,
+        lambda g: ex.count(plan, g),
+        "count",
+        "count()",
+        lambda: ex.validate(plan),
+        Read(ex, plan, "count"),
+    )
+
+
+def prepare_sum(
+    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object
+) -> Prepared:
+    """A clamped sum: sensitivity ``max(|lo|, |hi|)``."""
+    e, (lo, hi) = _numeric_arg(rel, column, bounds, "sum")
+    m = mech.SumMechanism(check_eps(epsilon), lo, hi, _delta(delta))
+    plan, ex = rel.plan, executor_for(rel.plan)
+    return Prepared(
+        rel,
+        m,
+        lambda g: ex.clamped_sum(plan, g, e, lo, hi)[0],
+        "sum",
+        _what("sum", e),
+        lambda: ex.validate(plan, e, numeric=True),
+        Read(ex, plan, "sum", e, lo, hi),
+    )
+
+
+def prepare_mean(
+    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object
+) -> Prepared:
+    """A clamped mean (:class:`pinqpy.noise.mechanisms.MeanMechanism`)."""
+    e, (lo, hi) = _numeric_arg(rel, column, bounds, "mean")
+    m = mech.MeanMechanism(check_eps(epsilon), lo, hi, _delta(delta))
+    plan, ex = rel.plan, executor_for(rel.plan)
+    return Prepared(
+        rel,
+        m,
+        lambda g: _drop_squares(ex.lattice_sums(plan, g, e, lo, hi)),
+        "mean",
+        _what("mean", e),
+        lambda: ex.validate(plan, e, numeric=True),
+        Read(ex, plan, "mean", e, lo, hi),
+    )
+
+
+def prepare_variance(
+    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object, *, stddev: bool
+) -> Prepared:
+    """A clamped variance or standard deviation
+    (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`)."""
+    what = "stddev" if stddev else "variance"
+    e, (lo, hi) = _numeric_arg(rel, column, bounds, what)
+    m = mech.VarianceMechanism(check_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
+    plan, ex = rel.plan, executor_for(rel.plan)
+    return Prepared(
+        rel,
+        m,
+        lambda g: ex.lattice_sums(plan, g, e, lo, hi, squares=True),
+        what,
+        _what(what, e),
+        lambda: ex.validate(plan, e, numeric=True),
+        Read(ex, plan, "moments", e, lo, hi),
+    )
+
+
+def prepare_quantile(
+    rel: Relation, column: object, q: object, epsilon: object, bounds: Any, candidates: Any
+) -> Prepared:
+    """A ``q``-quantile by the exponential mechanism over public candidates."""
+    qq = _quantile_level(q)
+    e, (lo, hi) = _numeric_arg(rel, column, bounds, "quantile")
+    cand = None if candidates is None else _candidates(candidates, lo, hi)
+    m = mech.QuantileMechanism(check_eps(epsilon), qq, lo, hi, cand)
+    plan, ex = rel.plan, executor_for(rel.plan)
+    return Prepared(
+        rel,
+        m,
+        lambda g: ex.buckets(plan, g, e, m.candidates),
+        "quantile",
+        _what("quantile", e, _answers.grid_digest(m.candidates), len(m.candidates)),
+        lambda: ex.validate(plan, e, numeric=True),
+    )
+
+
+def prepare_argmax(rel: Relation, column: object, candidates: Any, epsilon: object) -> Prepared:
+    """The most frequent public candidate, by report-noisy-max."""
+    e = rel.column_expr(column, "argmax's column")
+    cands = _argmax_candidates(candidates)
+    m = mech.ArgmaxMechanism(check_eps(epsilon), len(cands))
+    plan, ex = rel.plan, executor_for(rel.plan)
+    prep = Prepared(
+        rel,
+        m,
+        lambda g: ex.candidate_counts(plan, g, e, cands),
+        "argmax",
+        _what("argmax", e, repr(cands)),
+        lambda: ex.validate(plan, e),
+    )
+    prep.candidates = cands
+    return prep
+
+
+def accuracy(
+    rel: Relation,
+    aggregation: str,
+    column: object,
+    *,
+    epsilon: float,
+    level: float,
+    bounds: tuple[float, float] | None,
+    delta: float | None,
+    q: float,
+    n: float | None,
+) -> AccuracyPreview:
+    """How accurate an aggregation would be at ``epsilon``: its mechanism's error bound at
+    ``level`` and what it would charge each budget. Reads nothing, charges nothing."""
+    kind = aggregation.lower()
+    if kind == "count":
+        prep = prepare_count(rel, epsilon, delta)
+    elif kind in ("sum", "mean"):
+        if column is None:
+            raise PinqError(f"accuracy({kind!r}) needs a column")
+        method = prepare_sum if kind == "sum" else prepare_mean
+        prep = method(rel, column, epsilon, bounds, delta)
+    elif kind in ("median", "quantile"):
+        if column is None:
+            raise PinqError(f"accuracy({kind!r}) needs a column")
+        prep = prepare_quantile(rel, column, 0.5 if kind == "median" else q, epsilon, bounds, None)
+    elif kind in ("variance", "stddev"):
+        if column is None:
+            raise PinqError(f"accuracy({kind!r}) needs a column")
+        prep = prepare_variance(rel, column, epsilon, bounds, delta, stddev=kind == "stddev")
+    else:
+        raise PinqError("accuracy() knows count, sum, mean, median, quantile, variance and stddev")
+    m = prep.mechanism
+    unit = ""
+    if kind == "mean":
+        err = m.accuracy(level, n=n)
+    elif kind in ("median", "quantile"):
+        err, unit = m.accuracy(level), "ranks"
+    else:
+        err = m.accuracy(level)
+    lin = rel.lineage()
+    rel.require_bounded(lin, kind)
+    charge = {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
+    return AccuracyPreview(
+        kind, m.describe(), m.epsilon, float(level), float(err), unit, m.noise_scale, charge
+    )
+
+
+# -- argument checks -------------------------------------------------------------------------
+def check_eps(epsilon: object) -> Fraction:
+    return check_epsilon(epsilon, "epsilon")
+
+
+def _delta(delta: object) -> Fraction | None:
+    return None if delta is None else check_delta(delta, "delta")
+
+
+def _numeric_arg(
+    rel: Relation, column: object, bounds: tuple[float, float] | None, what: str
+) -> tuple[Expr | PyFunc, tuple[float, float]]:
+    e = rel.column_expr(column, f"{what}'s column")
+    t = rel.expr_type(e)
+    if t not in ("int", "float", "bool", "any"):
+        raise PinqError(f"{what} needs a numeric column or expression, not one of type {t}")
+    if bounds is not None:
+        return e, check_bounds(bounds, f"{what}")
+    b = rel.expr_bounds(e)
+    if b is None:
+        name = e.name if isinstance(e, Column) else "this expression"
+        raise PrivacyError(
+            f"{what} needs bounds for {name}: pass bounds=(lo, hi), or declare "
+            f"bounds={{{name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
+            "the data"
+        )
+    return e, b
+
+
+def _quantile_level(q: object) -> float:
+    try:
+        qq = float(q)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise PinqError("q must be a number between 0 and 1") from None
+    if not 0 <= qq <= 1:
+        raise PinqError("q must be between 0 and 1")
+    return qq
+
+
+def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
+    try:
+        arr = np.unique(np.asarray(list(values), dtype="float64"))
+    except (TypeError, ValueError):
+        raise PinqError("candidates must be numbers") from None
+    if len(arr) < 2 or not np.all(np.isfinite(arr)):
+        raise PinqError("candidates must be at least two finite numbers")
+    if arr[0] < lo or arr[-1] > hi:
+        raise PinqError("candidates must lie within the bounds")
+    return np.unique(np.concatenate([[lo], arr, [hi]]))
+
+
+def _plain_value(v: object) -> bool:
+    if isinstance(v, tuple):
+        return all(_plain_value(x) for x in v)
+    return type(v) in (str, int, float, bool) or isinstance(
+        v, np.generic | dt.date | dt.datetime | pd.Timestamp
+    )
+
+
+def _argmax_candidates(candidates: object) -> tuple[Hashable, ...]:
+    if isinstance(candidates, str) or not isinstance(candidates, Iterable):
+        raise PinqError("argmax needs a list of public candidates")
+    cands = tuple(candidates)
+    if not cands:
+        raise PinqError("argmax needs at least one candidate")
+    for c in cands:  # all refused before any charge: candidates are public
+        if is_null_key(c):
+            raise PinqError(
+                "argmax candidates cannot be NULL or NaN (a NULL equals no value); "
+                "filter NULLs out or map them to a value first"
+            )
+        # Plain values only: an object of the analyst's own class would run its own __eq__
+        # against private values while an engine compares them.
+        if not _plain_value(c):
+            raise PinqError(
+                "argmax candidates must be plain hashable values (text, numbers, booleans, "
+                f"dates, or tuples of them), not {type(c).__name__}"
+            )
+    if len(set(cands)) != len(cands):
+        raise PinqError("argmax candidates must not repeat")
+    return cands
+
+
+def _drop_squares(sums: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+    """A mean's read: the lattice-index sums and counts (no squares were computed)."""
+    return sums[0], sums[2]
+
+
+def _what(kind: str, value: Expr | PyFunc, *extra: object) -> str | None:
+    """A canonical description of an aggregation's input, or None for a callable."""
+    if isinstance(value, PyFunc):
+        return None
+    return f"{kind}({value.to_sql()}{''.join(f';{x}' for x in extra)})"
