@@ -599,7 +599,7 @@ def _declare_error(col: str, ctype: str, how: str = "") -> PinqError:
 
 
 def _to_declared(s: pd.Series, ctype: str) -> pd.Series:
-    from pinqpy.expr.pandas_eval import _any_text
+    from pinqpy.expr.pandas_eval.values import _any_text
 
     if ctype == "any":
         return s.astype(object)

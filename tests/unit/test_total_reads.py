@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.expr.pandas_eval import _like_match, _like_one, _like_pieces
+from pinqpy.expr.pandas_eval.like import _like_match, _like_one, _like_pieces
 
 BIG = 10**6
 

@@ -1,29 +1,10 @@
-"""Vectorized evaluation of expressions over a pandas DataFrame, with SQL NULL semantics.
-
-NULL propagates through arithmetic and comparisons; AND, OR and NOT use three-valued logic.
-A fault that depends on the data (division by zero, overflow, the square root of a negative,
-a value that does not CAST) gives NULL for that row: evaluation never raises because of a
-value and never warns. Work is done column-at-a-time with numpy; the only per-row loop reads
-the Python objects of an ``object`` column once.
-
-Types come from dtypes, never from values. An ``object`` column is of kind ``"any"``: each of
-its values is read on its own, as it would be in a column of its own type (a number as a
-number, a string as a string; anything else, such as a date or a list, as NULL), so one row
-never changes how another is compared (see :data:`pinqpy.expr.types.ANY_RULE`).
-
->>> import pandas as pd
->>> from pinqpy.expr.parser import parse_expression as p
->>> df = pd.DataFrame({"a": [1, 2, 3], "b": [0, 1, None]})
->>> evaluate(p("a / b"), df).tolist()
-[nan, 2.0, nan]
->>> predicate_mask(p("b IS NULL OR a > 2"), df).tolist()
-[False, False, True]
-"""
+"""The evaluator: one pass over an expression tree, column at a time, with SQL NULL semantics
+(operators, comparisons, three-valued logic, CASE, IN, LIKE, CAST). Functions are looked up
+in a table it is given (:mod:`.functions`)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -46,23 +27,37 @@ from pinqpy.expr.ast import (
     Unary,
 )
 from pinqpy.expr.check import _suggest, resolve_column
-from pinqpy.expr.types import CAST_TYPES, any_class, valid_text
-
-__all__ = ["evaluate", "predicate_mask"]
-
-_I64_MIN = np.iinfo(np.int64).min
-_I64_MAX = np.iinfo(np.int64).max
-_TWO_63 = 2.0**63
-_NAT = np.datetime64("NaT", "ns")
-_MAX_POSITION = 2**62  # beyond the length of any string
-
-_UNSET: Any = object()
-
-# Kinds of values: "int" (int64 + mask), "float" (float64, NaN is NULL), "bool" (bool + mask,
-# data always False where NULL), "str" (pandas Series, NaN is NULL), "datetime"
-# (datetime64, NaT is NULL), "any" (a numpy object array, each value read on its own; None
-# and NaN are NULL) and "null" (an untyped NULL).
-_NUMERIC = frozenset({"int", "float", "bool"})
+from pinqpy.expr.pandas_eval.like import _like_match, _like_regex
+from pinqpy.expr.pandas_eval.numeric import (
+    _I64_MAX,
+    _I64_MIN,
+    _abs_max,
+    _as_datetime64,
+    _compare_datetimes,
+    _mul_overflow,
+    _round_half_away,
+)
+from pinqpy.expr.pandas_eval.values import (
+    _NAT,
+    _NUMERIC,
+    _V,
+    _any_text,
+    _AnyParts,
+    _arr_mask,
+    _as_objects,
+    _float_result,
+    _float_to_int,
+    _from_series,
+    _lazy_union,
+    _null_flags,
+    _nullable_data,
+    _objects,
+    _or_masks,
+    _scalar_text,
+    _scalarize,
+    _str_series,
+)
+from pinqpy.expr.types import CAST_TYPES, valid_text
 
 _CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": lambda a, b: a == b,
@@ -76,258 +71,19 @@ _CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
 _TRUE_WORDS = ["true", "t", "yes", "y", "1", "on"]
 _FALSE_WORDS = ["false", "f", "no", "n", "0", "off"]
 
-
-class _V:
-    """One evaluated value: an array of length n (or a scalar) of one kind.
-
-    ``mask`` marks NULLs for int and bool arrays; it may be a zero-argument callable that
-    computes it only when needed (a predicate rarely needs it). For the other kinds NULL is
-    stored in the data (NaN, NaT, missing string) and the mask is derived on demand.
-    """
-
-    __slots__ = ("_mask", "_parts", "data", "kind")
-
-    def __init__(self, kind: str, data: Any, mask: Any = _UNSET) -> None:
-        self.kind = kind
-        self.data = data
-        self._mask = mask if mask is not _UNSET else (_UNSET if kind in _DERIVED else None)
-        self._parts: _AnyParts | None = None
-
-    @property
-    def scalar(self) -> bool:
-        return not isinstance(self.data, np.ndarray | pd.Series)
-
-    def nulls(self) -> np.ndarray | None:
-        """Boolean array of NULL positions, or None when there are none (arrays only)."""
-        m = self._mask
-        if m is _UNSET:
-            if self.kind == "float":
-                m = np.isnan(self.data)
-            elif self.kind == "datetime":
-                m = np.isnat(self.data)
-            elif self.kind == "str":
-                m = self.data.isna().to_numpy()
-            elif self.kind == "any":
-                m = np.asarray(pd.isna(self.data), dtype=bool)
-            else:  # "null"
-                m = np.ones(len(self.data), dtype=bool)
-            self._mask = m
-        elif callable(m):
-            m = m()
-            self._mask = m
-        return m
-
-
-_DERIVED = frozenset({"float", "datetime", "str", "null", "any"})
-
-
-class _AnyParts:
-    """An ``any`` array split by how each value is read: numbers (as float64, NaN elsewhere)
-    and strings (a str Series, missing elsewhere). Other values are in neither part."""
-
-    __slots__ = ("is_num", "is_str", "num", "text")
-
-    def __init__(self, objs: np.ndarray) -> None:
-        n = len(objs)
-        classes = [any_class(x) for x in objs]
-        self.is_num = np.fromiter((c == "number" for c in classes), dtype=bool, count=n)
-        self.is_str = np.fromiter((c == "str" for c in classes), dtype=bool, count=n)
-        num = np.full(n, np.nan)
-        if self.is_num.any():
-            num[self.is_num] = [_as_float_value(x) for x in objs[self.is_num]]
-        text = np.full(n, None, dtype=object)
-        text[self.is_str] = objs[self.is_str]
-        self.num = _float_result(num)
-        self.text = _V("str", pd.Series(text, dtype="str"))
-
-
-def _as_float_value(x: object) -> float:
-    try:
-        return float(x)  # type: ignore[arg-type]
-    except (OverflowError, ValueError, TypeError, ArithmeticError):
-        return np.nan
-
-
-def _any_text(x: object) -> object:
-    """One value of an ``any`` column as text (None for NULL), as its own type would give."""
-    if isinstance(x, str):
-        return x
-    if x is None:
-        return None
-    if isinstance(x, bool | np.bool_):
-        return "true" if x else "false"
-    try:
-        if pd.isna(x):  # type: ignore[arg-type]
-            return None
-    except (TypeError, ValueError):
-        pass
-    if isinstance(x, np.generic):
-        x = x.item()
-    try:
-        return valid_text(str(x))
-    except Exception:  # an object whose text fails (or a list nested too deeply): NULL
-        return None
-
-
-def _or_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a | b
-
-
-def _lazy_union(*vs: _V) -> Callable[[], np.ndarray | None]:
-    def compute() -> np.ndarray | None:
-        out = None
-        for v in vs:
-            if not v.scalar:
-                out = _or_masks(out, v.nulls())
-        return out
-
-    return compute
-
-
-def _float_result(arr: Any) -> _V:
-    """A float result, with every non-finite value (overflow, 0/0, ...) made NULL."""
-    arr = np.asarray(arr, dtype=np.float64)
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        arr = np.where(bad, np.nan, arr)
-    return _V("float", arr)
-
-
-def _float_to_int(arr: np.ndarray) -> _V:
-    """Whole-valued floats to int64; NaN and values beyond int64 become NULL."""
-    ok = np.isfinite(arr) & (arr >= -_TWO_63) & (arr < _TWO_63)
-    data = np.where(ok, arr, 0.0).astype(np.int64)
-    return _V("int", data, None if ok.all() else ~ok)
-
-
-def _as_datetime64(x: Any) -> Any:
-    if isinstance(x, pd.Timestamp):
-        return x.to_datetime64()
-    return x if isinstance(x, np.ndarray | np.datetime64) else np.asarray(x)
-
-
-_NS_LO = np.datetime64(pd.Timestamp.min.value, "ns").astype("datetime64[us]")
-_NS_HI = np.datetime64(pd.Timestamp.max.value, "ns").astype("datetime64[us]")
-
-
-def _compare_datetimes(op: Callable[[Any, Any], Any], x: Any, y: Any) -> Any:
-    """Compare timestamps of different units exactly: numpy would convert both to the finer
-    unit, which silently wraps a value outside its range (1500-01-01 in nanoseconds). Values
-    that fit in nanoseconds compare in nanoseconds, the others in microseconds (a value outside
-    the nanosecond range lies beyond every value inside it, so the order is the same)."""
-    x, y = _as_datetime64(x), _as_datetime64(y)
-    if np.datetime_data(x.dtype)[0] == np.datetime_data(y.dtype)[0]:
-        return op(x, y)
-    xu, yu = x.astype("datetime64[us]"), y.astype("datetime64[us]")
-    coarse = op(xu, yu)
-    fits = (xu >= _NS_LO) & (xu <= _NS_HI) & (yu >= _NS_LO) & (yu <= _NS_HI)
-    if not np.any(fits):
-        return coarse
-    fine = op(x.astype("datetime64[ns]"), y.astype("datetime64[ns]"))
-    return np.where(fits, fine, coarse)
-
-
-def _round_half_away(x: np.ndarray) -> np.ndarray:
-    # SQL rounds halves away from zero (numpy rounds them to even).
-    return np.copysign(np.floor(np.abs(x) + 0.5), x)
-
-
-def _like_regex(pattern: str) -> tuple[str, str | None]:
-    """Classify a LIKE pattern: ("eq"|"prefix"|"suffix"|"contains", text) or ("regex", re)."""
-    pieces: list[tuple[str, str]] = []  # ("lit", text) | ("any", "%") | ("one", "_")
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            pieces.append(("lit", pattern[i + 1]))
-            i += 2
-            continue
-        if ch == "%":
-            pieces.append(("any", ch))
-        elif ch == "_":
-            pieces.append(("one", ch))
-        else:
-            pieces.append(("lit", ch))
-        i += 1
-    kinds = [k for k, _ in pieces]
-    literal = "".join(t for k, t in pieces if k == "lit")
-    if "one" not in kinds:
-        wild = [i for i, k in enumerate(kinds) if k == "any"]
-        n = len(pieces)
-        if not wild:
-            return "eq", literal
-        if wild == [n - 1]:
-            return "prefix", literal
-        if wild == [0]:
-            return "suffix", literal
-        if wild == [0, n - 1] and n >= 2:
-            return "contains", literal
-    regex = "".join(".*" if k == "any" else "." if k == "one" else re.escape(t) for k, t in pieces)
-    return "regex", "(?s)" + regex
-
-
-def _like_pieces(pattern: str) -> list[tuple[re.Pattern[str], int]]:
-    """A LIKE pattern split at each ``%``: each piece (literal characters and ``_``) as a
-    regex without repetition, and its length in characters."""
-    pieces: list[list[str]] = [[]]
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            pieces[-1].append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        if ch == "%":
-            pieces.append([])
-        else:
-            pieces[-1].append("." if ch == "_" else re.escape(ch))
-        i += 1
-    return [(re.compile("(?s)" + "".join(p)), len(p)) for p in pieces]
-
-
-def _like_one(text: str, pieces: list[tuple[re.Pattern[str], int]]) -> bool:
-    """Whether ``text`` matches a LIKE pattern, in time linear in ``len(text)`` (times the
-    pattern's length): the first piece must match at the start, the last at the end, and
-    each middle piece is found leftmost after the previous one (taking the leftmost match
-    never loses one). No piece has a quantifier, so no search backtracks."""
-    (first, n0), (last, nk) = pieces[0], pieces[-1]
-    if len(pieces) == 1:
-        return len(text) == n0 and first.match(text) is not None
-    if len(text) < sum(n for _, n in pieces):
-        return False
-    if n0 and first.match(text) is None:
-        return False
-    pos, end = n0, len(text) - nk
-    if nk and last.match(text, end) is None:
-        return False
-    for piece, n in pieces[1:-1]:
-        if n == 0:
-            continue
-        m = piece.search(text, pos, end)
-        if m is None:
-            return False
-        pos = m.end()
-    return True
-
-
-def _like_match(s: pd.Series, pattern: str) -> pd.Series:
-    """LIKE over a text Series that is not Arrow-backed (so would run Python's ``re``)."""
-    pieces = _like_pieces(pattern)
-    objs = s.to_numpy(dtype=object, na_value=None)
-    hit = np.fromiter(
-        (isinstance(x, str) and _like_one(x, pieces) for x in objs), dtype=bool, count=len(objs)
-    )
-    return pd.Series(hit, index=s.index)
+# A SQL function: given the evaluator and its evaluated arguments.
+_Function = Callable[["_Evaluator", list[_V]], _V]
 
 
 class _Evaluator:
-    def __init__(self, df: pd.DataFrame | None, n: int) -> None:
+    """Evaluates expressions over ``df`` (``n`` rows); ``functions`` maps each SQL function's
+    name (upper case) to its implementation (:data:`.functions._FUNCTIONS`), so that the
+    function table can use the evaluator without the evaluator importing the table."""
+
+    def __init__(self, df: pd.DataFrame | None, n: int, functions: Mapping[str, _Function]) -> None:
         self.df = df
         self.n = n
+        self.functions = functions
         self.folding = df is None  # a constant sub-expression evaluated on one row
         self._has_cols: dict[int, bool] = {}
 
@@ -380,7 +136,7 @@ class _Evaluator:
 
     def fold(self, e: Expr) -> _V:
         """Evaluate a column-free sub-expression once, as a scalar."""
-        sub = _Evaluator(None, 1)
+        sub = _Evaluator(None, 1, self.functions)
         v = sub.eval(e)
         return _scalarize(v)
 
@@ -921,7 +677,7 @@ class _Evaluator:
                 "aggregates belong in an aggregation"
             )
         args = [self.eval(a) for a in e.args]
-        fn = _FUNCTIONS.get(name)
+        fn = self.functions.get(name)
         if fn is None:
             raise PinqSyntaxError(f"unknown function '{e.name}'")
         return fn(self, args)
@@ -948,7 +704,7 @@ class _Evaluator:
             return self.null_of(target)
         if v.scalar:
             # Cast a scalar through a one-element array so that every rule is shared.
-            sub = _Evaluator(None, 1)
+            sub = _Evaluator(None, 1, self.functions)
             return _scalarize(sub.cast(sub.full(v), type_name))
         upper = type_name.upper()
         if v.kind == "any":
@@ -1016,365 +772,3 @@ class _Evaluator:
         if date_only:
             data = data.astype("datetime64[D]").astype(data.dtype)
         return _V("datetime", data)
-
-
-# -- function table ---------------------------------------------------------------------------
-def _abs(ev: _Evaluator, a: list[_V]) -> _V:
-    v = ev.numeric(a[0])
-    if v.kind == "float":
-        return _V("float", np.abs(v.data))
-    bad = v.data == _I64_MIN
-    return _V("int", np.abs(v.data), _or_masks(_arr_mask(v), bad if bad.any() else None))
-
-
-def _sign(ev: _Evaluator, a: list[_V]) -> _V:
-    v = ev.numeric(a[0])
-    return _V(v.kind, np.sign(v.data), v._mask if v.kind == "int" else _UNSET)
-
-
-def _round(ev: _Evaluator, a: list[_V]) -> _V:
-    if len(a) == 1:
-        return ev.to_int_fn(a[0], _round_half_away)
-    x = ev.as_float(ev.numeric(a[0]))
-    digits = ev.as_float(ev.numeric(a[1]))
-    scale = np.power(10.0, np.trunc(digits))
-    return _float_result(_round_half_away(x * scale) / scale)
-
-
-def _power(ev: _Evaluator, a: list[_V]) -> _V:
-    x = ev.as_float(ev.numeric(a[0]))
-    y = ev.as_float(ev.numeric(a[1]))
-    return _float_result(np.power(x, y))
-
-
-def _substr(ev: _Evaluator, a: list[_V]) -> _V:
-    a = [a[0], *(ev.const(v) for v in a[1:])]
-    if not all(v.scalar for v in a[1:]):
-        raise PinqError("the start and length of SUBSTR must be constant integers")
-    if any(v.data is None for v in a[1:]):
-        return ev.null_of("str")
-    start = int(a[1].data)
-    begin = start - 1  # SQL counts from 1; positions before the first one are skipped
-    # Positions are clamped to what a string can hold (no result changes), so that a huge
-    # start or length never overflows.
-    first = min(max(begin, 0), _MAX_POSITION)
-    if len(a) == 3:
-        length = int(a[2].data)
-        if length < 0:
-            return ev.null_of("str")
-        end = min(max(begin + length, 0), _MAX_POSITION)
-        return ev.str_fn(a[0], lambda s: s.str.slice(first, end))
-    return ev.str_fn(a[0], lambda s: s.str.slice(first))
-
-
-def _length(ev: _Evaluator, a: list[_V]) -> _V:
-    v = ev.full(ev.to_str(a[0]))
-    lengths = v.data.str.len().to_numpy(dtype=np.float64, na_value=np.nan)
-    return _float_to_int(lengths)
-
-
-def _concat_fn(ev: _Evaluator, a: list[_V]) -> _V:
-    # CONCAT skips NULLs (PostgreSQL); || does not.
-    out: Any = ""
-    for v in a:
-        s = ev.to_str(v)
-        piece = s.data.fillna("") if not s.scalar else "" if s.data is None else s.data
-        out = out + piece
-    return ev.full(_V("str", out if isinstance(out, pd.Series) else str(out)))
-
-
-def _nullif(ev: _Evaluator, a: list[_V]) -> _V:
-    x = ev.full(a[0])
-    same = ev.compare("=", x, a[1]).data
-    if not same.any():
-        return x
-    return ev.select(~same, x, ev.null_of(x.kind))
-
-
-def _if(ev: _Evaluator, a: list[_V]) -> _V:
-    cond = ev.boolean(a[0]).data
-    kind = ev.result_kind(a[1:])
-    x, y = ev.to_kind(a[1], kind), ev.to_kind(a[2], kind)
-    return ev.full(ev.select(cond, x, y))
-
-
-_FUNCTIONS: dict[str, Callable[[_Evaluator, list[_V]], _V]] = {
-    "ABS": _abs,
-    "SIGN": _sign,
-    "FLOOR": lambda ev, a: ev.to_int_fn(a[0], np.floor),
-    "CEIL": lambda ev, a: ev.to_int_fn(a[0], np.ceil),
-    "CEILING": lambda ev, a: ev.to_int_fn(a[0], np.ceil),
-    "ROUND": _round,
-    "SQRT": lambda ev, a: ev.math1(a[0], np.sqrt),
-    "LN": lambda ev, a: ev.math1(a[0], np.log),
-    "LOG": lambda ev, a: ev.math1(a[0], np.log10),  # PostgreSQL: LOG(x) is base 10
-    "LOG10": lambda ev, a: ev.math1(a[0], np.log10),
-    "EXP": lambda ev, a: ev.math1(a[0], np.exp),
-    "POWER": _power,
-    "POW": _power,
-    "LEAST": lambda ev, a: ev.extreme(a, True),
-    "GREATEST": lambda ev, a: ev.extreme(a, False),
-    "COALESCE": lambda ev, a: ev.coalesce(a),
-    "NULLIF": _nullif,
-    "IF": _if,
-    "IIF": _if,
-    "LOWER": lambda ev, a: ev.str_fn(a[0], lambda s: s.str.lower()),
-    "UPPER": lambda ev, a: ev.str_fn(a[0], lambda s: s.str.upper()),
-    "TRIM": lambda ev, a: ev.str_fn(a[0], lambda s: s.str.strip(" ")),
-    "LTRIM": lambda ev, a: ev.str_fn(a[0], lambda s: s.str.lstrip(" ")),
-    "RTRIM": lambda ev, a: ev.str_fn(a[0], lambda s: s.str.rstrip(" ")),
-    "LENGTH": _length,
-    "SUBSTR": _substr,
-    "SUBSTRING": _substr,
-    "CONCAT": _concat_fn,
-}
-
-
-# -- helpers ----------------------------------------------------------------------------------
-def _abs_max(x: Any) -> int:
-    """The largest magnitude in ``x`` as a Python int (no overflow)."""
-    if isinstance(x, np.ndarray):
-        if x.size == 0:
-            return 0
-        return max(abs(int(x.min())), abs(int(x.max())))
-    return abs(int(x))
-
-
-def _mul_overflow(x: Any, y: Any, r: Any) -> Any:
-    """Where the int64 product ``r = x * y`` wrapped around.
-
-    Only rows whose float product is near the int64 range can have wrapped; those are
-    checked exactly by dividing back.
-    """
-    near = np.abs(np.asarray(x, dtype=np.float64) * np.asarray(y, dtype=np.float64)) >= 2.0**62
-    if not near.any():
-        return near
-    xb, yb, rb = (np.broadcast_to(v, near.shape)[near] for v in (x, y, r))
-    safe_x = np.where(xb == 0, 1, xb)
-    wrong = (xb != 0) & ((rb // safe_x) != yb)
-    wrong |= ((xb == -1) & (yb == _I64_MIN)) | ((yb == -1) & (xb == _I64_MIN))
-    out = np.zeros(near.shape, dtype=bool)
-    out[near] = wrong
-    return out
-
-
-def _arr_mask(v: _V) -> np.ndarray | None:
-    return None if v.scalar else v.nulls()
-
-
-def _null_flags(v: _V) -> Any:
-    """NULL flags usable in np.where: an array, or a Python bool for a scalar."""
-    if v.scalar:
-        return v.data is None
-    m = v.nulls()
-    return False if m is None else m
-
-
-def _nullable_data(v: _V) -> Any:
-    if v.scalar and v.data is None:
-        return _NAT if v.kind == "datetime" else np.nan
-    return v.data
-
-
-def _objects(v: _V) -> Any:
-    if v.scalar:
-        return v.data
-    return v.data.to_numpy(dtype=object, na_value=None)
-
-
-def _as_objects(v: _V) -> np.ndarray:
-    """An array's values as Python objects, None for NULL (for an ``any`` result)."""
-    if v.kind == "any":
-        return np.asarray(v.data, dtype=object)
-    n = len(v.data)
-    if v.kind == "null":
-        return np.full(n, None, dtype=object)
-    if v.kind == "str":
-        return v.data.to_numpy(dtype=object, na_value=None)
-    if v.kind == "datetime":
-        out = pd.Series(v.data).astype(object).to_numpy()
-    else:
-        out = np.asarray(v.data).astype(object)
-    m = v.nulls()
-    if m is not None and m.any():
-        out[m] = None
-    return out
-
-
-def _str_series(s: Any) -> pd.Series:
-    if isinstance(s, pd.Series) and s.dtype != "str":
-        return s.astype("str")
-    return s
-
-
-def _scalar_text(kind: str, value: Any) -> str:
-    if kind == "bool":
-        return "true" if value else "false"
-    if kind == "datetime":
-        return str(pd.Timestamp(value))
-    return str(value.item() if hasattr(value, "item") else value)
-
-
-def _scalarize(v: _V) -> _V:
-    """A length-1 value as a scalar (None for NULL)."""
-    if v.scalar:
-        return v
-    if v.kind == "null":
-        return _V("null", None)
-    m = v.nulls()
-    if m is not None and bool(m[0]):
-        return _V(v.kind, None)
-    if v.kind == "str":
-        return _V("str", str(v.data.iloc[0]))
-    if v.kind == "any":
-        return _V("any", v.data[0])
-    return _V(v.kind, v.data[0])
-
-
-def _from_series(s: pd.Series) -> _V:
-    """A DataFrame column as an evaluated value (no copy for int64/float64/bool columns)."""
-    dtype = s.dtype
-    if isinstance(dtype, np.dtype):
-        k = dtype.kind
-        if k == "i":
-            data = s.to_numpy()
-            return _V("int", data if dtype == np.int64 else data.astype(np.int64), None)
-        if k == "u":
-            raw = s.to_numpy()
-            if dtype.itemsize < 8:
-                return _V("int", raw.astype(np.int64), None)
-            big = raw > np.uint64(_I64_MAX)
-            return _V("int", np.where(big, 0, raw).astype(np.int64), big if big.any() else None)
-        if k == "f":
-            data = s.to_numpy()
-            return _V("float", data if dtype == np.float64 else data.astype(np.float64))
-        if k == "b":
-            return _V("bool", s.to_numpy(), None)
-        if k == "M":
-            return _V("datetime", s.to_numpy())
-        if k == "m":
-            return _V("float", s.dt.total_seconds().to_numpy(dtype=np.float64, na_value=np.nan))
-        if k in "US":
-            return _V("str", pd.Series(s.to_numpy(), dtype="str"))
-        return _V("any", s.to_numpy(dtype=object))
-    if isinstance(dtype, pd.CategoricalDtype):
-        return _from_categorical(s)
-    if isinstance(dtype, pd.DatetimeTZDtype):
-        return _V("datetime", s.dt.tz_convert(None).to_numpy())
-    if pd.api.types.is_bool_dtype(dtype):
-        m = s.isna().to_numpy()
-        return _V("bool", s.to_numpy(dtype=bool, na_value=False), m if m.any() else None)
-    if pd.api.types.is_integer_dtype(dtype):
-        m = s.isna().to_numpy()
-        try:
-            data = s.to_numpy(dtype=np.int64, na_value=0)
-        except (OverflowError, ValueError, TypeError):
-            return _V("float", s.to_numpy(dtype=np.float64, na_value=np.nan))
-        return _V("int", data, m if m.any() else None)
-    if pd.api.types.is_float_dtype(dtype):
-        return _V("float", s.to_numpy(dtype=np.float64, na_value=np.nan))
-    if pd.api.types.is_string_dtype(dtype):
-        return _V("str", pd.Series(s.array, copy=False).astype("str"))
-    return _V("any", s.to_numpy(dtype=object))
-
-
-def _from_categorical(s: pd.Series) -> _V:
-    """A categorical column, read as its categories' dtype (object categories: ``any``)."""
-    from pinqpy.expr.types import series_type
-
-    kind = series_type(s)
-    plain = s.reset_index(drop=True)
-    if kind == "int":
-        return _from_series(plain.astype("Int64"))
-    if kind == "bool":
-        return _from_series(plain.astype("boolean"))
-    if kind == "str":
-        return _V("str", plain.astype(object).astype("str"))
-    if kind in ("float", "datetime"):
-        return _from_series(plain.astype(s.dtype.categories.dtype))
-    return _V("any", plain.to_numpy(dtype=object))
-
-
-def _guarded(expr: Expr, run: Callable[[], Any]) -> Any:
-    """Run an evaluation step; library errors become PinqErrors that quote no data."""
-    try:
-        with np.errstate(all="ignore"):
-            return run()
-    except PinqError:
-        raise
-    except RecursionError:
-        raise PinqError("the expression is nested too deeply to evaluate") from None
-    except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        # A library error message may quote a value from the data: report only its kind.
-        raise PinqError(
-            f"could not evaluate {_short(expr)} ({type(exc).__name__}); details are hidden "
-            "because they may contain private values"
-        ) from None
-
-
-def _evaluate(expr: Expr, df: pd.DataFrame) -> tuple[_Evaluator, _V]:
-    ev = _Evaluator(df, len(df))
-    ev.mark(expr)
-    return ev, _guarded(expr, lambda: ev.full(ev.eval(expr)))
-
-
-def _short(expr: Expr) -> str:
-    try:
-        text = expr.to_sql()
-    except RecursionError:
-        return "the expression"
-    return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def evaluate(expr: Expr, df: pd.DataFrame) -> pd.Series:
-    """The value of ``expr`` on every row of ``df``, as a Series aligned with ``df.index``.
-
-    NULL is NaN for floats, NA in nullable integer and boolean results, NaN in strings.
-
-    >>> import pandas as pd
-    >>> from pinqpy.expr.parser import parse_expression as p
-    >>> df = pd.DataFrame({"s": ["Ann", None]})
-    >>> evaluate(p("LOWER(s) || '!'"), df).tolist()
-    ['ann!', nan]
-    """
-    ev, v = _evaluate(expr, df)
-    return _guarded(expr, lambda: _to_series(ev, v, df.index))
-
-
-def _to_series(ev: _Evaluator, v: _V, index: pd.Index) -> pd.Series:
-    if v.kind in ("int", "bool"):
-        m = v.nulls()
-        dtype = np.int64 if v.kind == "int" else bool
-        data = np.asarray(v.data, dtype=dtype)
-        if m is not None and m.any():
-            arr: Any = (
-                pd.arrays.IntegerArray(data, m.copy())
-                if v.kind == "int"
-                else pd.arrays.BooleanArray(data, m.copy())
-            )
-            return pd.Series(arr, index=index)
-        return pd.Series(data, index=index)
-    if v.kind == "str":
-        return pd.Series(_str_series(v.data).array, index=index, dtype="str")
-    if v.kind == "any":
-        return pd.Series(v.data, index=index, dtype=object)
-    if v.kind == "null":
-        return pd.Series(np.full(ev.n, np.nan), index=index)
-    return pd.Series(v.data, index=index)
-
-
-def predicate_mask(expr: Expr, df: pd.DataFrame) -> np.ndarray:
-    """A numpy bool array: True exactly where ``expr`` is TRUE (NULL and FALSE give False).
-
-    >>> import pandas as pd
-    >>> from pinqpy.expr.parser import parse_expression as p
-    >>> predicate_mask(p("age >= 18"), pd.DataFrame({"age": [12, 30]})).tolist()
-    [False, True]
-    """
-    ev, v = _evaluate(expr, df)
-    v = _guarded(expr, lambda: ev.full(ev.boolean(v)))
-    # Bool data is false wherever the value is NULL, so it is the mask as it stands.
-    out = np.asarray(v.data, dtype=bool)
-    if not out.flags.owndata:
-        out = out.copy()  # a bare bool column: never hand out a view of the frame's data
-    return out
