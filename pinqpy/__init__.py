@@ -23,7 +23,9 @@ from pinqpy.core.version import __version__ as __version__
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
-from pinqpy.results.values import NoisyCount, NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
+from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.tables import NoisyFrame, NoisySeries
+from pinqpy.results.values import NoisyCount, NoisyValue
 
 __all__ = [
     "Budget",

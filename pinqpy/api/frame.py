@@ -42,8 +42,10 @@ from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.nodes import PlanNode
 from pinqpy.plan.stability import INF
+from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.html import frame_html
-from pinqpy.results.values import AccuracyPreview, NoisyLabel, NoisyValue
+from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.values import NoisyValue
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
 

@@ -38,7 +38,7 @@ from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
-from pinqpy.results.values import NoisySeries
+from pinqpy.results.tables import NoisySeries
 
 __all__ = ["Partition"]
 

@@ -32,7 +32,7 @@ from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
-from pinqpy.results.values import NoisyFrame
+from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql import ast as q
 from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate
 from pinqpy.sql.explain import Explanation, explain

@@ -247,7 +247,9 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
     from pinqpy.accounting.budget import Budget
     from pinqpy.api.frame import PrivateFrame
     from pinqpy.results.html import budget_html, frame_html, result_html, session_html
-    from pinqpy.results.values import NoisyFrame, NoisyLabel, NoisySeries, NoisyValue
+    from pinqpy.results.labels import NoisyLabel
+    from pinqpy.results.tables import NoisyFrame, NoisySeries
+    from pinqpy.results.values import NoisyValue
     from pinqpy.sql.explain import Explanation
 
     text: dict[type, Any] = {

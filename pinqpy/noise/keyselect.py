@@ -50,7 +50,7 @@ from pinqpy.accounting.cost import Cost
 from pinqpy.errors import PrivacyError
 from pinqpy.noise import source as _noise
 from pinqpy.noise.samplers import _fit_laplace_scale, discrete_laplace
-from pinqpy.results.values import DiscreteLaplaceNoise
+from pinqpy.results.noise import DiscreteLaplaceNoise
 
 __all__ = ["KeySelectionMechanism", "frame_delta_for", "selection_threshold"]
 

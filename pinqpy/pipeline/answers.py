@@ -242,12 +242,13 @@ _CLASSES: dict[str, tuple[str, str]] = {
     name: (module, name)
     for module, names in (
         (
-            "pinqpy.results.values",
+            "pinqpy.results.noise",
             (
                 "LaplaceNoise", "GaussianNoise", "DiscreteLaplaceNoise", "DiscreteGaussianNoise",
-                "LatticeNoise", "ZeroNoise", "AdditiveAccuracy", "ArgmaxAccuracy",
+                "LatticeNoise", "ZeroNoise",
             ),
         ),
+        ("pinqpy.results.accuracy", ("AdditiveAccuracy", "ArgmaxAccuracy")),
         (
             "pinqpy.accounting.charges",
             ("PureCharge", "GaussianCharge", "DiscreteGaussianCharge", "CompositeCharge"),

@@ -29,7 +29,7 @@ from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import check_bounds
 from pinqpy.plan.nodes import PyFunc
-from pinqpy.results.values import AccuracyPreview
+from pinqpy.results.accuracy import AccuracyPreview
 
 __all__ = [
     "Prepared",

@@ -13,7 +13,8 @@ from pinqpy.pipeline.prepare import Prepared
 from pinqpy.pipeline.run import reading, run
 from pinqpy.plan.batch import batch
 from pinqpy.plan.grouping import Grouping
-from pinqpy.results.values import Accuracy, NoisyFrame
+from pinqpy.results.accuracy import Accuracy
+from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql.compiler import CompiledRelease
 
 __all__ = ["run_release"]
@@ -96,6 +97,7 @@ def _select_then_aggregate(
 
 
 def _empty(prepared: object) -> Accuracy:
-    from pinqpy.results.values import AdditiveAccuracy, LaplaceNoise
+    from pinqpy.results.accuracy import AdditiveAccuracy
+    from pinqpy.results.noise import LaplaceNoise
 
     return AdditiveAccuracy(np.zeros(0), LaplaceNoise(1.0), epsilon=1)

@@ -21,7 +21,8 @@ from pinqpy import testing
 from pinqpy.noise.lattice_release import grid_for, grid_for_gaussian
 from pinqpy.noise.mechanisms import CountMechanism, MeanMechanism, SumMechanism, VarianceMechanism
 from pinqpy.noise.source import SecureSource
-from pinqpy.results.values import NoisyCount, NoisySeries, NoisyValue
+from pinqpy.results.tables import NoisySeries
+from pinqpy.results.values import NoisyCount, NoisyValue
 
 REPS = 5_000
 

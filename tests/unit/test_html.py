@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
+from pinqpy.results.accuracy import AdditiveAccuracy, ArgmaxAccuracy
 from pinqpy.results.html import MAX_CHARGES, budget_html, frame_html, result_html, session_html
-from pinqpy.results.values import AdditiveAccuracy, ArgmaxAccuracy, LaplaceNoise
+from pinqpy.results.noise import LaplaceNoise
 from pinqpy.sql.explain import Explanation
 
 SECRET_AGE = 7319  # a value that must never appear in any HTML pinqpy produces

@@ -34,7 +34,7 @@ from pinqpy.noise.mechanisms import (
     gaussian_sigma,
     laplace_scale,
 )
-from pinqpy.results.values import Accuracy, AdditiveAccuracy
+from pinqpy.results.accuracy import Accuracy, AdditiveAccuracy
 
 
 @pytest.fixture(autouse=True)

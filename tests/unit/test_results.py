@@ -20,20 +20,18 @@ from pinqpy.noise.mechanisms import (
     MeanMechanism,
     QuantileMechanism,
 )
-from pinqpy.results.values import (
-    AdditiveAccuracy,
-    ArgmaxAccuracy,
+from pinqpy.results.accuracy import AdditiveAccuracy, ArgmaxAccuracy
+from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.noise import (
     DiscreteGaussianNoise,
     DiscreteLaplaceNoise,
     GaussianNoise,
     LaplaceNoise,
     LatticeNoise,
-    NoisyCount,
-    NoisyLabel,
-    NoisySeries,
-    NoisyValue,
     ZeroNoise,
 )
+from pinqpy.results.tables import NoisySeries
+from pinqpy.results.values import NoisyCount, NoisyValue
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ grid); it never sees data until ``release``. Before that it already knows
   -- so a plan can be explained without running it.
 
 ``release(...)`` turns exact aggregates into noisy ones and returns them with an
-:class:`~pinqpy.results.values.Accuracy`. Every release is vectorized over a leading *keys* axis: a
-partition releases all its keys in one call (arrays of shape ``(n_keys,)``, or
+:class:`~pinqpy.results.accuracy.Accuracy`. Every release is vectorized over a leading *keys*
+axis: a partition releases all its keys in one call (arrays of shape ``(n_keys,)``, or
 ``(n_keys, m)`` for the quantile's counts). The keys of a partition are disjoint, so one row
 changes the aggregate of one key only, and one release over all keys costs the same as a
 release over one key (parallel composition; McSherry, "Privacy Integrated Queries", SIGMOD

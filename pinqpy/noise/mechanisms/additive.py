@@ -17,7 +17,8 @@ from pinqpy.noise.mechanisms.base import (
     _lattice_noise,
     _optional_delta,
 )
-from pinqpy.results.values import Accuracy, LatticeNoise
+from pinqpy.results.accuracy import Accuracy
+from pinqpy.results.noise import LatticeNoise
 
 __all__ = ["CountMechanism", "SumMechanism"]
 

@@ -22,7 +22,8 @@ from pinqpy.noise.mechanisms.selection import (
     _pf_epsilon,
     _pf_law,
 )
-from pinqpy.results.values import Accuracy, ArgmaxAccuracy, check_level
+from pinqpy.results.accuracy import Accuracy, ArgmaxAccuracy
+from pinqpy.results.noise import check_level
 
 __all__ = ["ArgmaxMechanism"]
 

@@ -34,8 +34,8 @@ from pinqpy.noise.samplers import (
     discrete_gaussian,
     discrete_laplace,
 )
-from pinqpy.results.values import (
-    AdditiveAccuracy,
+from pinqpy.results.accuracy import AdditiveAccuracy
+from pinqpy.results.noise import (
     DiscreteGaussianNoise,
     DiscreteLaplaceNoise,
     LatticeNoise,

@@ -22,7 +22,8 @@ from pinqpy.noise.mechanisms.base import (
     _split,
 )
 from pinqpy.noise.mechanisms.calibration import _float_up
-from pinqpy.results.values import Accuracy, NoiseDistribution, check_level
+from pinqpy.results.accuracy import Accuracy
+from pinqpy.results.noise import NoiseDistribution, check_level
 
 __all__ = ["MeanAccuracy", "MeanMechanism"]
 

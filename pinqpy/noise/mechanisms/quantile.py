@@ -24,8 +24,9 @@ from pinqpy.noise.mechanisms.selection import (
     _pf_law,
 )
 from pinqpy.noise.samplers import _fit_laplace_scale
+from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.format import _fmt
-from pinqpy.results.values import Accuracy, DiscreteLaplaceNoise, check_level
+from pinqpy.results.noise import DiscreteLaplaceNoise, check_level
 
 __all__ = ["QUANTILE_CI_CUTS", "QuantileAccuracy", "QuantileMechanism", "default_candidates"]
 

@@ -27,7 +27,8 @@ from pinqpy.noise.mechanisms.base import (
 )
 from pinqpy.noise.mechanisms.calibration import _float_up
 from pinqpy.noise.mechanisms.mean import _mean_box
-from pinqpy.results.values import Accuracy, check_level
+from pinqpy.results.accuracy import Accuracy
+from pinqpy.results.noise import check_level
 
 __all__ = ["VarianceAccuracy", "VarianceMechanism"]
 

@@ -1,0 +1,172 @@
+"""Released tables: :class:`NoisySeries` (one released value per key of a partition) and
+:class:`NoisyFrame` (a SQL answer), pandas objects that keep their accuracy through slicing,
+sorting and filtering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from pinqpy.core.exact import Exact
+from pinqpy.errors import PinqError
+from pinqpy.results.accuracy import Accuracy
+from pinqpy.results.format import _same_values
+from pinqpy.results.html import LEVEL, noisy_frame_html, noisy_series_html, result_html
+from pinqpy.results.noise import check_level
+
+__all__ = ["NoisyFrame", "NoisySeries"]
+
+
+class NoisySeries(pd.Series):
+    """One released value per key, as a pandas Series that keeps its accuracy.
+
+    Slicing, filtering, sorting and reindexing within the released keys keep the accuracy
+    (``_metadata`` plus ``_constructor``). ``ci(level)`` returns a DataFrame with columns
+    ``low`` and ``high`` and the Series' own index. The accuracy belongs to the *released*
+    values: if the values were changed (``s * 2``, ``s.round()``), ``ci`` refuses rather than
+    report an interval for numbers the mechanism never released.
+
+    >>> import numpy as np
+    >>> from pinqpy.results.accuracy import AdditiveAccuracy
+    >>> from pinqpy.results.noise import LaplaceNoise
+    >>> acc = AdditiveAccuracy(np.array([10.0, 20.0, 30.0]), LaplaceNoise(1.0), epsilon=1)
+    >>> s = NoisySeries.from_release(acc, index=["a", "b", "c"], name="n")
+    >>> s[s > 15].ci(0.5)
+             low       high
+    b  19.306853  20.693147
+    c  29.306853  30.693147
+    """
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_series_html(self, level)
+
+    _metadata: ClassVar[list[str]] = ["_pq_accuracy", "_pq_keys"]  # type: ignore[misc]
+
+    @property
+    def _constructor(self) -> type[NoisySeries]:
+        return NoisySeries
+
+    @property
+    def _constructor_expanddim(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    @classmethod
+    def from_release(
+        cls,
+        accuracy: Accuracy,
+        index: Sequence[Hashable] | pd.Index | None = None,
+        name: Hashable | None = None,
+    ) -> NoisySeries:
+        """The Series of a release over keys ``index`` (in release order)."""
+        if not isinstance(accuracy, Accuracy):
+            raise TypeError("a NoisySeries needs an Accuracy")
+        if index is None:
+            idx = pd.RangeIndex(len(accuracy))
+        else:  # keep a MultiIndex and index names as given
+            idx = index if isinstance(index, pd.Index) else pd.Index(index)
+        if len(idx) != len(accuracy):
+            raise ValueError("the index must have one label per released key")
+        if not idx.is_unique:
+            raise ValueError("the keys of a release must be unique")
+        s = cls(accuracy.values, index=idx, name=name)
+        s._pq_accuracy = accuracy
+        s._pq_keys = idx
+        return s
+
+    def _acc(self) -> Accuracy:
+        acc = getattr(self, "_pq_accuracy", None)
+        if acc is None:
+            raise PinqError("this Series carries no accuracy (it was not released by pinqpy)")
+        return acc
+
+    @property
+    def accuracy(self) -> Accuracy:
+        return self._acc()
+
+    @property
+    def epsilon(self) -> Exact:
+        return self._acc().epsilon
+
+    @property
+    def delta(self) -> Exact:
+        return self._acc().delta
+
+    @property
+    def mechanism(self) -> str:
+        return self._acc().mechanism
+
+    @property
+    def noise_scale(self) -> float | None:
+        return self._acc().noise_scale
+
+    def ci(self, level: float = 0.95) -> pd.DataFrame:
+        """Per-key ``level`` confidence intervals: a DataFrame with columns ``low``, ``high``."""
+        acc = self._acc()
+        keys: pd.Index = self._pq_keys
+        positions = keys.get_indexer(self.index)
+        if (positions < 0).any():
+            raise PinqError("ci(): this Series has keys that were not part of the release")
+        if not _same_values(np.asarray(self.values), acc.values[positions]):
+            raise PinqError(
+                "ci() describes the released values, and this Series' values were changed; "
+                "take the interval of the released Series and transform it instead"
+            )
+        low, high = acc.interval(level)
+        return pd.DataFrame({"low": low[positions], "high": high[positions]}, index=self.index)
+
+
+class NoisyFrame(pd.DataFrame):
+    """A SQL answer: a pandas DataFrame whose noisy columns keep their accuracy.
+
+    ``ci(column, level)`` gives a DataFrame of ``low``/``high`` for one noisy column, on the
+    frame's current index (so it follows row filters); ``ci(level=...)`` without a column
+    gives every noisy column side by side. Columns computed from several aggregates
+    (``SUM(x) / COUNT(*)``) carry no interval of their own.
+    """
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_frame_html(self, level)
+
+    _metadata: ClassVar[list[str]] = ["_pq_accuracy"]  # type: ignore[misc]
+
+    @property
+    def _constructor(self) -> type[NoisyFrame]:
+        return NoisyFrame
+
+    @classmethod
+    def from_release(cls, data: pd.DataFrame, accuracy: dict[str, Accuracy]) -> NoisyFrame:
+        out = cls(data)
+        out._pq_accuracy = {col: (acc, data.index.copy()) for col, acc in accuracy.items()}
+        return out
+
+    @property
+    def accuracy(self) -> dict[str, Accuracy]:
+        """The accuracy of each noisy column, by column name."""
+        return {c: a for c, (a, _) in getattr(self, "_pq_accuracy", {}).items()}
+
+    def ci(self, column: str | None = None, level: float = 0.95) -> pd.DataFrame:
+        """``level`` confidence intervals for one noisy column, or for all of them."""
+        store = getattr(self, "_pq_accuracy", {})
+        if column is None:
+            if not store:
+                raise PinqError("this result has no noisy column with an interval")
+            parts = {c: self.ci(c, level) for c in store if c in self.columns}
+            return pd.concat(parts, axis=1)
+        if column not in store:
+            raise PinqError(
+                f"column {column!r} has no interval: only single noisy aggregates carry one"
+            )
+        acc, index = store[column]
+        low, high = acc.interval(check_level(level))
+        frame = pd.DataFrame({"low": low, "high": high}, index=index)
+        return frame.reindex(self.index)
