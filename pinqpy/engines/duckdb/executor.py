@@ -73,6 +73,7 @@ _GI = "__pinq_g"
 
 _CTE_REF = re.compile(r"__pinq_n(\d+)")
 
+
 # -- plans ------------------------------------------------------------------------------------
 class _PlanSql(CtePlanSql[str]):
     """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
