@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
 import sys
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -71,9 +70,6 @@ __all__ = ["DuckDBExecutor"]
 _GI = "__pinq_g"
 
 
-_CTE_REF = re.compile(r"__pinq_n(\d+)")
-
-
 # -- plans ------------------------------------------------------------------------------------
 class _PlanSql(CtePlanSql[str]):
     """Turns a plan into CTEs over one connection; each visit returns the node's CTE name.
@@ -93,44 +89,27 @@ class _PlanSql(CtePlanSql[str]):
     def __init__(self, ex: DuckDBExecutor) -> None:
         super().__init__()
         self.ex = ex
-        self.ctes: list[tuple[str, str]] = []
         self._schemas: dict[str, list[tuple[str, str]]] = {}
         self._nan: dict[str, frozenset[str]] = {}
         self._translators: list[ExprSql] = []
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def query(self, sql: str) -> str:
-        """``sql`` with the CTEs it reads (and only those) in front."""
-        need: set[int] = set()
-        stack = [int(i) for i in _CTE_REF.findall(sql)]
-        while stack:
-            i = stack.pop()
-            if i not in need and i < len(self.ctes):
-                need.add(i)
-                stack.extend(int(j) for j in _CTE_REF.findall(self.ctes[i][1]))
-        if not need:
-            return sql
-        return (
-            "WITH "
-            + ", ".join(f"{n} AS ({q})" for n, q in self.ctes if int(n[8:]) in need)
-            + (" " + sql)
-        )
-
     def add(self, sql: str, cols: Sequence[Col | None], reads: Sequence[str], sure: bool) -> str:
         # ``sure`` needs no record: the translators say whether anything is unchecked.
         schema: list[tuple[str, str]] | None = None
         if cols and all(c is not None and c.dtype is not None for c in cols):
             schema = [(c.name, c.dtype) for c in cols]  # type: ignore[union-attr]
-        return self._add(sql, schema, frozenset(c.name for c in cols if c is not None and c.nan))
+        nan = frozenset(c.name for c in cols if c is not None and c.nan)
+        return self._add(sql, schema, nan, reads)
 
     def _add(
         self,
         sql: str,
         schema: list[tuple[str, str]] | None = None,
         nan: frozenset[str] = frozenset(),
+        reads: Sequence[str] = (),
     ) -> str:
-        name = f"__pinq_n{len(self.ctes)}"
-        self.ctes.append((name, sql))
+        name = self.cte(sql, reads)
         if schema is not None:
             self._schemas[name] = schema
         if nan:
@@ -141,7 +120,7 @@ class _PlanSql(CtePlanSql[str]):
         """(column, DuckDB type) of a CTE; where not derived, found by binding (reads no data)."""
         hit = self._schemas.get(name)
         if hit is None:
-            hit = self.ex._bind(self.query(f"SELECT * FROM {name}"))
+            hit = self.ex._bind(self.query(f"SELECT * FROM {name}", name))
             self._schemas[name] = hit
         return hit
 
@@ -150,25 +129,6 @@ class _PlanSql(CtePlanSql[str]):
 
     def nan(self, name: str) -> frozenset[str]:
         return self._nan.get(name, frozenset())
-
-    def value(self, name: str, col: str, qual: str = "") -> str:
-        """A column of CTE ``name`` as pinqpy reads it (NaN as NULL)."""
-        q = qual + DUCKDB.ident(col)
-        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(name) else q
-
-    def normalized(self, name: str, columns: Sequence[str] | None = None) -> str:
-        """CTE ``name`` with NaN made NULL in ``columns`` (default: all)."""
-        todo = [
-            c for c in (columns if columns is not None else self.nan(name)) if c in self.nan(name)
-        ]
-        if not todo:
-            return name
-        items = ", ".join(f"{self.value(name, c)} AS {DUCKDB.ident(c)}" for c in todo)
-        return self._add(
-            f"SELECT * REPLACE ({items}) FROM {name}",
-            self.schema(name),
-            self.nan(name) - frozenset(todo),
-        )
 
     def name(self, rel: str) -> str:
         return rel
@@ -634,7 +594,7 @@ class DuckDBExecutor(Executor):
                 sql = (
                     f"SELECT {head}, __pinq_b, COUNT(*) FROM ({staged(inner, kind)}) GROUP BY {by}"
                 )
-                return self._fetch(p.query(sql)), k
+                return self._fetch(p.query(sql, rel)), k
             items = [f"{gi} AS __pinq_gi"]
             groups = ["__pinq_gi"]
             if extra is not None:
@@ -648,7 +608,8 @@ class DuckDBExecutor(Executor):
             group_by = (
                 "" if len(groups) == 1 and grouping is None else f" GROUP BY {', '.join(groups)}"
             )
-            return self._fetch(p.query(f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}")), k
+            sql = f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}"
+            return self._fetch(p.query(sql, rel)), k
 
     def _group_join(
         self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
@@ -736,7 +697,7 @@ class DuckDBExecutor(Executor):
                 return [], k, False
             listed = ", ".join([*items, *nan_items])
             sql = f"SELECT {gi} AS __pinq_gi, {listed} FROM {src}{join}{group_by}"
-            rows = self._fetch(p.query(sql))
+            rows = self._fetch(p.query(sql, rel))
         n = 1 + len(items)
         nans = any(any(row[n:]) for row in rows)
         return [row[:n] for row in rows], k, nans
@@ -752,7 +713,7 @@ class DuckDBExecutor(Executor):
         """The plan's rows. For tests of stability only; never reachable from the public API."""
         p = self._translation()
         rel = p.normalized(p.visit(plan))
-        return self._run(lambda c: c.sql(p.query(f"SELECT * FROM {rel}")).df())
+        return self._run(lambda c: c.sql(p.query(f"SELECT * FROM {rel}", rel)).df())
 
     # -- the Executor interface -----------------------------------------------------------
     def validate(
@@ -781,7 +742,7 @@ class DuckDBExecutor(Executor):
             vsql = typed(DUCKDB, v)
         p.schema(rel)
         if p.unchecked:
-            self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}"))
+            self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}", rel))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         hit = prefetched("count", plan, grouping)
@@ -900,7 +861,7 @@ class DuckDBExecutor(Executor):
         cols = ", ".join(f"{p.value(rel, c)} AS {DUCKDB.ident(c)}" for c in columns)
         order = ", ".join(f"{DUCKDB.ident(c)} ASC NULLS LAST" for c in columns)
         rows = self._fetch(
-            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}")
+            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}", rel)
         )
         if len(columns) == 1:
             keys: list[Hashable] = [r[0] for r in rows]

@@ -264,8 +264,6 @@ class _PlanSql(CtePlanSql[_Rel]):
         super().__init__()
         self.ex = ex
         self.call = _Call(ex, "translating a query")
-        # CTE name -> (its query, the CTE names it reads), in the order of definition.
-        self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._values: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
         self._typed: dict[str, _Rel] = {}
 
@@ -278,22 +276,9 @@ class _PlanSql(CtePlanSql[_Rel]):
             rel = self.add(sql, (), reads, sure=False)
             found = tuple(Col(f.name, kind_of(f.dataType), f.dataType) for f in self.analysed(rel))
             return _Rel(rel.name, found, False)
-        name = SPARK.ident(f"__pinq_n{len(self.ctes)}")
-        self.ctes[name] = (sql, tuple(r.name for r in reads if r.name in self.ctes))
+        name = self.cte(sql, reads)
         sure = sure and all(r.sure for r in reads) and all(c.kind != "other" for c in cols)  # type: ignore[union-attr]
         return _Rel(name, tuple(cols), sure)  # type: ignore[arg-type]
-
-    def query(self, text: str, *reads: _Rel) -> str:
-        """``text`` (a SELECT over ``reads``) with the definitions it needs."""
-        need: set[str] = set()
-        stack = [r.name for r in reads if r.name in self.ctes]
-        while stack:
-            n = stack.pop()
-            if n not in need:
-                need.add(n)
-                stack.extend(self.ctes[n][1])
-        defs = [f"{n} AS ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
-        return f"WITH {', '.join(defs)} {text}" if defs else text
 
     def analysed(self, rel: _Rel) -> list[Any]:
         """Spark's own fields of ``rel`` (one analysis), for what pinqpy does not model."""

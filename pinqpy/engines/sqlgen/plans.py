@@ -135,6 +135,8 @@ class CtePlanSql(PlanVisitor[R]):
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[PlanNode, R]] = {}
+        # CTE name -> (its query, the CTE names it reads), in the order of definition.
+        self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     @staticmethod
     def data_of(ref: Any) -> Any:
@@ -149,6 +151,26 @@ class CtePlanSql(PlanVisitor[R]):
         rel = node.accept(self)
         self._memo[id(node)] = (node, rel)
         return rel
+
+    # -- common table expressions ---------------------------------------------------------
+    def cte(self, sql: str, reads: Sequence[R]) -> str:
+        """A new common table expression ``sql`` reading ``reads``: its name."""
+        name = self.d.ident(f"__pinq_n{len(self.ctes)}")
+        names = (self.name(r) for r in reads)
+        self.ctes[name] = (sql, tuple(n for n in names if n in self.ctes))
+        return name
+
+    def query(self, text: str, *reads: R) -> str:
+        """``text`` (a SELECT over ``reads``) with the definitions it needs (only those)."""
+        need: set[str] = set()
+        stack = [n for n in map(self.name, reads) if n in self.ctes]
+        while stack:
+            n = stack.pop()
+            if n not in need:
+                need.add(n)
+                stack.extend(self.ctes[n][1])
+        defs = [f"{n} AS ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
+        return f"WITH {', '.join(defs)} {text}" if defs else text
 
     # -- what each engine gives -----------------------------------------------------------
     def name(self, rel: R) -> str:
@@ -179,15 +201,30 @@ class CtePlanSql(PlanVisitor[R]):
         """A public table (of a public join)."""
         raise NotImplementedError
 
-    def normalized(self, rel: R, columns: Sequence[str] | None = None) -> R:
-        """``rel`` with NaN made NULL in ``columns`` (default: all)."""
-        return rel
+    def nan(self, rel: R) -> frozenset[str]:
+        """The columns of ``rel`` whose NaN means NULL."""
+        return frozenset(c.name for c in self.columns(rel) if c.nan)
 
     def value(self, rel: R, col: str, qual: str = "") -> str:
         """A column of ``rel`` as pinqpy reads it (NaN as NULL)."""
         q = qual + self.d.ident(col)
-        hit = next((c for c in self.columns(rel) if c.name == col), None)
-        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if hit and hit.nan else q
+        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(rel) else q
+
+    def normalized(self, rel: R, columns: Sequence[str] | None = None) -> R:
+        """``rel`` with NaN made NULL in ``columns`` (default: all)."""
+        nan = self.nan(rel)
+        todo = {c for c in (columns if columns is not None else nan) if c in nan}
+        if not todo:
+            return rel
+        cols = self.columns(rel)
+        items = [
+            f"{self.value(rel, c.name)} AS {self.d.ident(c.name)}"
+            if c.name in todo
+            else self.d.ident(c.name)
+            for c in cols
+        ]
+        out = [replace(c, nan=False) if c.name in todo else c for c in cols]
+        return self.add(f"SELECT {', '.join(items)} FROM {self.name(rel)}", out, [rel], True)
 
     def made(self, v: S, name: str, child: Sequence[Col]) -> Col:
         """The column an expression ``v`` of a projection makes."""
