@@ -44,7 +44,6 @@ from pinqpy.engines.duckdb.types import kind_of_type
 from pinqpy.engines.sources import DuckDBTable, drop_pending_views
 from pinqpy.engines.sqlgen.expressions import (
     NUMERIC,
-    ExprSql,
     Lets,
     S,
     numeric_value,
@@ -91,7 +90,6 @@ class _PlanSql(CtePlanSql[str]):
         self.ex = ex
         self._schemas: dict[str, list[tuple[str, str]]] = {}
         self._nan: dict[str, frozenset[str]] = {}
-        self._translators: list[ExprSql] = []
 
     # -- bookkeeping ----------------------------------------------------------------------
     def add(self, sql: str, cols: Sequence[Col | None], reads: Sequence[str], sure: bool) -> str:
@@ -137,19 +135,8 @@ class _PlanSql(CtePlanSql[str]):
         nan = self.nan(rel)
         return [Col(c, kind_of_type(t), t, c in nan) for c, t in self.schema(rel)]
 
-    def translator(self, rel: str, lets: Lets | None = None) -> tuple[ExprSql, Lets]:
-        lets = lets if lets is not None else Lets(DUCKDB)
-        t = ExprSql(DUCKDB, self.kinds(rel), lets, self.nan(rel))
-        self._translators.append(t)
-        return t, lets
-
     def key_literal(self, v: object, kind: str) -> str:
         return _key_literal(v, kind)
-
-    @property
-    def unchecked(self) -> bool:
-        """Whether some SQL here is valid only if DuckDB says so (validate then binds it)."""
-        return any(t.unchecked for t in self._translators)
 
     def value_expr(self, e: Expr | PyFunc, rel: str, lets: Lets, what: str) -> S:
         """``e`` over ``rel``, its bound values in ``lets``."""

@@ -84,8 +84,6 @@ from pinqpy.engines.spark.types import (
     to_spark,
 )
 from pinqpy.engines.sqlgen.expressions import (
-    ExprSql,
-    Lets,
     numeric_value,
     typed,
 )
@@ -295,10 +293,6 @@ class _PlanSql(CtePlanSql[_Rel]):
             cols = tuple(Col(f.name, kind_of(f.dataType), f.dataType) for f in fields)
             hit = self._typed[rel.name] = _Rel(rel.name, cols, rel.sure)
         return hit
-
-    def translator(self, rel: _Rel) -> tuple[ExprSql, Lets]:
-        lets = Lets(SPARK)
-        return ExprSql(SPARK, rel.kinds, lets), lets
 
     def values(
         self, rel: _Rel, values: Sequence[Expr | PyFunc], numeric: bool

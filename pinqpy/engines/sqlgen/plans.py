@@ -137,6 +137,7 @@ class CtePlanSql(PlanVisitor[R]):
         self._memo: dict[int, tuple[PlanNode, R]] = {}
         # CTE name -> (its query, the CTE names it reads), in the order of definition.
         self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._translators: list[ExprSql] = []
 
     @staticmethod
     def data_of(ref: Any) -> Any:
@@ -178,7 +179,8 @@ class CtePlanSql(PlanVisitor[R]):
         raise NotImplementedError
 
     def columns(self, rel: R) -> list[Col]:
-        """The columns of ``rel``, as far as they are known without asking the engine."""
+        """The columns of ``rel``: their types as far as they are tracked (DuckDB binds a query
+        for those it did not derive; Spark is asked only where :meth:`typed` is needed)."""
         raise NotImplementedError
 
     def typed(self, rel: R) -> R:
@@ -190,8 +192,19 @@ class CtePlanSql(PlanVisitor[R]):
         column); ``sure`` is false when only the engine can tell whether the SQL is valid."""
         raise NotImplementedError
 
-    def translator(self, rel: R) -> tuple[ExprSql, Lets]:
-        raise NotImplementedError
+    def translator(self, rel: R, lets: Lets | None = None) -> tuple[ExprSql, Lets]:
+        """An expression translator over ``rel`` (binding its values in ``lets``, default
+        new ones)."""
+        lets = lets if lets is not None else Lets(self.d)
+        kinds = {c.name: c.kind for c in self.columns(rel)}
+        t = ExprSql(self.d, kinds, lets, self.nan(rel))
+        self._translators.append(t)
+        return t, lets
+
+    @property
+    def unchecked(self) -> bool:
+        """Whether some SQL translated here is valid only if the engine says so."""
+        return any(t.unchecked for t in self._translators)
 
     def key_literal(self, v: object, kind: str) -> str:
         """A public key as a literal of a column's kind."""
