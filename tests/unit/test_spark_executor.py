@@ -395,7 +395,7 @@ def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFra
             p.visit(plan)
             for _node, rel in list(p._memo.values()):
                 fields = p.analysed(rel)
-                assert [f.name for f in fields] == rel.names()
+                assert [f.name for f in fields] == [c.name for c in rel.cols]
                 assert [kind_of(f.dataType) for f in fields] == [c.kind for c in rel.cols]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS, Dialect, ExprSql, S
+from pinqpy.noise import source as _noise
 
 __all__ = ["DUCKDB"]
 
@@ -32,6 +34,27 @@ class DuckDBDialect(Dialect):
     # Branches of one result may be TIMESTAMP_NS and TIMESTAMP: DuckDB would cast both to
     # nanoseconds, which fails (for every row) on a value outside 1677-2262.
     unify_datetime = "TRY_CAST({} AS TIMESTAMP)"
+    null_safe_eq = "IS NOT DISTINCT FROM"
+    # DuckDB's types are tracked per column (a CTE's schema), so most need no binding.
+    kind_types = {  # noqa: RUF012 (read only)
+        "int": "BIGINT",
+        "float": "DOUBLE",
+        "bool": "BOOLEAN",
+        "str": "VARCHAR",
+        "datetime": "TIMESTAMP",
+    }
+
+    def row_priority(self, columns: Sequence[str]) -> str:
+        """DuckDB's ``hash`` of several values combines them linearly, so a salt hashed along
+        with the row would only XOR every row's hash with one constant, which keeps most of
+        the rows' order. The row's hash is keyed instead as the pandas engine keys it: two
+        rounds of XOR with a fresh 64-bit salt, each followed by DuckDB's (nonlinear)
+        64-bit integer hash, so the priority depends on the row and the salt alone."""
+        salt = _noise.current_source().bytes(24)
+        s1 = int.from_bytes(salt[8:16], "little")
+        s2 = int.from_bytes(salt[16:24], "little")
+        row = f"hash({', '.join([self.str_lit(salt[:8].hex()), *columns])})"
+        return f"hash(xor(hash(xor({row}, CAST({s1} AS UBIGINT))), CAST({s2} AS UBIGINT)))"
 
     def int_lit(self, v: int) -> str:
         return f"CAST({v} AS BIGINT)"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
 import sys
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -43,55 +42,31 @@ from pinqpy.engines.duckdb.types import kind_of_type
 from pinqpy.engines.sources import DuckDBTable, drop_pending_views
 from pinqpy.engines.sqlgen.expressions import (
     NUMERIC,
-    ExprSql,
     Lets,
     S,
-    aggregate,
-    no_callable,
     numeric_value,
     typed,
 )
 from pinqpy.engines.sqlgen.plans import (
+    Col,
     CtePlanSql,
     compatible,
     key_literal,
-    key_match,
     value_kind,
 )
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
-from pinqpy.noise import source as _noise
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
-    Distinct,
-    Explode,
-    GroupBy,
-    PartSource,
     PlanNode,
-    PublicJoin,
     PyFunc,
-    Select,
-    SetOp,
     Source,
-    Where,
 )
 
 __all__ = ["DuckDBExecutor"]
 
 _GI = "__pinq_g"
-
-
-_CTE_REF = re.compile(r"__pinq_n(\d+)")
-# The DuckDB type of a translated value of each kind ("other": DuckDB decides).
-_KIND_TYPES = {
-    "int": "BIGINT",
-    "float": "DOUBLE",
-    "bool": "BOOLEAN",
-    "str": "VARCHAR",
-    "datetime": "TIMESTAMP",
-    "null": "DOUBLE",
-}
 
 
 # -- plans ------------------------------------------------------------------------------------
@@ -108,40 +83,31 @@ class _PlanSql(CtePlanSql[str]):
     an aggregate of a stored column pays for no normalization (it skips NaN instead).
     """
 
+    d = DUCKDB
+
     def __init__(self, ex: DuckDBExecutor) -> None:
         super().__init__()
         self.ex = ex
-        self.ctes: list[tuple[str, str]] = []
         self._schemas: dict[str, list[tuple[str, str]]] = {}
         self._nan: dict[str, frozenset[str]] = {}
-        self._translators: list[ExprSql] = []
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def query(self, sql: str) -> str:
-        """``sql`` with the CTEs it reads (and only those) in front."""
-        need: set[int] = set()
-        stack = [int(i) for i in _CTE_REF.findall(sql)]
-        while stack:
-            i = stack.pop()
-            if i not in need and i < len(self.ctes):
-                need.add(i)
-                stack.extend(int(j) for j in _CTE_REF.findall(self.ctes[i][1]))
-        if not need:
-            return sql
-        return (
-            "WITH "
-            + ", ".join(f"{n} AS ({q})" for n, q in self.ctes if int(n[8:]) in need)
-            + (" " + sql)
-        )
+    def add(self, sql: str, cols: Sequence[Col | None], reads: Sequence[str], sure: bool) -> str:
+        # ``sure`` needs no record: the translators say whether anything is unchecked.
+        schema: list[tuple[str, str]] | None = None
+        if cols and all(c is not None and c.dtype is not None for c in cols):
+            schema = [(c.name, c.dtype) for c in cols]  # type: ignore[union-attr]
+        nan = frozenset(c.name for c in cols if c is not None and c.nan)
+        return self._add(sql, schema, nan, reads)
 
-    def add(
+    def _add(
         self,
         sql: str,
         schema: list[tuple[str, str]] | None = None,
         nan: frozenset[str] = frozenset(),
+        reads: Sequence[str] = (),
     ) -> str:
-        name = f"__pinq_n{len(self.ctes)}"
-        self.ctes.append((name, sql))
+        name = self.cte(sql, reads)
         if schema is not None:
             self._schemas[name] = schema
         if nan:
@@ -152,7 +118,7 @@ class _PlanSql(CtePlanSql[str]):
         """(column, DuckDB type) of a CTE; where not derived, found by binding (reads no data)."""
         hit = self._schemas.get(name)
         if hit is None:
-            hit = self.ex._bind(self.query(f"SELECT * FROM {name}"))
+            hit = self.ex._bind(self.query(f"SELECT * FROM {name}", name))
             self._schemas[name] = hit
         return hit
 
@@ -162,39 +128,19 @@ class _PlanSql(CtePlanSql[str]):
     def nan(self, name: str) -> frozenset[str]:
         return self._nan.get(name, frozenset())
 
-    def value(self, name: str, col: str, qual: str = "") -> str:
-        """A column of CTE ``name`` as pinqpy reads it (NaN as NULL)."""
-        q = qual + DUCKDB.ident(col)
-        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(name) else q
+    def name(self, rel: str) -> str:
+        return rel
 
-    def normalized(self, name: str, columns: Sequence[str] | None = None) -> str:
-        """CTE ``name`` with NaN made NULL in ``columns`` (default: all)."""
-        todo = [
-            c for c in (columns if columns is not None else self.nan(name)) if c in self.nan(name)
-        ]
-        if not todo:
-            return name
-        items = ", ".join(f"{self.value(name, c)} AS {DUCKDB.ident(c)}" for c in todo)
-        return self.add(
-            f"SELECT * REPLACE ({items}) FROM {name}",
-            self.schema(name),
-            self.nan(name) - frozenset(todo),
-        )
+    def columns(self, rel: str) -> list[Col]:
+        nan = self.nan(rel)
+        return [Col(c, kind_of_type(t), t, c in nan) for c, t in self.schema(rel)]
 
-    def translator(self, child: str, lets: Lets) -> ExprSql:
-        t = ExprSql(DUCKDB, self.kinds(child), lets, self.nan(child))
-        self._translators.append(t)
-        return t
+    def key_literal(self, v: object, kind: str) -> str:
+        return _key_literal(v, kind)
 
-    @property
-    def unchecked(self) -> bool:
-        """Whether some SQL here is valid only if DuckDB says so (validate then binds it)."""
-        return any(t.unchecked for t in self._translators)
-
-    def expr(self, e: Expr | PyFunc, child: str, lets: Lets, what: str) -> S:
-        no_callable(e, what, "DuckDB")
-        assert isinstance(e, Expr)
-        return self.translator(child, lets).tr(e)
+    def value_expr(self, e: Expr | PyFunc, rel: str, lets: Lets, what: str) -> S:
+        """``e`` over ``rel``, its bound values in ``lets``."""
+        return self.expr(e, self.translator(rel, lets)[0], what)
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
@@ -223,210 +169,21 @@ class _PlanSql(CtePlanSql[str]):
                 t = "VARCHAR"
             schema.append((c, t))
         star = f"* REPLACE ({', '.join(casts)})" if casts else "*"
-        return self.add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
+        return self._add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
 
-    def visit_part_source(self, node: PartSource) -> str:
-        parent = self.visit(node.partition.parent)
-        kinds = self.kinds(parent)
-        key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
-        conds = [
-            key_match(self.value(parent, c), kinds[c], k, _key_literal)
-            for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
-        ]
-        return self.add(
-            f"SELECT * FROM {parent} WHERE {' AND '.join(conds)}",
-            self.schema(parent),
-            self.nan(parent),
-        )
+    def public(self, data: Any) -> str:
+        return self._add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
 
-    def visit_where(self, node: Where) -> str:
-        child = self.visit(node.child)
-        lets = Lets(DUCKDB)
-        no_callable(node.predicate, "where", "DuckDB")
-        t = self.translator(child, lets)
-        pred = t.boolean(t.tr(node.predicate)).sql  # type: ignore[arg-type]
-        return self.add(
-            f"SELECT {lets.hide([pred])} FROM {lets.source(child, [pred])} WHERE {pred}",
-            self.schema(child),
-            self.nan(child),
-        )
+    def explode_items(self, col: Col, max_items: int) -> tuple[str, Col | None] | None:
+        if not str(col.dtype).endswith("[]"):
+            return None
+        q = DUCKDB.ident(col.name)
+        items = f"list_slice(list_filter({q}, lambda x: x IS NOT NULL), 1, {int(max_items)})"
+        return f"unnest({items})", Col(col.name, "other")  # its type: DuckDB decides
 
-    def visit_select(self, node: Select) -> str:
-        child = self.visit(node.child)
-        types = dict(self.schema(child))
-        nan = self.nan(child)
-        lets = Lets(DUCKDB)
-        items: dict[str, str] = {}
-        out_types: dict[str, str | None] = {}
-        out_nan: set[str] = set()
-        for n, e in node.outputs:
-            if isinstance(e, Column) and e.name in nan:
-                # A stored column passes through as stored; its readers skip NaN.
-                items[n], out_types[n] = (
-                    f"{DUCKDB.ident(e.name)} AS {DUCKDB.ident(n)}",
-                    types[e.name],
-                )
-                out_nan.add(n)
-                continue
-            v = self.expr(e, child, lets, "select")
-            items[n] = f"{typed(DUCKDB, v)} AS {DUCKDB.ident(n)}"
-            if isinstance(e, Column):
-                out_types[n] = types[e.name]
-            else:
-                out_types[n] = _KIND_TYPES.get(v.kind)  # None: DuckDB decides
-        src = lets.source(child, list(items.values()))
-        if node.keep_all:
-            # pandas assign replaces an existing column in place, appends new ones.
-            order = [c for c, _ in self.schema(child)]
-            cols = [items.get(c, DUCKDB.ident(c)) for c in order]
-            cols += [items[n] for n in items if n not in order]
-            names = order + [n for n in items if n not in order]
-            full = {**types, **out_types}
-            kept_nan = {c for c in nan if c not in items}
-            sql = f"SELECT {', '.join(cols)} FROM {src}"
-        else:
-            names, full, kept_nan = list(items), out_types, set()
-            sql = f"SELECT {', '.join(items.values()) or '1 AS __pinq_empty'} FROM {src}"
-        schema: list[tuple[str, str]] | None = [(c, full[c]) for c in names]  # type: ignore[misc]
-        if not names or any(t is None for _, t in schema):  # type: ignore[union-attr]
-            schema = None
-        return self.add(sql, schema, frozenset(kept_nan | out_nan))
-
-    def visit_distinct(self, node: Distinct) -> str:
-        child = self.visit(node.child)
-        types = dict(self.schema(child))
-        cols = ", ".join(f"{self.value(child, c)} AS {DUCKDB.ident(c)}" for c in node.columns)
-        return self.add(
-            f"SELECT DISTINCT {cols} FROM {child}", [(c, types[c]) for c in node.columns]
-        )
-
-    def visit_explode(self, node: Explode) -> str:
-        child = self.visit(node.child)
-        q = DUCKDB.ident(node.column)
-        kind = dict(self.schema(child))[node.column]
-        if not kind.endswith("[]"):
-            # A scalar explodes to itself; NULL carries nothing.
-            return self.add(
-                f"SELECT * FROM {child} WHERE {self.value(child, node.column)} IS NOT NULL",
-                self.schema(child),
-                self.nan(child),
-            )
-        items = f"list_slice(list_filter({q}, lambda x: x IS NOT NULL), 1, {int(node.max_items)})"
-        return self.add(
-            f"SELECT * REPLACE (unnest({items}) AS {q}) FROM {child}", None, self.nan(child)
-        )
-
-    def visit_group_by(self, node: GroupBy) -> str:
-        child = self.normalized(self.visit(node.child), node.keys)
-        types = dict(self.schema(child))
-        lets = Lets(DUCKDB)
-        t = self.translator(child, lets)
-        keys = [DUCKDB.ident(k) for k in node.keys]
-        items = list(keys)
-        schema = [(k, types[k]) for k in node.keys]
-        for name, call in node.aggs:
-            items.append(f"{aggregate(t, call)} AS {DUCKDB.ident(name)}")
-            counts = call.name.upper() == "COUNT"
-            schema.append((name, "BIGINT" if counts else "DOUBLE"))
-        # Grouped by exactly the unit, a row whose unit is NULL belongs to no known person.
-        keep = ""
-        if node.by_unit:
-            keep = " WHERE " + " AND ".join(f"{k} IS NOT NULL" for k in keys)
-        return self.add(
-            f"SELECT {', '.join(items)} FROM {lets.source(child, items)}{keep} GROUP BY ALL",
-            schema,
-        )
-
-    def truncate(
-        self, child: str, columns: Sequence[str], limit: int, drop_null: bool = False
-    ) -> str:
-        """The ``limit`` rows of lowest salted-hash priority per key of ``columns`` (with
-        ``drop_null``, rows whose key is NULL are dropped first).
-
-        DuckDB's ``hash`` of several values combines them linearly, so a salt hashed along
-        with the row would only XOR every row's hash with one constant, which keeps most of
-        the rows' order. The row's hash is keyed instead as the pandas engine keys it: two
-        rounds of XOR with a fresh 64-bit salt, each followed by DuckDB's (nonlinear)
-        64-bit integer hash, so the priority depends on the row and the salt alone.
-        """
-        child = self.normalized(child, columns)
-        salt = _noise.current_source().bytes(24)
-        s1 = int.from_bytes(salt[8:16], "little")
-        s2 = int.from_bytes(salt[16:24], "little")
-        all_cols = [DUCKDB.ident(c) for c, _ in self.schema(child)]
-        row = f"hash({', '.join([DUCKDB.str_lit(salt[:8].hex()), *all_cols])})"
-        prio = f"hash(xor(hash(xor({row}, CAST({s1} AS UBIGINT))), CAST({s2} AS UBIGINT)))"
-        part = ", ".join(DUCKDB.ident(c) for c in columns)
-        keep = ""
-        if drop_null:
-            keep = " WHERE " + " AND ".join(f"{DUCKDB.ident(c)} IS NOT NULL" for c in columns)
-        # The priority is computed below the window, so the window sorts one column, and
-        # columns unused above are pruned before it. The rank is compared as rank - 1 < limit:
-        # DuckDB turns "rank <= limit" into a top-n aggregate per key, which is several times
-        # slower than this sort with a million keys and runs out of memory with ten million.
-        prioritized = f"SELECT *, {prio} AS __pinq_prio FROM {child}{keep}"
-        inner = (
-            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY __pinq_prio) - 1 "
-            f"AS __pinq_rank FROM ({prioritized})"
-        )
-        return self.add(
-            f"SELECT * EXCLUDE (__pinq_rank, __pinq_prio) FROM ({inner}) "
-            f"WHERE __pinq_rank < {int(limit)}",
-            self.schema(child),
-            self.nan(child),
-        )
-
-    def merge(self, left: str, right: str, on: Sequence[str], how: str, suffix: str) -> str:
-        left, right = self.normalized(left, on), self.normalized(right, on)
-        lschema, rschema = self.schema(left), self.schema(right)
-        lcols = [c for c, _ in lschema]
-        items = [f"l.{DUCKDB.ident(c)}" for c in lcols]
-        schema = list(lschema)
-        nan = set(self.nan(left))
-        for c, t in rschema:
-            if c in on:
-                continue
-            out = c + suffix if c in lcols else c
-            items.append(f"r.{DUCKDB.ident(c)} AS {DUCKDB.ident(out)}")
-            schema.append((out, t))
-            if c in self.nan(right):
-                nan.add(out)
-        cond = " AND ".join(
-            f"l.{DUCKDB.ident(c)} IS NOT DISTINCT FROM r.{DUCKDB.ident(c)}" for c in on
-        )
-        join = "JOIN" if how == "inner" else "LEFT JOIN"
-        return self.add(
-            f"SELECT {', '.join(items)} FROM {left} AS l {join} {right} AS r ON {cond}",
-            schema,
-            frozenset(nan),
-        )
-
-    def visit_public_join(self, node: PublicJoin) -> str:
-        child = self.visit(node.child)
-        data = self.data_of(node.public)
-        pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
-        return self.merge(child, pub, node.on, node.how, "_public")
-
-    def visit_set_op(self, node: SetOp) -> str:
-        left = self.visit(node.left)
-        right = self.visit(node.right)
+    def set_column(self, a: Col, b: Col) -> Col | None:
         # Columns of the same names and types keep them; otherwise DuckDB decides.
-        same = dict(self.schema(left)) == dict(self.schema(right))
-        schema = self.schema(left) if same else None
-        if node.kind == "concat":
-            # Rows are kept as they are, so NaN may stay (it is read as NULL later).
-            return self.add(
-                f"SELECT * FROM {left} UNION ALL BY NAME SELECT * FROM {right}",
-                schema,
-                self.nan(left) | self.nan(right),
-            )
-        # The others compare whole rows: NaN must be NULL first.
-        left, right = self.normalized(left), self.normalized(right)
-        if node.kind == "union":
-            return self.add(f"SELECT * FROM {left} UNION BY NAME SELECT * FROM {right}", schema)
-        cols = ", ".join(DUCKDB.ident(c) for c, _ in self.schema(left))
-        op = "INTERSECT" if node.kind == "intersect" else "EXCEPT"
-        return self.add(f"SELECT {cols} FROM {left} {op} SELECT {cols} FROM {right}", schema)
+        return a if a.dtype == b.dtype else Col(a.name, a.kind)
 
 
 def _key_literal(v: object, kind: str) -> str:
@@ -647,7 +404,7 @@ def _value(
     if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
         col = DUCKDB.ident(value.name)
         return _Value(col, "float", nan_col=col)
-    v = p.expr(value, rel, lets, "an aggregation")
+    v = p.value_expr(value, rel, lets, "an aggregation")
     if as_stored:
         return _Value("NULL" if v.kind == "null" else v.sql, v.kind)
     stored = DUCKDB.ident(value.name) if isinstance(value, Column) and v.kind in NUMERIC else None
@@ -824,7 +581,7 @@ class DuckDBExecutor(Executor):
                 sql = (
                     f"SELECT {head}, __pinq_b, COUNT(*) FROM ({staged(inner, kind)}) GROUP BY {by}"
                 )
-                return self._fetch(p.query(sql)), k
+                return self._fetch(p.query(sql, rel)), k
             items = [f"{gi} AS __pinq_gi"]
             groups = ["__pinq_gi"]
             if extra is not None:
@@ -838,7 +595,8 @@ class DuckDBExecutor(Executor):
             group_by = (
                 "" if len(groups) == 1 and grouping is None else f" GROUP BY {', '.join(groups)}"
             )
-            return self._fetch(p.query(f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}")), k
+            sql = f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}"
+            return self._fetch(p.query(sql, rel)), k
 
     def _group_join(
         self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
@@ -926,7 +684,7 @@ class DuckDBExecutor(Executor):
                 return [], k, False
             listed = ", ".join([*items, *nan_items])
             sql = f"SELECT {gi} AS __pinq_gi, {listed} FROM {src}{join}{group_by}"
-            rows = self._fetch(p.query(sql))
+            rows = self._fetch(p.query(sql, rel))
         n = 1 + len(items)
         nans = any(any(row[n:]) for row in rows)
         return [row[:n] for row in rows], k, nans
@@ -942,7 +700,7 @@ class DuckDBExecutor(Executor):
         """The plan's rows. For tests of stability only; never reachable from the public API."""
         p = self._translation()
         rel = p.normalized(p.visit(plan))
-        return self._run(lambda c: c.sql(p.query(f"SELECT * FROM {rel}")).df())
+        return self._run(lambda c: c.sql(p.query(f"SELECT * FROM {rel}", rel)).df())
 
     # -- the Executor interface -----------------------------------------------------------
     def validate(
@@ -958,7 +716,7 @@ class DuckDBExecutor(Executor):
         lets = Lets(DUCKDB)
         vsql = "NULL"
         if value is not None:
-            v = p.expr(value, rel, lets, "an aggregation")
+            v = p.value_expr(value, rel, lets, "an aggregation")
             if numeric and v.kind == "other":
                 what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
                 types = dict(p.schema(rel))
@@ -971,7 +729,7 @@ class DuckDBExecutor(Executor):
             vsql = typed(DUCKDB, v)
         p.schema(rel)
         if p.unchecked:
-            self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}"))
+            self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}", rel))
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         hit = prefetched("count", plan, grouping)
@@ -1090,7 +848,7 @@ class DuckDBExecutor(Executor):
         cols = ", ".join(f"{p.value(rel, c)} AS {DUCKDB.ident(c)}" for c in columns)
         order = ", ".join(f"{DUCKDB.ident(c)} ASC NULLS LAST" for c in columns)
         rows = self._fetch(
-            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}")
+            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}", rel)
         )
         if len(columns) == 1:
             keys: list[Hashable] = [r[0] for r in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from pinqpy.engines.sqlgen.expressions import (
     FALSE_WORDS,
@@ -16,6 +17,7 @@ from pinqpy.engines.sqlgen.expressions import (
     S,
 )
 from pinqpy.expr.types import valid_text
+from pinqpy.noise import source as _noise
 
 __all__ = ["SPARK"]
 
@@ -52,6 +54,17 @@ class SparkDialect(Dialect):
     length_fn = "char_length"
     sign_fn = "signum"
     concat_all = "concat_ws('', {})"  # concat_ws skips NULLs, concat does not
+    null_safe_eq = "<=>"
+
+    def row_priority(self, columns: Sequence[str]) -> str:
+        """Spark's ``xxhash64`` hashes each value with the hash so far as its seed, so the salt
+        hashed first keys every later value nonlinearly, numbers included: which rows are kept
+        changes with every salt."""
+        salt = self.str_lit(_noise.current_source().bytes(8).hex())
+        return f"xxhash64({', '.join([salt, *columns])})"
+
+    def hashable(self, dtype: object) -> bool:
+        return type(dtype).__name__ != "MapType"  # maps cannot be hashed
 
     def str_lit(self, text: str) -> str:
         # Whether Spark unescapes backslashes in literals is a session setting

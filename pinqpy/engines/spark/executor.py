@@ -82,38 +82,24 @@ from pinqpy.engines.spark.types import (
     to_spark,
 )
 from pinqpy.engines.sqlgen.expressions import (
-    ExprSql,
-    Lets,
-    S,
-    aggregate,
-    no_callable,
     numeric_value,
     typed,
 )
 from pinqpy.engines.sqlgen.plans import (
+    Col,
     CtePlanSql,
     compatible,
     key_literal,
-    key_match,
     value_kind,
 )
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import Column, Expr
-from pinqpy.noise import source as _noise
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
-    Distinct,
-    Explode,
-    GroupBy,
-    PartSource,
     PlanNode,
-    PublicJoin,
     PyFunc,
-    Select,
-    SetOp,
     Source,
-    Where,
 )
 
 if TYPE_CHECKING:
@@ -198,54 +184,18 @@ _REQUESTS = {"count": "count", "sum": "clamped_sum", "mean": "lattice", "moments
 
 
 @dataclass(frozen=True)
-class _Col:
-    """A column of a translated relation; ``dtype`` is its Spark type where pinqpy needs it
-    (arrays, maps, structs: kind "other"), None when not known."""
-
-    name: str
-    kind: str
-    dtype: Any = None
-
-
-@dataclass(frozen=True)
 class _Rel:
     """A translated plan node: the name to read it by (a common table expression or a source
     view) and its columns. ``sure`` is false when only Spark can tell whether its SQL is
     valid (values of types pinqpy does not model, such as maps in a DISTINCT)."""
 
     name: str
-    cols: tuple[_Col, ...]
+    cols: tuple[Col, ...]
     sure: bool = True
 
     @property
     def kinds(self) -> dict[str, str]:
         return {c.name: c.kind for c in self.cols}
-
-    def names(self) -> list[str]:
-        return [c.name for c in self.cols]
-
-    def col_list(self) -> str:
-        return ", ".join(SPARK.ident(c.name) for c in self.cols)
-
-
-def _col_of(v: S, name: str, child: _Rel) -> _Col:
-    """The column an expression makes (an untyped NULL is stored as DOUBLE, see _typed)."""
-    if v.kind == "other":
-        # Only a column reference keeps a type pinqpy does not model (see ExprSql.column).
-        src = next((c for c in child.cols if SPARK.ident(c.name) == v.sql), None)
-        return _Col(name, "other", src.dtype if src is not None else None)
-    return _Col(name, "float" if v.kind == "null" else v.kind)
-
-
-def _public_nulls(data: Any, on: Sequence[str]) -> list[bool] | None:
-    """Which key columns of a public table hold a NULL (None: not known). Public rows may
-    be read freely."""
-    if not isinstance(data, pd.DataFrame):
-        return None
-    try:
-        return [bool(data[c].isna().any()) for c in on]
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _values_table(names: Sequence[str], columns: Sequence[Sequence[str]]) -> str:
@@ -306,33 +256,27 @@ class _PlanSql(CtePlanSql[_Rel]):
     truncation salts.
     """
 
+    d = SPARK
+
     def __init__(self, ex: SparkExecutor) -> None:
         super().__init__()
         self.ex = ex
         self.call = _Call(ex, "translating a query")
-        # CTE name -> (its query, the CTE names it reads), in the order of definition.
-        self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._values: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
         self._typed: dict[str, _Rel] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def add(self, sql: str, cols: Sequence[_Col], reads: Sequence[_Rel], sure: bool = True) -> _Rel:
-        name = SPARK.ident(f"__pinq_n{len(self.ctes)}")
-        self.ctes[name] = (sql, tuple(r.name for r in reads if r.name in self.ctes))
-        sure = sure and all(r.sure for r in reads) and all(c.kind != "other" for c in cols)
-        return _Rel(name, tuple(cols), sure)
-
-    def query(self, text: str, *reads: _Rel) -> str:
-        """``text`` (a SELECT over ``reads``) with the definitions it needs."""
-        need: set[str] = set()
-        stack = [r.name for r in reads if r.name in self.ctes]
-        while stack:
-            n = stack.pop()
-            if n not in need:
-                need.add(n)
-                stack.extend(self.ctes[n][1])
-        defs = [f"{n} AS ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
-        return f"WITH {', '.join(defs)} {text}" if defs else text
+    def add(
+        self, sql: str, cols: Sequence[Col | None], reads: Sequence[_Rel], sure: bool = True
+    ) -> _Rel:
+        if any(c is None for c in cols):
+            # Spark finds the common type (of a set operation's columns).
+            rel = self.add(sql, (), reads, sure=False)
+            found = tuple(Col(f.name, kind_of(f.dataType), f.dataType) for f in self.analysed(rel))
+            return _Rel(rel.name, found, False)
+        name = self.cte(sql, reads)
+        sure = sure and all(r.sure for r in reads) and all(c.kind != "other" for c in cols)  # type: ignore[union-attr]
+        return _Rel(name, tuple(cols), sure)  # type: ignore[arg-type]
 
     def analysed(self, rel: _Rel) -> list[Any]:
         """Spark's own fields of ``rel`` (one analysis), for what pinqpy does not model."""
@@ -346,18 +290,9 @@ class _PlanSql(CtePlanSql[_Rel]):
         hit = self._typed.get(rel.name)
         if hit is None:
             fields = self.analysed(rel)
-            cols = tuple(_Col(f.name, kind_of(f.dataType), f.dataType) for f in fields)
+            cols = tuple(Col(f.name, kind_of(f.dataType), f.dataType) for f in fields)
             hit = self._typed[rel.name] = _Rel(rel.name, cols, rel.sure)
         return hit
-
-    def translator(self, rel: _Rel) -> tuple[ExprSql, Lets]:
-        lets = Lets(SPARK)
-        return ExprSql(SPARK, rel.kinds, lets), lets
-
-    def expr(self, e: Expr | PyFunc, t: ExprSql, what: str) -> S:
-        no_callable(e, what, "Spark")
-        assert isinstance(e, Expr)
-        return t.tr(e)
 
     def values(
         self, rel: _Rel, values: Sequence[Expr | PyFunc], numeric: bool
@@ -382,7 +317,7 @@ class _PlanSql(CtePlanSql[_Rel]):
             # A file read by name: always one CTE over it, whose name is an identifier.
             fields = data.schema.fields
             cols = [
-                _Col(f.name, kind_of(normalized_type(f.dataType)), normalized_type(f.dataType))
+                Col(f.name, kind_of(normalized_type(f.dataType)), normalized_type(f.dataType))
                 for f in fields
             ]
             # A shorter query is parsed and analysed faster: no list when no column changes
@@ -403,202 +338,50 @@ class _PlanSql(CtePlanSql[_Rel]):
         ]
         if clean or all(normalized("", f.dataType) == "" for f in fields):
             # Already in the value model (bigint, double without NaN, ...): read the view.
-            return _Rel(view, tuple(_Col(f.name, kind_of(f.dataType), f.dataType) for f in fields))
+            return _Rel(view, tuple(Col(f.name, kind_of(f.dataType), f.dataType) for f in fields))
         cols = []
         for f in fields:
             dt = normalized_type(f.dataType)
-            cols.append(_Col(f.name, kind_of(dt), dt))
+            cols.append(Col(f.name, kind_of(dt), dt))
         rel = _Rel(view, ())
         return self.add(f"SELECT {', '.join(items) or '*'} FROM {view}", cols, [rel])
 
-    # -- nodes ----------------------------------------------------------------------------
-    def visit_source(self, node: Source) -> _Rel:
-        return self.source(self.data_of(node.table))
+    def name(self, rel: _Rel) -> str:
+        return rel.name
 
-    def visit_part_source(self, node: PartSource) -> _Rel:
-        parent = self.visit(node.partition.parent)
-        kinds = parent.kinds
-        key = node.key if len(node.partition.key_columns) > 1 else (node.key,)
-        tz = session_tz(self.ex.spark)
-        conds = [
-            key_match(SPARK.ident(c), kinds[c], k, lambda v, kind: _key_literal(v, kind, tz))
-            for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
-        ]
-        sql = f"SELECT {parent.col_list()} FROM {parent.name} WHERE {' AND '.join(conds)}"
-        return self.add(sql, parent.cols, [parent])
+    def columns(self, rel: _Rel) -> list[Col]:
+        return list(rel.cols)
 
-    def visit_where(self, node: Where) -> _Rel:
-        child = self.visit(node.child)
-        no_callable(node.predicate, "where", "Spark")
-        t, lets = self.translator(child)
-        pred = t.boolean(t.tr(node.predicate)).sql  # type: ignore[arg-type]
-        src = lets.source(child.name, [pred])
-        sql = f"SELECT {child.col_list()} FROM {src} WHERE {pred}"
-        return self.add(sql, child.cols, [child], not t.unchecked)
+    def key_literal(self, v: object, kind: str) -> str:
+        return _key_literal(v, kind, session_tz(self.ex.spark))
 
-    def visit_select(self, node: Select) -> _Rel:
-        child = self.visit(node.child)
-        t, lets = self.translator(child)
-        outs = [(n, self.expr(e, t, "select")) for n, e in node.outputs]
-        items = {n: f"{typed(SPARK, v)} AS {SPARK.ident(n)}" for n, v in outs}
-        made = {n: _col_of(v, n, child) for n, v in outs}
-        if node.keep_all:
-            # pandas assign replaces an existing column in place, appends new ones.
-            names = child.names() + [n for n in items if n not in child.kinds]
-            sqls = [items.get(n, SPARK.ident(n)) for n in names]
-            old = {c.name: c for c in child.cols}
-            cols = [made[n] if n in made else old[n] for n in names]
-        else:
-            sqls, cols = list(items.values()), list(made.values())
-        src = lets.source(child.name, sqls)
-        if not sqls:
-            sqls, cols = ["1 AS __pinq_empty"], [_Col("__pinq_empty", "int")]
-        sql = f"SELECT {', '.join(sqls)} FROM {src}"
-        return self.add(sql, cols, [child], not t.unchecked)
+    def public(self, data: Any) -> _Rel:
+        return self.source(data)
 
-    def visit_distinct(self, node: Distinct) -> _Rel:
-        child = self.visit(node.child)
-        kinds = {c.name: c for c in child.cols}
-        cols = [kinds[c] for c in node.columns]
-        sql = f"SELECT DISTINCT {', '.join(SPARK.ident(c) for c in node.columns)} FROM {child.name}"
-        return self.add(sql, cols, [child])
-
-    def visit_explode(self, node: Explode) -> _Rel:
-        child = self.visit(node.child)
-        col = next(c for c in child.cols if c.name == node.column)
-        if col.kind == "other" and col.dtype is None:
-            child = self.typed(child)
-            col = next(c for c in child.cols if c.name == node.column)
-        q = SPARK.ident(node.column)
+    def explode_items(self, col: Col, max_items: int) -> tuple[str, Col | None] | None:
         if col.kind != "other" or type(col.dtype).__name__ != "ArrayType":
-            # A scalar explodes to itself; NULL carries nothing.
-            sql = f"SELECT {child.col_list()} FROM {child.name} WHERE {q} IS NOT NULL"
-            return self.add(sql, child.cols, [child])
+            return None
         # Items in the engine's value model (so NaN is NULL), NULL items dropped, then cut.
+        q = SPARK.ident(col.name)
         elem = col.dtype.elementType
         item = normalized("__pinq_x", elem)
         items = (
             f"slice(filter(transform({q}, __pinq_x -> {item}), __pinq_x -> __pinq_x IS NOT NULL)"
-            f", 1, {max(int(node.max_items), 0)})"
+            f", 1, {max(int(max_items), 0)})"
         )
-        sqls = [
-            f"explode({items}) AS {q}" if c.name == node.column else SPARK.ident(c.name)
-            for c in child.cols
-        ]
         out_type = normalized_type(elem)
-        cols = [
-            _Col(c.name, kind_of(out_type), out_type) if c.name == node.column else c
-            for c in child.cols
-        ]
-        return self.add(f"SELECT {', '.join(sqls)} FROM {child.name}", cols, [child])
+        return f"explode({items})", Col(col.name, kind_of(out_type), out_type)
 
-    def visit_group_by(self, node: GroupBy) -> _Rel:
-        child = self.visit(node.child)
-        t, lets = self.translator(child)
-        by_name = {c.name: c for c in child.cols}
-        keys = [SPARK.ident(k) for k in node.keys]
-        items = list(keys)
-        cols = [by_name[k] for k in node.keys]
-        for name, call in node.aggs:
-            items.append(f"{aggregate(t, call)} AS {SPARK.ident(name)}")
-            counts = call.star or call.name.upper() == "COUNT"
-            cols.append(_Col(name, "int" if counts else "float"))
-        src = lets.source(child.name, items)
-        # Grouped by exactly the unit, a row whose unit is NULL belongs to no known person.
-        keep = ""
-        if node.by_unit:
-            keep = " WHERE " + " AND ".join(f"{k} IS NOT NULL" for k in keys)
-        sql = f"SELECT {', '.join(items)} FROM {src}{keep} GROUP BY {', '.join(keys)}"
-        return self.add(sql, cols, [child], not t.unchecked)
+    def set_column(self, a: Col, b: Col) -> Col | None:
+        if a.kind == b.kind and a.kind != "other":
+            return a
+        if {a.kind, b.kind} == {"int", "float"}:
+            return Col(a.name, "float")
+        return None  # Spark finds the common type
 
-    def truncate(
-        self, child: _Rel, columns: Sequence[str], limit: int, drop_null: bool = False
-    ) -> _Rel:
-        """The ``limit`` rows of lowest salted-hash priority per key of ``columns`` (with
-        ``drop_null``, rows whose key is NULL are dropped first).
-
-        Spark's ``xxhash64`` hashes each value with the hash so far as its seed, so the salt
-        hashed first keys every later value nonlinearly, numbers included: which rows are kept
-        changes with every salt."""
-        salt = SPARK.str_lit(_noise.current_source().bytes(8).hex())
-        child = self.typed(child)
-        # A row's priority depends only on its own values and the salt (maps cannot be hashed).
-        hashed = [SPARK.ident(c.name) for c in child.cols if type(c.dtype).__name__ != "MapType"]
-        prio = f"xxhash64({', '.join([salt, *hashed])})"
-        part = ", ".join(SPARK.ident(c) for c in columns)
-        keep = ""
-        if drop_null:
-            keep = " WHERE " + " AND ".join(f"{SPARK.ident(c)} IS NOT NULL" for c in columns)
-        inner = (
-            f"SELECT *, row_number() OVER (PARTITION BY {part} ORDER BY {prio}) AS __pinq_rank "
-            f"FROM {child.name}{keep}"
-        )
-        sql = f"SELECT {child.col_list()} FROM ({inner}) AS t WHERE __pinq_rank <= {int(limit)}"
-        return self.add(sql, child.cols, [child])
-
-    def merge(
-        self,
-        left: _Rel,
-        right: _Rel,
-        on: Sequence[str],
-        how: str,
-        suffix: str,
-        nulls: Sequence[bool] | None = None,
-    ) -> _Rel:
-        """Join on ``on``, NULL matching NULL as in pandas. ``nulls`` says which key columns of
-        ``right`` may hold NULL (None: any): a plain equality joins the others, which Spark
-        does with a much faster hash join than a NULL-safe one."""
-        lnames = set(left.names())
-        items = [f"l.{SPARK.ident(c)}" for c in left.names()]
-        cols = list(left.cols)
-        for c in right.cols:
-            if c.name in on:
-                continue
-            out = c.name + suffix if c.name in lnames else c.name
-            items.append(f"r.{SPARK.ident(c.name)} AS {SPARK.ident(out)}")
-            cols.append(_Col(out, c.kind, c.dtype))
-        safe = nulls if nulls is not None else [True] * len(on)
-        cond = " AND ".join(
-            f"l.{SPARK.ident(c)} {'<=>' if n else '='} r.{SPARK.ident(c)}"
-            for c, n in zip(on, safe, strict=True)
-        )
-        join = "JOIN" if how == "inner" else "LEFT JOIN"
-        sql = f"SELECT {', '.join(items)} FROM {left.name} AS l {join} {right.name} AS r ON {cond}"
-        return self.add(sql, cols, [left, right])
-
-    def visit_public_join(self, node: PublicJoin) -> _Rel:
-        child = self.visit(node.child)
-        data = self.data_of(node.public)
-        pub = self.source(data)
-        nulls = _public_nulls(data, node.on)
-        return self.merge(child, pub, node.on, node.how, "_public", nulls)
-
-    def visit_set_op(self, node: SetOp) -> _Rel:
-        left = self.visit(node.left)
-        right = self.visit(node.right)
-        # The frames have the same columns in the same order: line them up by name anyway.
-        cols = left.col_list()
-        op = {
-            "concat": "UNION ALL",
-            "union": "UNION",
-            "intersect": "INTERSECT",
-            "difference": "EXCEPT",
-        }[node.kind]
-        sql = f"SELECT {cols} FROM {left.name} {op} SELECT {cols} FROM {right.name}"
-        rkinds = right.kinds
-        out: list[_Col] = []
-        for c in left.cols:
-            k = rkinds.get(c.name)
-            if k == c.kind and c.kind != "other":
-                out.append(c)
-            elif {k, c.kind} == {"int", "float"}:
-                out.append(_Col(c.name, "float"))
-            else:  # Spark finds the common type
-                rel = self.add(sql, left.cols, [left, right], sure=False)
-                fields = self.analysed(rel)
-                cols_ = tuple(_Col(f.name, kind_of(f.dataType), f.dataType) for f in fields)
-                return _Rel(rel.name, cols_, False)
-        return self.add(sql, out, [left, right])
+    # -- nodes ----------------------------------------------------------------------------
+    def visit_source(self, node: Source) -> _Rel:
+        return self.source(self.data_of(node.table))
 
 
 # -- the executor ------------------------------------------------------------------------------

@@ -111,6 +111,21 @@ class Dialect:
     concat_all: str  # concatenation of the texts ``{}`` skipping NULLs ('' when all are)
     # Values of kind "datetime" that may differ in precision, made one type (None: as is).
     unify_datetime: str | None = None
+    # -- plans (see pinqpy.engines.sqlgen.plans) --
+    null_safe_eq: str  # the equality under which NULL equals NULL
+    # The engine type of a computed value of each kind, where the translator tracks types
+    # (none: the engine's types are asked for only where needed).
+    kind_types: dict[str, str] = {}  # noqa: RUF012 (read only)
+
+    def row_priority(self, columns: Sequence[str]) -> str:
+        """A row's truncation priority: a hash of the row's ``columns`` keyed by a fresh salt
+        from the noise source, so that which rows are kept depends on the row and the salt
+        alone."""
+        raise NotImplementedError
+
+    def hashable(self, dtype: object) -> bool:
+        """Whether :meth:`row_priority` can hash a column of the engine type ``dtype``."""
+        return True
 
     # -- spelling -------------------------------------------------------------------------
     def ident(self, name: str) -> str:
