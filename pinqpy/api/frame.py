@@ -52,6 +52,7 @@ from pinqpy.expr.types import ColumnType
 from pinqpy.noise import mechanisms as mech
 from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.pipeline import answers as _answers
+from pinqpy.plan.catalog import Catalog, agent_name, new_id
 from pinqpy.plan.facts import facts_of
 from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
 from pinqpy.plan.nodes import (
@@ -71,7 +72,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.plan.stability import INF
 from pinqpy.results.html import frame_html
 from pinqpy.results.values import AccuracyPreview, NoisyCount, NoisyLabel, NoisyValue
 
@@ -154,7 +155,7 @@ class PrivateFrame:
     schema, the stability and the budget only.
     """
 
-    __slots__ = ("_meta", "_plan")
+    __slots__ = ("_catalog", "_meta", "_plan")
 
     def __init__(
         self,
@@ -316,10 +317,10 @@ class PrivateFrame:
         for col in schema:
             check_column_name(col)
         table = TableRef(
+            new_id("table"),
             name,
-            wrapped.data,
-            budget,
             tuple(schema),
+            agent_name(budget),
             privacy_unit,
             schema=dict(schema),
             bounds=meta_bounds,
@@ -328,13 +329,16 @@ class PrivateFrame:
         )
         note_type_sources(table, wrapped)
         self._plan: PlanNode = Source(table)
+        self._catalog: Catalog = Catalog().with_table(table, wrapped.data, budget)
         self._meta: FrameMeta = facts_of(self._plan)
 
     @classmethod
-    def _derive(cls, plan: PlanNode) -> PrivateFrame:
-        """A frame over ``plan``; its public facts are derived from the plan (pinqpy.plan.facts)."""
+    def _derive(cls, plan: PlanNode, catalog: Catalog) -> PrivateFrame:
+        """A frame over ``plan``, whose names ``catalog`` resolves; its public facts are derived
+        from the plan (pinqpy.plan.facts)."""
         frame = object.__new__(cls)
         frame._plan = plan
+        frame._catalog = catalog
         frame._meta = facts_of(plan)
         return frame
 
@@ -362,7 +366,7 @@ class PrivateFrame:
     @property
     def engine(self) -> str:
         """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"`` or ``"spark"``."""
-        return engine_name(self._plan)
+        return engine_name(self._plan, self._catalog)
 
     @property
     def privacy_unit(self) -> str | None:
@@ -377,7 +381,8 @@ class PrivateFrame:
         table can change; a query of epsilon on this frame costs that budget at most
         ``epsilon × multiplier``.
         """
-        return {b: _stability_value(k) for b, k in flatten(lineage_of(self._plan)).items()}
+        lineage = self._catalog.lineage(self._plan)
+        return {b: _stability_value(k) for b, k in flatten(lineage).items()}
 
     @property
     def stability(self) -> int | Fraction | float:
@@ -401,7 +406,7 @@ class PrivateFrame:
     def __repr__(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self._meta.schema.items())
         try:
-            lin = flatten(lineage_of(self._plan))
+            lin = flatten(self._catalog.lineage(self._plan))
             parts = [f"stability={_fmt(k)}, budget={b!r}" for b, k in lin.items()]
         except Exception:  # pragma: no cover - repr must never fail
             parts = []
@@ -497,7 +502,7 @@ class PrivateFrame:
     def where(self, condition: ExprLike) -> PrivateFrame:
         """Keep the rows where ``condition`` is true (NULL counts as false). Stability 1."""
         pred = self._expr(condition, "where's condition", want_bool=True)
-        return self._derive(Where(self._plan, pred))
+        return self._derive(Where(self._plan, pred), self._catalog)
 
     filter = where
 
@@ -515,26 +520,26 @@ class PrivateFrame:
         names = [n for n, _ in outputs]
         if len(set(names)) != len(names):
             raise PinqError("select would produce two columns with the same name")
-        return self._derive(Select(self._plan, tuple(outputs), False))
+        return self._derive(Select(self._plan, tuple(outputs), False), self._catalog)
 
     def assign(self, **exprs: ExprLike) -> PrivateFrame:
         """Keep every column and add or replace computed ones. Stability 1."""
         if not exprs:
             raise PinqError("assign needs at least one name=expression")
         outputs = [(n, self._expr(v, f"assign's {n!r}")) for n, v in exprs.items()]
-        return self._derive(Select(self._plan, tuple(outputs), True))
+        return self._derive(Select(self._plan, tuple(outputs), True), self._catalog)
 
     def distinct(self, *columns: str) -> PrivateFrame:
         """One row per distinct combination of ``columns`` (all when none). Stability 1."""
         cols = self._check_columns(columns) if columns else tuple(self._meta.schema)
-        return self._derive(Distinct(self._plan, tuple(dict.fromkeys(cols))))
+        return self._derive(Distinct(self._plan, tuple(dict.fromkeys(cols))), self._catalog)
 
     def explode(self, column: str, max_items: int) -> PrivateFrame:
         """PINQ's SelectMany: one row per item of the list in ``column``, at most
         ``max_items`` per input row (longer lists are cut). Stability ``max_items``."""
         (col,) = self._check_columns((column,))
         k = _positive_int(max_items, "max_items")
-        return self._derive(Explode(self._plan, col, k))
+        return self._derive(Explode(self._plan, col, k), self._catalog)
 
     def groupby(self, *keys: str | list[str]) -> GroupedFrame:
         """PINQ's GroupBy; finish with ``.agg(name="AGG(expr)", ...)``. Stability 2 (1 when the
@@ -575,7 +580,8 @@ class PrivateFrame:
             return self._public_join(other, on_cols, how, name)
         if not isinstance(other, PrivateFrame):
             raise PinqError("join needs a PrivateFrame or a public pandas DataFrame")
-        same_engine(self._plan, other._plan, "join")
+        catalog = self._catalog.merge(other._catalog)
+        same_engine(self._plan, other._plan, "join", catalog)
         if how != "inner":
             raise PinqError("a join of two private frames is an inner join")
         other._check_columns(on_cols)
@@ -595,7 +601,7 @@ class PrivateFrame:
             except (TypeError, ValueError):
                 raise PinqError("max_rows_per_key must be a pair (b_left, b_right)") from None
             bounds = (_positive_int(b_left, "b_left"), _positive_int(b_right, "b_right"))
-        return self._derive(Join(self._plan, other._plan, on_cols, bounds))
+        return self._derive(Join(self._plan, other._plan, on_cols, bounds), catalog)
 
     def _public_join(
         self,
@@ -606,27 +612,29 @@ class PrivateFrame:
     ) -> PrivateFrame:
         if how not in ("inner", "left"):
             raise PinqError("how must be 'inner' or 'left'")
-        table = public_table(public, name)
+        table, rows = public_table(public, name)
         missing = [c for c in on if c not in table.columns]
         if missing:
             raise PinqError(f"the public table has no column {missing[0]!r}")
         for c in on:
             _check_join_types(c, self._meta.schema[c], table.schema[c])  # type: ignore[index]
-        mult = _key_multiplicity(table.data, on)
-        return self._derive(PublicJoin(self._plan, table, on, how, mult))
+        mult = _key_multiplicity(rows, on)
+        catalog = self._catalog.with_public(table, rows)
+        return self._derive(PublicJoin(self._plan, table, on, how, mult), catalog)
 
     def _set_op(
         self, other: PrivateFrame, kind: Literal["concat", "union", "intersect", "difference"]
     ) -> PrivateFrame:
         if not isinstance(other, PrivateFrame):
             raise PinqError(f"{kind} needs another PrivateFrame")
-        same_engine(self._plan, other._plan, kind)
+        catalog = self._catalog.merge(other._catalog)
+        same_engine(self._plan, other._plan, kind, catalog)
         if self.columns != other.columns:
             raise PinqError(
                 f"{kind} needs both frames to have the same columns in the same order; use "
                 ".select(...) to line them up"
             )
-        return self._derive(SetOp(kind, self._plan, other._plan))
+        return self._derive(SetOp(kind, self._plan, other._plan), catalog)
 
     def concat(self, other: PrivateFrame) -> PrivateFrame:
         """All rows of both frames, duplicates kept (UNION ALL). Stability 1 per input."""
@@ -667,7 +675,7 @@ class PrivateFrame:
                 "(a column computed from it, one assigned over it, or one combined with "
                 "another budget's table no longer identifies that budget's people)"
             )
-        return self._derive(BoundContributions(self._plan, unit, k))
+        return self._derive(BoundContributions(self._plan, unit, k), self._catalog)
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
@@ -693,10 +701,11 @@ class PrivateFrame:
 
                 keys = list(itertools.product(*declared))  # type: ignore[arg-type]
         key_tuple = check_keys(keys, cols, self._meta.schema)
-        lineage = lineage_of(self._plan)
+        lineage = self._catalog.lineage(self._plan)
         self._require_bounded(lineage, "partition")
-        ref = PartitionRef(self._plan, cols, key_tuple, PartitionAgent(lineage))
-        return Partition(self, ref)
+        agent = PartitionAgent(lineage)
+        ref = PartitionRef(self._plan, cols, key_tuple, agent_name(agent))
+        return Partition(self, ref, self._catalog.with_agent(ref.agent, agent))
 
     def select_keys(
         self,
@@ -734,7 +743,7 @@ class PrivateFrame:
                     "has no privacy unit (each row is one person already)"
                 )
             base = self.distinct(*dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
-        lin = lineage_of(base._plan)
+        lin = base._catalog.lineage(base._plan)
         if any(k == INF for k in flatten(lin).values()):
             raise PrivacyError(
                 f"select_keys on a user-level frame needs max_groups=G: each person (by "
@@ -742,7 +751,7 @@ class PrivateFrame:
                 if unit
                 else "select_keys on a frame with unbounded contributions: bound them first"
             )
-        ex = executor_for(base._plan)
+        ex = executor_for(base._plan, base._catalog)
         ex.validate(base._plan)
         charge_all([(lin, m.charge)], label="select_keys")
         with _reading("select_keys"):
@@ -803,7 +812,7 @@ class PrivateFrame:
             err, unit = m.accuracy(level), "ranks"
         else:
             err = m.accuracy(level)
-        lin = lineage_of(self._plan)
+        lin = self._catalog.lineage(self._plan)
         self._require_bounded(lin, kind)
         charge = {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
         return AccuracyPreview(
@@ -939,7 +948,7 @@ class PrivateFrame:
     def _prep_count(self, epsilon: object, delta: object) -> Prepared:
         m = mech.CountMechanism(_eps(epsilon), _delta(delta))
         plan = self._plan
-        ex = executor_for(plan)
+        ex = executor_for(plan, self._catalog)
         return Prepared(
             self,
             m,
@@ -953,7 +962,7 @@ class PrivateFrame:
     def _prep_sum(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "sum")
         m = mech.SumMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan, ex = self._plan, executor_for(self._plan)
+        plan, ex = self._plan, executor_for(self._plan, self._catalog)
         return Prepared(
             self,
             m,
@@ -967,7 +976,7 @@ class PrivateFrame:
     def _prep_mean(self, column: ExprLike, epsilon: object, bounds: Any, delta: object) -> Prepared:
         e, (lo, hi) = self._numeric_arg(column, bounds, "mean")
         m = mech.MeanMechanism(_eps(epsilon), lo, hi, _delta(delta))
-        plan, ex = self._plan, executor_for(self._plan)
+        plan, ex = self._plan, executor_for(self._plan, self._catalog)
         return Prepared(
             self,
             m,
@@ -984,7 +993,7 @@ class PrivateFrame:
         what = "stddev" if stddev else "variance"
         e, (lo, hi) = self._numeric_arg(column, bounds, what)
         m = mech.VarianceMechanism(_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
-        plan, ex = self._plan, executor_for(self._plan)
+        plan, ex = self._plan, executor_for(self._plan, self._catalog)
         return Prepared(
             self,
             m,
@@ -1002,7 +1011,7 @@ class PrivateFrame:
         e, (lo, hi) = self._numeric_arg(column, bounds, "quantile")
         cand = None if candidates is None else _candidates(candidates, lo, hi)
         m = mech.QuantileMechanism(_eps(epsilon), qq, lo, hi, cand)
-        plan, ex = self._plan, executor_for(self._plan)
+        plan, ex = self._plan, executor_for(self._plan, self._catalog)
         return Prepared(
             self,
             m,
@@ -1016,7 +1025,7 @@ class PrivateFrame:
         e = self._column_expr(column, "argmax's column")
         cands = _argmax_candidates(candidates)
         m = mech.ArgmaxMechanism(_eps(epsilon), len(cands))
-        plan, ex = self._plan, executor_for(self._plan)
+        plan, ex = self._plan, executor_for(self._plan, self._catalog)
         prep = Prepared(
             self,
             m,
@@ -1070,7 +1079,10 @@ class PrivateFrame:
         prepared: list[Prepared], target: _Target, label: str | None, charged: bool
     ) -> list[tuple[np.ndarray, Any]]:
         grouping = None if target is None else target[0]
-        lineages = [lineage_of(p.frame._plan) if target is None else target[1] for p in prepared]
+        lineages = [
+            p.frame._catalog.lineage(p.frame._plan) if target is None else target[1]
+            for p in prepared
+        ]
         for p, lin in zip(prepared, lineages, strict=True):
             p.frame._require_bounded(lin, p.label)
         # A budget kept in a ledger remembers whole answers across restarts.
@@ -1212,7 +1224,9 @@ class GroupedFrame:
             calls.append((name, e))
         unit = meta.privacy_unit
         by_unit = unit is not None and self._keys == (unit,)
-        return PrivateFrame._derive(GroupBy(frame._plan, self._keys, tuple(calls), by_unit))
+        return PrivateFrame._derive(
+            GroupBy(frame._plan, self._keys, tuple(calls), by_unit), frame._catalog
+        )
 
     def __repr__(self) -> str:
         return f"GroupedFrame(keys={list(self._keys)}); call .agg(name='COUNT(*)', ...)"
@@ -1303,7 +1317,7 @@ def _plan_text(prepared: list[Prepared]) -> str:
     parts = []
     for p in prepared:
         try:
-            plan = canonical_plan(p.frame._plan, lambda t: t.name)
+            plan = canonical_plan(p.frame._plan, lambda t: t.name, p.frame._catalog)
         except NotCanonical:
             plan = "<plan with a Python callable>"
         parts.append(f"{p.what or p.label} over {plan}")

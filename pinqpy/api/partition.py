@@ -33,6 +33,7 @@ import pandas as pd
 from pinqpy.accounting.agents import AllParts, PartAgent
 from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError
+from pinqpy.plan.catalog import Catalog, agent_name
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef, PartSource
 from pinqpy.results.values import NoisySeries
@@ -52,9 +53,10 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     ``median``, ``quantile``) charge once, ``epsilon × stability``, for all parts together.
     """
 
-    def __init__(self, frame: PrivateFrame, ref: PartitionRef):
+    def __init__(self, frame: PrivateFrame, ref: PartitionRef, catalog: Catalog):
         self._frame = frame
         self._ref = ref
+        self._catalog = catalog  # the frame's, with the partition's agent
         self._keyset = frozenset(ref.keys)
         self._parts: dict[Hashable, PrivateFrame] = {}
 
@@ -71,8 +73,9 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
         if part is None:
             from pinqpy.api.frame import PrivateFrame
 
-            node = PartSource(self._ref, key, PartAgent(self._ref.agent, key))
-            part = PrivateFrame._derive(node)
+            agent = PartAgent(self._catalog.agent(self._ref.agent), key)
+            node = PartSource(self._ref, key, agent_name(agent))
+            part = PrivateFrame._derive(node, self._catalog.with_agent(node.agent, agent))
             self._parts[key] = part
         return part
 
@@ -97,7 +100,7 @@ class Partition(Mapping[Hashable, "PrivateFrame"]):
     def _target(self) -> tuple[Grouping, dict[object, Any]]:
         return (
             Grouping(self._ref.key_columns, self._ref.keys),
-            {AllParts(self._ref.agent): Fraction(1)},
+            {AllParts(self._catalog.agent(self._ref.agent)): Fraction(1)},
         )
 
     def _index(self) -> pd.Index:

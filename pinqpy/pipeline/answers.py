@@ -7,8 +7,8 @@ candidates) and its public keys all agree. The key does not depend on how the qu
 spelt (method chaining or SQL, spacing, keyword case).
 
 Answers are kept on the budgets the question was charged to. An in-memory key names each table
-by its identity and the entry keeps the table alive, so new data registered later can never
-be answered from old data; it is an HMAC under a secret drawn once per process. A budget with
+by its id, unique per registration, so new data registered later can never be answered from
+old data; it is an HMAC under a secret drawn once per process. A budget with
 a ledger also stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a
 hash of the data's contents, so they survive a restart; the ledger stores only an HMAC of that
 key under a secret of its own, and the audit trail shows no key at all. Either way an
@@ -38,6 +38,7 @@ from pinqpy.accounting.agents import flatten
 from pinqpy.engines.base import Grouping
 from pinqpy.errors import PinqError
 from pinqpy.plan.canonical import NotCanonical, canonical_plan, digest
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import TableRef
 
 __all__ = [
@@ -80,7 +81,7 @@ def question(prepared: Any, grouping: Grouping | None, identity: Any) -> str | N
     if prepared.what is None:
         return None
     try:
-        plan = canonical_plan(prepared.frame._plan, identity)
+        plan = canonical_plan(prepared.frame._plan, identity, prepared.frame._catalog)
     except NotCanonical:
         return None
     groups = "" if grouping is None else f"{grouping.columns!r}:{grouping.keys!r}"
@@ -107,13 +108,13 @@ def key(prepared: Any, grouping: Grouping | None) -> str | None:
     when it cannot be cached (a callable, or a test hook in force)."""
     if _hooks_active():
         return None
-    text = question(prepared, grouping, lambda t: f"{t.name}#{id(t)}")
+    text = question(prepared, grouping, lambda t: f"{t.name}#{t.id}")
     if text is None:
         return None
     return digest(text)
 
 
-def fingerprint(table: TableRef) -> str:
+def fingerprint(table: TableRef, catalog: Catalog) -> str:
     """A hash of a table's name, schema and contents, computed once per table.
 
     Only budgets with a ledger need it (to recognise the same data after a restart); it is
@@ -125,7 +126,7 @@ def fingerprint(table: TableRef) -> str:
     if found is None:
         import pandas as pd
 
-        data = table.data
+        data = catalog.data(table)
         if not isinstance(data, pd.DataFrame):
             # A DuckDB or Spark table would need a full scan to hash; such answers are cached
             # in memory only (the ledger still records every charge).
@@ -195,7 +196,8 @@ def persistent_key(
         return None
     parts = []
     for p in prepared:
-        text = question(p, grouping, fingerprint)
+        catalog = p.frame._catalog
+        text = question(p, grouping, lambda t, c=catalog: fingerprint(t, c))
         if text is None:
             return None
         parts.append(text)

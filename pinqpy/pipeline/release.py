@@ -11,7 +11,6 @@ from pinqpy.api.frame import PrivateFrame, _reading
 from pinqpy.engines.base import Grouping, batch
 from pinqpy.engines.registry import executor_for
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
-from pinqpy.plan.stability import lineage_of
 from pinqpy.results.values import Accuracy, NoisyFrame
 from pinqpy.sql.compiler import CompiledRelease
 
@@ -72,9 +71,9 @@ def _select_then_aggregate(
 ) -> tuple[list, Grouping]:
     assert rel.key_selection is not None and rel.target_lineage is not None
     frame, columns, mechanism = rel.key_selection
-    lineage = lineage_of(frame._plan)
+    lineage = frame._catalog.lineage(frame._plan)
     frame._require_bounded(lineage, "GROUP BY")
-    ex = executor_for(frame._plan)
+    ex = executor_for(frame._plan, frame._catalog)
     ex.validate(frame._plan)
     for p in prepared:
         if p.check is not None:

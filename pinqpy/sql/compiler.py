@@ -46,7 +46,7 @@ from pinqpy.expr.bounds import derive_bounds, derive_keys
 from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
 from pinqpy.noise.keyselect import KeySelectionMechanism, frame_delta_for
 from pinqpy.plan.meta import check_keys, internal_names
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.plan.stability import INF
 from pinqpy.sql import ast as q
 
 __all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release"]
@@ -722,7 +722,7 @@ class _Compiler:
                 "noisy aggregate such as COUNT(*)"
             )
 
-        stabilities = flatten(lineage_of(frame._plan))
+        stabilities = flatten(frame._catalog.lineage(frame._plan))
         worst = max(stabilities.values())
         if worst == INF:
             unit = frame.privacy_unit
@@ -758,7 +758,8 @@ class _Compiler:
         key_selection = None
         target_lineage = None
         if key_cols:
-            target_lineage = {AllParts(PartitionAgent(lineage_of(frame._plan))): Fraction(1)}
+            lineage = frame._catalog.lineage(frame._plan)
+            target_lineage = {AllParts(PartitionAgent(lineage)): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
                 # With Gaussian noise, half of delta goes to the noise and half to selection.

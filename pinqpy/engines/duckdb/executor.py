@@ -811,11 +811,11 @@ class _PlanSql(PlanVisitor[str]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
-        raw = self.ex._table(node.table.data)
+        raw = self.ex._table(self.ex.catalog.data(node.table))
         # Only the columns that change are listed: a shorter query binds faster, and a
         # filtered count over a file takes a few milliseconds in all.
         casts, schema, nan = [], [], set()
-        for c, t in self.ex._table_schema(node.table.data):
+        for c, t in self.ex._table_schema(self.ex.catalog.data(node.table)):
             q = _ident(c)
             u = t.upper()
             if u in ("INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT", "UTINYINT"):
@@ -1018,7 +1018,7 @@ class _PlanSql(PlanVisitor[str]):
 
     def visit_public_join(self, node: PublicJoin) -> str:
         child = self.visit(node.child)
-        data = node.public.data
+        data = self.ex.catalog.public_data(node.public)
         pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
         return self.merge(child, pub, node.on, node.how, "_public")
 

@@ -1629,7 +1629,7 @@ class _PlanSql(PlanVisitor[_Rel]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> _Rel:
-        return self.source(node.table.data)
+        return self.source(self.ex.catalog.data(node.table))
 
     def visit_part_source(self, node: PartSource) -> _Rel:
         parent = self.visit(node.partition.parent)
@@ -1792,8 +1792,9 @@ class _PlanSql(PlanVisitor[_Rel]):
 
     def visit_public_join(self, node: PublicJoin) -> _Rel:
         child = self.visit(node.child)
-        pub = self.source(node.public.data)
-        nulls = _public_nulls(node.public.data, node.on)
+        public = self.ex.catalog.public_data(node.public)
+        pub = self.source(public)
+        nulls = _public_nulls(public, node.on)
         return self.merge(child, pub, node.on, node.how, "_public", nulls)
 
     def visit_set_op(self, node: SetOp) -> _Rel:
