@@ -894,14 +894,9 @@ def executor_for(plan: PlanNode, catalog: Catalog) -> Executor:
     return _bound(hit[1], catalog)
 
 
-_BOUND: weakref.WeakKeyDictionary[Catalog, dict[int, tuple[Executor, Executor]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def _bound(executor: Executor, catalog: Catalog) -> Executor:
-    per = _BOUND.setdefault(catalog, {})
-    hit = per.get(id(executor))
+    """``executor`` bound to ``catalog``, made once per catalog (kept by the catalog)."""
+    hit = catalog.executors.get(id(executor))
     if hit is None or hit[0] is not executor:
-        hit = per[id(executor)] = (executor, executor.bound(catalog))
-    return hit[1]
+        hit = catalog.executors[id(executor)] = (executor, executor.bound(catalog))
+    return hit[1]  # type: ignore[no-any-return]

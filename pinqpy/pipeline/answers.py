@@ -232,7 +232,8 @@ def put(
 ) -> None:
     if cache_key is None or _hooks_active():
         return
-    # The entry holds the plan's tables so their identities stay unique while it lives.
+    # The entry holds the plan's tables (their ids are unique anyway), and so their
+    # fingerprints while it lives.
     tables = _tables(plan)
     for b in _budgets(lineage):
         b._answers[cache_key] = (released, tables)

@@ -50,7 +50,7 @@ class Catalog:
     changes under it. Compared by identity.
     """
 
-    __slots__ = ("__weakref__", "_agents", "_public", "_tables")
+    __slots__ = ("__weakref__", "_agents", "_public", "_tables", "executors")
 
     def __init__(
         self,
@@ -61,6 +61,9 @@ class Catalog:
         self._tables: dict[str, Any] = dict(tables or {})
         self._public: dict[str, Any] = dict(public or {})
         self._agents: dict[str, object] = dict(agents or {})
+        # The executors bound to this catalog, kept by the engine registry: they live and
+        # die with it (pinqpy.engines.registry.executor_for).
+        self.executors: dict[int, tuple[Any, Any]] = {}
 
     # -- looking up ---------------------------------------------------------------------
     def data(self, table: TableRef) -> Any:
@@ -81,6 +84,7 @@ class Catalog:
         return self.resolve(lineage_of(plan))
 
     def resolve(self, lineage: Lineage) -> dict[Any, Any]:
+        """``lineage`` (by agent name) by agent."""
         return {self.agent(name): k for name, k in lineage.items()}
 
     # -- adding -------------------------------------------------------------------------
