@@ -12,6 +12,7 @@ merges their catalogs, which never disagree, since every id is unique.
 
 from __future__ import annotations
 
+import threading
 import uuid
 import weakref
 from collections.abc import Mapping
@@ -33,14 +34,16 @@ def new_id(kind: str) -> str:
 # same budget alike (two tables of one budget share its unit domain, whichever frames
 # they came from).
 _AGENT_NAMES: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+_NAMING = threading.Lock()
 
 
 def agent_name(agent: object) -> str:
     """The name plans use for ``agent`` (the same for the same object, always)."""
-    name = _AGENT_NAMES.get(agent)
-    if name is None:
-        name = _AGENT_NAMES[agent] = new_id(type(agent).__name__.lower())
-    return name
+    with _NAMING:
+        name = _AGENT_NAMES.get(agent)
+        if name is None:
+            name = _AGENT_NAMES[agent] = new_id(type(agent).__name__.lower())
+        return name
 
 
 class Catalog:

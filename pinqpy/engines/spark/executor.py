@@ -1852,6 +1852,13 @@ class _Base:
         return self.group or ["__pinq_gi"]
 
 
+def _forget_view(views: dict[int, tuple[Any, str]], dead: list[str], key: int, name: str) -> None:
+    hit = views.get(key)
+    if hit is not None and hit[1] == _ident(name):
+        del views[key]
+    dead.append(name)
+
+
 class SparkExecutor(Executor):
     """Plans run inside Spark; only aggregates come back.
 
@@ -1897,16 +1904,11 @@ class SparkExecutor(Executor):
         name = f"{self._prefix}{next(self._names)}"
         call.run(lambda: df.createOrReplaceTempView(name))
         self._views[key] = (weakref.ref(df), _ident(name))
-        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange.
-        fin = weakref.finalize(df, self._forget_view, key, name)
+        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange. It
+        # holds the shared containers, not this executor (a bound one holds its catalog).
+        fin = weakref.finalize(df, _forget_view, self._views, self._dead_views, key, name)
         fin.atexit = False
         return _ident(name)
-
-    def _forget_view(self, key: int, name: str) -> None:
-        hit = self._views.get(key)
-        if hit is not None and hit[1] == _ident(name):
-            del self._views[key]
-        self._dead_views.append(name)
 
     def _drop_dead_views(self) -> None:
         while self._dead_views:
