@@ -662,7 +662,7 @@ def test_datetime_columns(ex: SparkExecutor) -> None:
     _same_counts(ex, f, grouping)
     _same_counts(
         ex,
-        f.partition("d", keys=[pd.Timestamp("1999-12-31")])[pd.Timestamp("1999-12-31")]._plan,
+        f.partition("d", keys=[pd.Timestamp("1999-12-31")])[pd.Timestamp("1999-12-31")],
         None,
     )
 
