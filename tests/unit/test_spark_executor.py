@@ -675,8 +675,8 @@ def test_unsupported_things_are_pinq_errors(ex: SparkExecutor, pums: pd.DataFram
     other = _frame(pums)
     with pytest.raises(PinqError, match="callable"):
         _at(ex, other).clamped_sum(other._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1)
-    bad = other.where("SUBSTR(CAST(age AS VARCHAR), age) = '1'")
     with pytest.raises(PinqError, match="SUBSTR"):
+        bad = other.where("SUBSTR(CAST(age AS VARCHAR), age) = '1'")
         _at(ex, bad).count(bad._plan, None)
 
 
