@@ -198,7 +198,7 @@ class _PlanSql(CtePlanSql[str]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
-        data = self.data_of(node.table)
+        data = self.ex.catalog.data(node.table)
         raw = self.ex._table(data)
         # Only the columns that change are listed: a shorter query binds faster, and a
         # filtered count over a file takes a few milliseconds in all.
@@ -403,7 +403,7 @@ class _PlanSql(CtePlanSql[str]):
 
     def visit_public_join(self, node: PublicJoin) -> str:
         child = self.visit(node.child)
-        data = self.data_of(node.public)
+        data = self.ex.catalog.public_data(node.public)
         pub = self.add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
         return self.merge(child, pub, node.on, node.how, "_public")
 

@@ -413,7 +413,7 @@ class _PlanSql(CtePlanSql[_Rel]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> _Rel:
-        return self.source(self.data_of(node.table))
+        return self.source(self.ex.catalog.data(node.table))
 
     def visit_part_source(self, node: PartSource) -> _Rel:
         parent = self.visit(node.partition.parent)
@@ -568,7 +568,7 @@ class _PlanSql(CtePlanSql[_Rel]):
 
     def visit_public_join(self, node: PublicJoin) -> _Rel:
         child = self.visit(node.child)
-        data = self.data_of(node.public)
+        data = self.ex.catalog.public_data(node.public)
         pub = self.source(data)
         nulls = _public_nulls(data, node.on)
         return self.merge(child, pub, node.on, node.how, "_public", nulls)
@@ -624,6 +624,13 @@ class _Base:
         return self.group or ["__pinq_gi"]
 
 
+def _forget_view(views: dict[int, tuple[Any, str]], dead: list[str], key: int, name: str) -> None:
+    hit = views.get(key)
+    if hit is not None and hit[1] == SPARK.ident(name):
+        del views[key]
+    dead.append(name)
+
+
 class SparkExecutor(Executor):
     """Plans run inside Spark; only aggregates come back.
 
@@ -669,16 +676,11 @@ class SparkExecutor(Executor):
         name = f"{self._prefix}{next(self._names)}"
         call.run(lambda: df.createOrReplaceTempView(name))
         self._views[key] = (weakref.ref(df), SPARK.ident(name))
-        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange.
-        fin = weakref.finalize(df, self._forget_view, key, name)
+        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange. It
+        # holds the shared containers, not this executor (a bound one holds its catalog).
+        fin = weakref.finalize(df, _forget_view, self._views, self._dead_views, key, name)
         fin.atexit = False
         return SPARK.ident(name)
-
-    def _forget_view(self, key: int, name: str) -> None:
-        hit = self._views.get(key)
-        if hit is not None and hit[1] == SPARK.ident(name):
-            del self._views[key]
-        self._dead_views.append(name)
 
     def _drop_dead_views(self) -> None:
         while self._dead_views:

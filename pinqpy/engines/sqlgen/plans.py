@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -84,12 +84,6 @@ class CtePlanSql(PlanVisitor[R]):
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[PlanNode, R]] = {}
-
-    @staticmethod
-    def data_of(ref: Any) -> Any:
-        """The engine's handle of a plan's table (a source's ``node.table``, a public join's
-        ``node.public``): the one place translation reads it."""
-        return ref.data
 
     def visit(self, node: PlanNode) -> R:
         hit = self._memo.get(id(node))
