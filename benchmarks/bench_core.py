@@ -23,7 +23,6 @@ import pandas as pd
 import pinqpy as pq
 from pinqpy.accounting.agents import charge
 from pinqpy.expr import parser
-from pinqpy.plan.stability import lineage_of
 
 STATES = [f"S{i:02d}" for i in range(50)]
 
@@ -118,7 +117,7 @@ def bench(rows: int, repeat: int) -> list[dict[str, object]]:
             parser._parse_fast.cache_clear()
             parser._parse_cached.cache_clear()
         f = ten_step_plan()
-        charge(lineage_of(f._plan), pq.Cost(epsilon=1), label="bench")
+        charge(f._rel.lineage(), pq.Cost(epsilon=1), label="bench")
 
     plan_and_charge(True)  # builds the LALR tables once, as any first query does
     n = 200

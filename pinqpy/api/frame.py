@@ -228,7 +228,8 @@ class PrivateFrame:
 
     @classmethod
     def _wrap(cls, rel: Relation) -> PrivateFrame:
-        """A frame over ``rel`` (the pipeline's relation: a plan and its public facts)."""
+        """A frame over ``rel`` (the pipeline's relation: a plan, its catalog and its public
+        facts)."""
         frame = object.__new__(cls)
         frame._rel = rel
         return frame
@@ -447,8 +448,8 @@ class PrivateFrame:
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
     ) -> Partition[PrivateFrame]:
         """Split into parts by public ``keys`` (parallel composition); see :class:`Partition`."""
-        ref = self._rel.partition(columns, keys)
-        return Partition(self, self._rel, ref, PrivateFrame._wrap)
+        ref, rel = self._rel.partition(columns, keys)
+        return Partition(self, rel, ref, PrivateFrame._wrap)
 
     def select_keys(
         self,

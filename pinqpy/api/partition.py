@@ -59,7 +59,7 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         self, frame: object, rel: Relation, ref: PartitionRef, wrap: Callable[[Relation], F]
     ):
         self._frame = frame  # the partitioned frame, for the repr
-        self._rel = rel  # its relation: per-key aggregates are prepared on it
+        self._rel = rel  # its relation, naming the partition's agent: per-key aggregates run on it
         self._ref = ref
         self._wrap = wrap  # a part's relation -> its frame
         self._keyset = frozenset(ref.keys)
@@ -76,7 +76,7 @@ class Partition(Mapping[Hashable, F], Generic[F]):
             raise KeyError(key)
         part = self._parts.get(key)
         if part is None:
-            part = self._wrap(Relation.part(self._ref, key))
+            part = self._wrap(self._rel.part(self._ref, key))
             self._parts[key] = part
         return part
 
@@ -101,7 +101,7 @@ class Partition(Mapping[Hashable, F], Generic[F]):
     def _target(self) -> run.Target:
         return (
             Grouping(self._ref.key_columns, self._ref.keys),
-            {AllParts(self._ref.agent): Fraction(1)},
+            {AllParts(self._rel.catalog.agent(self._ref.agent)): Fraction(1)},
         )
 
     def _index(self) -> pd.Index:

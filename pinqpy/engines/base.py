@@ -12,16 +12,18 @@ gets zeros.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 
 from pinqpy.expr.ast import Expr
 from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS, canonical_key, is_null_key
 from pinqpy.plan.nodes import PlanNode, PyFunc
@@ -92,7 +94,22 @@ def prefetched(
 
 
 class Executor(ABC):
-    """Exact aggregates over a plan, computed inside one engine."""
+    """Exact aggregates over a plan, computed inside one engine.
+
+    Plans name their tables; an executor finds their data in its ``catalog``. The registry
+    keeps one executor per engine instance (a DuckDB connection, a Spark session) and hands
+    out :meth:`bound` twins of it, one per catalog, that share its state.
+    """
+
+    catalog: Catalog = Catalog()
+
+    def bound(self, catalog: Catalog) -> Self:
+        """This executor reading tables through ``catalog``: a twin sharing every piece of
+        engine state (connection, registered tables, caches), which are containers made
+        once in ``__init__``, with its own catalog."""
+        twin = copy.copy(self)
+        twin.catalog = catalog
+        return twin
 
     def validate(  # noqa: B027 - optional hook, most engines accept everything
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False

@@ -58,6 +58,7 @@ from pinqpy.engines.sources import (
 )
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import PlanNode, Source
 
 __all__ = [
@@ -790,7 +791,7 @@ def type_sources(plan: PlanNode) -> dict[str, str]:
 
 
 # -- choosing the executor -------------------------------------------------------------------
-def _sources(plan: PlanNode) -> Iterator[Any]:
+def _sources(plan: PlanNode, catalog: Catalog) -> Iterator[Any]:
     stack = [plan]
     seen: set[int] = set()
     while stack:
@@ -799,7 +800,7 @@ def _sources(plan: PlanNode) -> Iterator[Any]:
             continue
         seen.add(id(node))
         if isinstance(node, Source):
-            yield node.table.data
+            yield catalog.data(node.table)
         stack.extend(node.children)
 
 
@@ -814,21 +815,22 @@ def _home(data: Any) -> tuple[str, Any]:
     return "spark", data.sparkSession
 
 
-def _home_of(plan: PlanNode) -> tuple[str, Any]:
-    homes = {(e, id(h)): (e, h) for e, h in map(_home, _sources(plan))}
+def _home_of(plan: PlanNode, catalog: Catalog) -> tuple[str, Any]:
+    homes = {(e, id(h)): (e, h) for e, h in map(_home, _sources(plan, catalog))}
     if len(homes) != 1:  # joins check this, so only a hand-built plan gets here
         raise PinqError("a plan must read tables of one engine")
     return next(iter(homes.values()))
 
 
-def engine_name(plan: PlanNode) -> str:
+def engine_name(plan: PlanNode, catalog: Catalog) -> str:
     """``"pandas"``, ``"duckdb"`` or ``"spark"``."""
-    return _home_of(plan)[0]
+    return _home_of(plan, catalog)[0]
 
 
-def same_engine(left: PlanNode, right: PlanNode, what: str) -> None:
-    """Refuse to combine frames that live in different engines (or engine instances)."""
-    (le, lh), (re_, rh) = _home_of(left), _home_of(right)
+def same_engine(left: PlanNode, right: PlanNode, what: str, catalog: Catalog) -> None:
+    """Refuse to combine frames that live in different engines (or engine instances);
+    ``catalog`` names the tables of both."""
+    (le, lh), (re_, rh) = _home_of(left, catalog), _home_of(right, catalog)
     if le != re_:
         raise PinqError(
             f"{what} needs both frames on one engine, but one is on {le} and the other on "
@@ -839,11 +841,13 @@ def same_engine(left: PlanNode, right: PlanNode, what: str) -> None:
         raise PinqError(f"{what} needs both frames in the same {where}")
 
 
-def executor_for(plan: PlanNode) -> Executor:
-    """The executor that runs ``plan`` (one per DuckDB connection or Spark session)."""
-    engine, home = _home_of(plan)
+def executor_for(plan: PlanNode, catalog: Catalog) -> Executor:
+    """The executor that runs ``plan``, reading its tables through ``catalog`` (one per
+    DuckDB connection or Spark session, bound once per catalog: reads of one catalog's
+    plans share an executor, so an engine can make them together)."""
+    engine, home = _home_of(plan, catalog)
     if engine == "pandas":
-        return _PANDAS
+        return _bound(_PANDAS, catalog)
     cache = _DUCKDB if engine == "duckdb" else _SPARK
     hit = cache.get(id(home))
     if hit is None or hit[0] is not home:
@@ -856,4 +860,12 @@ def executor_for(plan: PlanNode) -> Executor:
 
             hit = (home, SparkExecutor(home))
         cache[id(home)] = hit
-    return hit[1]
+    return _bound(hit[1], catalog)
+
+
+def _bound(executor: Executor, catalog: Catalog) -> Executor:
+    """``executor`` bound to ``catalog``, made once per catalog (kept by the catalog)."""
+    hit = catalog.executors.get(id(executor))
+    if hit is None or hit[0] is not executor:
+        hit = catalog.executors[id(executor)] = (executor, executor.bound(catalog))
+    return hit[1]  # type: ignore[no-any-return]

@@ -7,12 +7,12 @@ candidates) and its public keys all agree. The key does not depend on how the qu
 spelt (method chaining or SQL, spacing, keyword case).
 
 Answers are kept on the budgets the question was charged to. An in-memory key names each table
-by its identity and the entry keeps the table alive, so new data registered later can never
-be answered from old data; it is an HMAC under a secret drawn once per process. A budget with
-a ledger also stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the
-question over a hash of the data's contents, so they survive a restart; the ledger stores only
-an HMAC of that key under a secret of its own, and the audit trail shows no key at all. Either
-way an analyst cannot recompute a key for a guessed dataset and compare.
+by its id, unique per registration, so new data registered later can never be answered from
+old data; it is an HMAC under a secret drawn once per process. A budget with a ledger also
+stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a hash
+of the data's contents, so they survive a restart; the ledger stores only an HMAC of that key
+under a secret of its own, and the audit trail shows no key at all. Either way an analyst
+cannot recompute a key for a guessed dataset and compare.
 
 Answers are stored in the ledger as JSON data (numbers, text, lists and the fields of
 pinqpy's own result objects, rebuilt without running any of their code), never pickled, so a
@@ -38,6 +38,7 @@ from pinqpy.accounting.agents import flatten
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.plan.canonical import NotCanonical, canonical_plan, digest
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import TableRef
 
@@ -81,7 +82,8 @@ def question(prepared: Any, grouping: Grouping | None, identity: Any) -> str | N
     if prepared.what is None:
         return None
     try:
-        plan = canonical_plan(prepared.relation.plan, identity)
+        rel = prepared.relation
+        plan = canonical_plan(rel.plan, identity, rel.catalog)
     except NotCanonical:
         return None
     groups = "" if grouping is None else f"{grouping.columns!r}:{grouping.keys!r}"
@@ -102,13 +104,13 @@ def key(prepared: Any, grouping: Grouping | None) -> str | None:
     when it cannot be cached (a callable, or a test hook in force)."""
     if _noise.hooks_active():
         return None
-    text = question(prepared, grouping, lambda t: f"{t.name}#{id(t)}")
+    text = question(prepared, grouping, lambda t: f"{t.name}#{t.id}")
     if text is None:
         return None
     return digest(text)
 
 
-def fingerprint(table: TableRef) -> str:
+def fingerprint(table: TableRef, catalog: Catalog) -> str:
     """A hash of a table's name, schema and contents, computed once per table.
 
     Only budgets with a ledger need it (to recognise the same data after a restart); it is
@@ -120,7 +122,7 @@ def fingerprint(table: TableRef) -> str:
     if found is None:
         import pandas as pd
 
-        data = table.data
+        data = catalog.data(table)
         if not isinstance(data, pd.DataFrame):
             # A DuckDB or Spark table would need a full scan to hash; such answers are cached
             # in memory only (the ledger still records every charge).
@@ -190,7 +192,8 @@ def persistent_key(
         return None
     parts = []
     for p in prepared:
-        text = question(p, grouping, fingerprint)
+        catalog = p.relation.catalog
+        text = question(p, grouping, lambda t, c=catalog: fingerprint(t, c))
         if text is None:
             return None
         parts.append(text)
@@ -225,7 +228,8 @@ def put(
 ) -> None:
     if cache_key is None or _noise.hooks_active():
         return
-    # The entry holds the plan's tables so their identities stay unique while it lives.
+    # The entry holds the plan's tables (their ids are unique anyway), and so their
+    # fingerprints while it lives.
     tables = _tables(plan)
     for b in _budgets(lineage):
         b._answers[cache_key] = (released, tables)

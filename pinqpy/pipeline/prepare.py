@@ -77,7 +77,7 @@ def prepare_count(rel: Relation, epsilon: object, delta: object) -> Prepared:
     """A row count: sensitivity 1 (adding or removing a row changes it by 1)."""
     m = mech.CountMechanism(check_eps(epsilon), _delta(delta))
     plan = rel.plan
-    ex = executor_for(plan)
+    ex = executor_for(plan, rel.catalog)
     return Prepared(
         rel,
         m,
@@ -95,7 +95,7 @@ def prepare_sum(
     """A clamped sum: sensitivity ``max(|lo|, |hi|)``."""
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "sum")
     m = mech.SumMechanism(check_eps(epsilon), lo, hi, _delta(delta))
-    plan, ex = rel.plan, executor_for(rel.plan)
+    plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
         m,
@@ -113,7 +113,7 @@ def prepare_mean(
     """A clamped mean (:class:`pinqpy.noise.mechanisms.MeanMechanism`)."""
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "mean")
     m = mech.MeanMechanism(check_eps(epsilon), lo, hi, _delta(delta))
-    plan, ex = rel.plan, executor_for(rel.plan)
+    plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
         m,
@@ -133,7 +133,7 @@ def prepare_variance(
     what = "stddev" if stddev else "variance"
     e, (lo, hi) = _numeric_arg(rel, column, bounds, what)
     m = mech.VarianceMechanism(check_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
-    plan, ex = rel.plan, executor_for(rel.plan)
+    plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
         m,
@@ -153,7 +153,7 @@ def prepare_quantile(
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "quantile")
     cand = None if candidates is None else _candidates(candidates, lo, hi)
     m = mech.QuantileMechanism(check_eps(epsilon), qq, lo, hi, cand)
-    plan, ex = rel.plan, executor_for(rel.plan)
+    plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
         m,
@@ -169,7 +169,7 @@ def prepare_argmax(rel: Relation, column: object, candidates: Any, epsilon: obje
     e = rel.column_expr(column, "argmax's column")
     cands = _argmax_candidates(candidates)
     m = mech.ArgmaxMechanism(check_eps(epsilon), len(cands))
-    plan, ex = rel.plan, executor_for(rel.plan)
+    plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     prep = Prepared(
         rel,
         m,

@@ -34,6 +34,7 @@ from pinqpy.expr.bounds import derive_bounds
 from pinqpy.expr.check import check_expression, parse_and_check
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import ColumnType
+from pinqpy.plan.catalog import Catalog, agent_name, new_id
 from pinqpy.plan.facts import facts_of
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
@@ -55,7 +56,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.plan.stability import INF
 
 __all__ = ["ExprInput", "Relation"]
 
@@ -67,12 +68,18 @@ SetKind = Literal["concat", "union", "intersect", "difference"]
 
 
 class Relation:
-    """A plan and its public facts (:class:`~pinqpy.plan.meta.FrameMeta`, derived from the plan)."""
+    """A plan, the :class:`~pinqpy.plan.catalog.Catalog` that resolves its names (tables,
+    public snapshots, privacy agents), and its public facts
+    (:class:`~pinqpy.plan.meta.FrameMeta`, derived from the plan).
 
-    __slots__ = ("meta", "plan")
+    A transformation of two relations merges their catalogs (ids are unique, so they never
+    disagree)."""
 
-    def __init__(self, plan: PlanNode):
+    __slots__ = ("catalog", "meta", "plan")
+
+    def __init__(self, plan: PlanNode, catalog: Catalog):
         self.plan = plan
+        self.catalog = catalog
         self.meta: FrameMeta = facts_of(plan)
 
     @classmethod
@@ -86,7 +93,8 @@ class Relation:
         allow_callables: bool = False,
         name: str = "table",
     ) -> Relation:
-        """A relation over one private table with its declared public facts (checked here)."""
+        """A relation over one private table with its declared public facts (checked here);
+        its catalog holds the table's handle and ``budget``."""
         schema = wrapped.schema
         if privacy_unit is not None and privacy_unit not in schema:
             raise PinqError(f"privacy_unit names unknown column {privacy_unit!r}")
@@ -103,10 +111,10 @@ class Relation:
         for col in schema:
             check_column_name(col)
         table = TableRef(
+            new_id("table"),
             name,
-            wrapped.data,
-            budget,
             tuple(schema),
+            agent_name(budget),
             privacy_unit,
             schema=dict(schema),
             bounds=meta_bounds,
@@ -114,7 +122,7 @@ class Relation:
             allow_callables=bool(allow_callables),
         )
         note_type_sources(table, wrapped)
-        return cls(Source(table))
+        return cls(Source(table), Catalog().with_table(table, wrapped.data, budget))
 
     # -- public facts ---------------------------------------------------------------------
     @property
@@ -139,11 +147,11 @@ class Relation:
 
     @property
     def engine(self) -> str:
-        return engine_name(self.plan)
+        return engine_name(self.plan, self.catalog)
 
     def lineage(self) -> dict[object, Any]:
         """The agents this relation charges, with their stability multipliers."""
-        return lineage_of(self.plan)
+        return self.catalog.lineage(self.plan)
 
     def stabilities(self) -> dict[Budget, Fraction | float]:
         """``{budget: multiplier}`` for every budget the relation draws on."""
@@ -234,7 +242,7 @@ class Relation:
     def where(self, condition: object) -> Relation:
         """Rows where ``condition`` is true (NULL counts as false). Stability 1."""
         pred = self.expression(condition, "where's condition", want_bool=True)
-        return Relation(Where(self.plan, pred))
+        return Relation(Where(self.plan, pred), self.catalog)
 
     def select(self, columns: Iterable[object], exprs: Mapping[str, object]) -> Relation:
         """``columns`` kept and computed ones added. Stability 1."""
@@ -250,27 +258,27 @@ class Relation:
         names = [n for n, _ in outputs]
         if len(set(names)) != len(names):
             raise PinqError("select would produce two columns with the same name")
-        return Relation(Select(self.plan, tuple(outputs), False))
+        return Relation(Select(self.plan, tuple(outputs), False), self.catalog)
 
     def assign(self, exprs: Mapping[str, object]) -> Relation:
         """Every column kept, computed ones added or replaced. Stability 1."""
         if not exprs:
             raise PinqError("assign needs at least one name=expression")
         outputs = [(n, self.expression(v, f"assign's {n!r}")) for n, v in exprs.items()]
-        return Relation(Select(self.plan, tuple(outputs), True))
+        return Relation(Select(self.plan, tuple(outputs), True), self.catalog)
 
     def distinct(self, columns: Iterable[object] = ()) -> Relation:
         """One row per distinct combination of ``columns`` (all when none). Stability 1."""
         columns = tuple(columns)
         cols = self.check_columns(columns) if columns else tuple(self.meta.schema)
-        return Relation(Distinct(self.plan, tuple(dict.fromkeys(cols))))
+        return Relation(Distinct(self.plan, tuple(dict.fromkeys(cols))), self.catalog)
 
     def explode(self, column: object, max_items: object) -> Relation:
         """One row per item of a list column, at most ``max_items`` per row. Stability
         ``max_items``."""
         (col,) = self.check_columns((column,))
         k = positive_int(max_items, "max_items")
-        return Relation(Explode(self.plan, col, k))
+        return Relation(Explode(self.plan, col, k), self.catalog)
 
     def group_keys(self, keys: Iterable[object]) -> tuple[str, ...]:
         """The checked key columns of a groupby."""
@@ -317,7 +325,7 @@ class Relation:
             calls.append((name, e))
         unit = meta.privacy_unit
         by_unit = unit is not None and keys == (unit,)
-        return Relation(GroupBy(self.plan, keys, tuple(calls), by_unit))
+        return Relation(GroupBy(self.plan, keys, tuple(calls), by_unit), self.catalog)
 
     def join_keys(self, on: str | Iterable[str]) -> tuple[str, ...]:
         """The checked key columns of a join (on this side)."""
@@ -341,7 +349,8 @@ class Relation:
         ``2·b_left`` for the right. Without the bounds, both sides must be known unique on
         the key (e.g. each is a ``groupby`` on it): stability 1 per side.
         """
-        same_engine(self.plan, other.plan, "join")
+        catalog = self.catalog.merge(other.catalog)
+        same_engine(self.plan, other.plan, "join", catalog)
         if how != "inner":
             raise PinqError("a join of two private frames is an inner join")
         other.check_columns(on)
@@ -361,7 +370,7 @@ class Relation:
             except (TypeError, ValueError):
                 raise PinqError("max_rows_per_key must be a pair (b_left, b_right)") from None
             bounds = (positive_int(b_left, "b_left"), positive_int(b_right, "b_right"))
-        return Relation(Join(self.plan, other.plan, on, bounds))
+        return Relation(Join(self.plan, other.plan, on, bounds), catalog)
 
     def public_join(
         self,
@@ -374,25 +383,27 @@ class Relation:
         it (1 when its key is unique). ``how="left"`` keeps unmatched rows."""
         if how not in ("inner", "left"):
             raise PinqError("how must be 'inner' or 'left'")
-        table = public_table(public, name)
+        table, rows = public_table(public, name)
         missing = [c for c in on if c not in table.columns]
         if missing:
             raise PinqError(f"the public table has no column {missing[0]!r}")
         for c in on:
             _check_join_types(c, self.meta.schema[c], table.schema[c])  # type: ignore[index]
-        mult = _key_multiplicity(table.data, on)
-        return Relation(PublicJoin(self.plan, table, on, how, mult))
+        mult = _key_multiplicity(rows, on)
+        catalog = self.catalog.with_public(table, rows)
+        return Relation(PublicJoin(self.plan, table, on, how, mult), catalog)
 
     def set_op(self, other: Relation, kind: SetKind) -> Relation:
         """``concat`` (UNION ALL), ``union``, ``intersect`` or ``difference`` (EXCEPT).
         Stability 1 per input."""
-        same_engine(self.plan, other.plan, kind)
+        catalog = self.catalog.merge(other.catalog)
+        same_engine(self.plan, other.plan, kind, catalog)
         if self.columns != other.columns:
             raise PinqError(
                 f"{kind} needs both frames to have the same columns in the same order; use "
                 ".select(...) to line them up"
             )
-        return Relation(SetOp(kind, self.plan, other.plan))
+        return Relation(SetOp(kind, self.plan, other.plan), catalog)
 
     def bound_contributions(self, max_rows: object) -> Relation:
         """At most ``max_rows`` rows per privacy unit, chosen at random.
@@ -417,13 +428,14 @@ class Relation:
                 "(a column computed from it, one assigned over it, or one combined with "
                 "another budget's table no longer identifies that budget's people)"
             )
-        return Relation(BoundContributions(self.plan, unit, k))
+        return Relation(BoundContributions(self.plan, unit, k), self.catalog)
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
-    ) -> PartitionRef:
-        """A split by public ``keys`` of ``columns`` (parallel composition); the parts are
-        :meth:`part` of the returned reference."""
+    ) -> tuple[PartitionRef, Relation]:
+        """A split by public ``keys`` of ``columns`` (parallel composition), and this relation
+        with the partition's agent in its catalog; the parts are that relation's :meth:`part`
+        of the returned reference."""
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
         cols = self.check_columns(cols)
         if keys is None:
@@ -440,12 +452,16 @@ class Relation:
         key_tuple = check_keys(keys, cols, self.meta.schema)  # type: ignore[arg-type]
         lineage = self.lineage()
         self.require_bounded(lineage, "partition")
-        return PartitionRef(self.plan, cols, key_tuple, PartitionAgent(lineage))
+        agent = PartitionAgent(lineage)
+        ref = PartitionRef(self.plan, cols, key_tuple, agent_name(agent))
+        return ref, Relation(self.plan, self.catalog.with_agent(ref.agent, agent))
 
-    @staticmethod
-    def part(ref: PartitionRef, key: Hashable) -> Relation:
-        """The part of a partition with (canonical, listed) ``key``."""
-        return Relation(PartSource(ref, key, PartAgent(ref.agent, key)))
+    def part(self, ref: PartitionRef, key: Hashable) -> Relation:
+        """The part with (canonical, listed) ``key`` of a partition ``ref`` of this relation
+        (one whose catalog names the partition's agent: :meth:`partition` returns it)."""
+        agent = PartAgent(self.catalog.agent(ref.agent), key)
+        node = PartSource(ref, key, agent_name(agent))
+        return Relation(node, self.catalog.with_agent(node.agent, agent))
 
 
 # -- helpers ---------------------------------------------------------------------------------

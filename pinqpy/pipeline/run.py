@@ -151,7 +151,7 @@ def select_keys(
             if unit
             else "select_keys on a frame with unbounded contributions: bound them first"
         )
-    ex = executor_for(base.plan)
+    ex = executor_for(base.plan, base.catalog)
     ex.validate(base.plan)
     charge_all([(lin, m.charge)], label="select_keys")
     with reading("select_keys"):
@@ -165,7 +165,7 @@ def _plan_text(prepared: list[Prepared]) -> str:
     parts = []
     for p in prepared:
         try:
-            plan = canonical_plan(p.relation.plan, lambda t: t.name)
+            plan = canonical_plan(p.relation.plan, lambda t: t.name, p.relation.catalog)
         except NotCanonical:
             plan = "<plan with a Python callable>"
         parts.append(f"{p.what or p.label} over {plan}")

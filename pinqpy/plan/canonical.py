@@ -5,9 +5,9 @@ order in which they were written out or the spelling of their expressions (expre
 rendered by ``to_sql``, which normalises case, spacing and parentheses). A plan with a Python
 callable has no canonical form: its meaning cannot be compared, so it is never cached.
 
-Tables are named by ``table_identity``: in memory, the table object itself (so re-registering
-new data never returns an old answer); for a persistent ledger, a fingerprint of the data
-computed once per table (which the ledger only ever stores inside an HMAC under its own
+Tables are named by ``table_identity``: in memory, the table's id, unique per registration (so
+re-registering new data never returns an old answer); for a persistent ledger, a fingerprint of
+the data computed once per table (which the ledger only ever stores inside an HMAC under its own
 secret).
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from pinqpy.expr.ast import Expr
 from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,
@@ -52,8 +53,9 @@ def _e(x: Expr | PyFunc) -> str:
 
 
 class _Canonical(PlanVisitor[str]):
-    def __init__(self, table_identity: Callable[[TableRef], str]):
+    def __init__(self, table_identity: Callable[[TableRef], str], catalog: Catalog):
         self.table_identity = table_identity
+        self.catalog = catalog
 
     def visit_source(self, node: Source) -> str:
         unit = f",unit={node.table.privacy_unit}" if node.table.privacy_unit else ""
@@ -88,7 +90,7 @@ class _Canonical(PlanVisitor[str]):
         )
 
     def visit_public_join(self, node: PublicJoin) -> str:
-        h = _public_hash(node.public.data)
+        h = _public_hash(self.catalog.public_data(node.public))
         return f"publicjoin({self.visit(node.child)};public:{h:x};{','.join(node.on)};{node.how})"
 
     def visit_set_op(self, node: SetOp) -> str:
@@ -117,9 +119,12 @@ def _public_hash(data: object) -> int:
     return h
 
 
-def canonical_plan(plan: PlanNode, table_identity: Callable[[TableRef], str]) -> str:
-    """The canonical text of ``plan``; raises :class:`NotCanonical` for callables."""
-    return _Canonical(table_identity).visit(plan)
+def canonical_plan(
+    plan: PlanNode, table_identity: Callable[[TableRef], str], catalog: Catalog
+) -> str:
+    """The canonical text of ``plan`` (public tables' rows found in ``catalog``); raises
+    :class:`NotCanonical` for callables."""
+    return _Canonical(table_identity, catalog).visit(plan)
 
 
 # Drawn once per process: in-memory cache keys are HMACs under it, so nothing outside this

@@ -52,9 +52,10 @@ class ColumnId:
 class UnitDomain:
     """Whose units a privacy-unit column names: the tables of one budget that declare the
     same unit column. By declaring it, the curator says the values identify people alike
-    across those tables; units of another budget are other people, whatever their ids."""
+    across those tables; units of another budget are other people, whatever their ids.
+    ``agent`` is the budget's name in the catalog (one name per budget)."""
 
-    agent: object = field(repr=False)
+    agent: str
     name: str
 
 

@@ -4,6 +4,10 @@ A :class:`~pinqpy.PrivateFrame` wraps one of these nodes. Transformations only b
 nodes; nothing here reads data, imports pandas or charges a budget. Executors (pandas now,
 others later) and the stability rules are visitors over the same nodes.
 
+Nodes are pure data: a table, a public snapshot or a privacy agent is named, and found through
+a :class:`~pinqpy.plan.catalog.Catalog`, so a plan can be written out as JSON
+(:mod:`pinqpy.plan.serialize`). Only a :class:`PyFunc` holds Python code, and cannot be.
+
 Every node kind must be handled by :class:`PlanVisitor`, whose methods are all abstract: a
 visitor that lacks one cannot be instantiated, and a node class whose visitor method does not
 exist is rejected when the class is defined. Since :class:`~pinqpy.plan.stability.StabilityVisitor`
@@ -43,38 +47,46 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class TableRef:
-    """A private table: an engine-specific data handle and the agent its units belong to.
+    """A private table, by its public facts only: the data and the budget it draws on are
+    found through a :class:`~pinqpy.plan.catalog.Catalog` under ``id`` and ``agent``.
 
-    Compared by identity: two registrations of the same DataFrame are two tables.
+    ``id`` is unique per registration, and tables are compared by it alone: two
+    registrations of the same DataFrame are two tables.
     """
 
-    name: str
-    data: Any = field(repr=False)
-    agent: Any = field(repr=False)
-    columns: tuple[str, ...]
-    privacy_unit: str | None = None
+    id: str
+    name: str = field(compare=False)
+    columns: tuple[str, ...] = field(compare=False)
+    # The name of the privacy agent (a Budget) its units belong to, in the catalog.
+    agent: str = field(compare=False)
+    privacy_unit: str | None = field(default=None, compare=False)
     # The curator's declarations, fixed when the table is wrapped (see pinqpy.plan.facts).
-    schema: Mapping[str, Any] | None = field(default=None, repr=False)
-    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False)
-    keys: Mapping[str, tuple[Hashable, ...]] = field(default_factory=dict, repr=False)
-    allow_callables: bool = False
+    schema: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    bounds: Mapping[str, tuple[float, float]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    keys: Mapping[str, tuple[Hashable, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    allow_callables: bool = field(default=False, compare=False)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class PublicTable:
     """A public table used in joins; its rows may be read freely (they are not private).
 
-    ``data`` is pinqpy's own snapshot, taken when the table entered the plan: everything
-    checked about it (its key multiplicity, its schema) and everything an executor reads come
-    from that snapshot, so editing the analyst's DataFrame afterwards changes nothing.
+    Its rows are pinqpy's own snapshot, taken when the table entered the plan and kept in
+    the :class:`~pinqpy.plan.catalog.Catalog` under ``id`` (compared by it alone): everything
+    checked about it (its key multiplicity, its schema) and everything an executor reads
+    come from that snapshot, so editing the analyst's DataFrame afterwards changes nothing.
     """
 
-    name: str
-    data: Any = field(repr=False)
-    columns: tuple[str, ...]
-    schema: Mapping[str, Any] | None = field(default=None, repr=False)
+    id: str
+    name: str = field(compare=False)
+    columns: tuple[str, ...] = field(compare=False)
+    schema: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,16 +141,18 @@ class PartitionRef:
     parent: PlanNode
     key_columns: tuple[str, ...]
     keys: tuple[Hashable, ...]
-    agent: Any = field(repr=False)
+    # The name of the partition's agent in the catalog.
+    agent: str
 
 
 @dataclass(frozen=True, eq=False)
 class PartSource(PlanNode):
-    """The rows of ``partition.parent`` whose key equals ``key``; a source for its agent."""
+    """The rows of ``partition.parent`` whose key equals ``key``; a source for its agent
+    (named ``agent`` in the catalog)."""
 
     partition: PartitionRef
     key: Hashable
-    agent: Any = field(repr=False)
+    agent: str
 
     @property
     def children(self) -> tuple[PlanNode, ...]:

@@ -2,8 +2,9 @@
 
 Everything pinqpy checks about a public table (its key multiplicity, which fixes a join's
 stability; its schema) and everything an executor reads must be the same rows. The analyst
-keeps their DataFrame and may edit it at any time, so the plan holds a deep copy taken when
-the table entered it, and nothing ever reads the analyst's object again.
+keeps their DataFrame and may edit it at any time, so the plan names a deep copy taken when
+the table entered it (kept in the frame's catalog), and nothing ever reads the analyst's object
+again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import schema_from_pandas
+from pinqpy.plan.catalog import new_id
 from pinqpy.plan.meta import check_column_name
 from pinqpy.plan.nodes import PublicTable
 
@@ -35,8 +37,12 @@ def snapshot(df: pd.DataFrame) -> pd.DataFrame:
     return copy
 
 
-def public_table(df: Any, name: str) -> PublicTable:
-    """The plan's :class:`PublicTable` for ``df``: a snapshot and the schema read off it (its
-    values are public, so reading them is allowed)."""
+def public_table(df: Any, name: str) -> tuple[PublicTable, pd.DataFrame]:
+    """The plan's :class:`PublicTable` for ``df``, with the schema read off the snapshot (its
+    values are public, so reading them is allowed), and the snapshot, which the frame's
+    catalog keeps under the table's id."""
     data = snapshot(df)
-    return PublicTable(name, data, tuple(data.columns), schema=schema_from_pandas(data))
+    table = PublicTable(
+        new_id("public"), name, tuple(data.columns), schema=schema_from_pandas(data)
+    )
+    return table, data

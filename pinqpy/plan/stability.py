@@ -37,7 +37,7 @@ __all__ = ["INF", "Lineage", "StabilityVisitor", "lineage_of"]
 
 INF = math.inf
 Stability = Fraction | float  # float only for math.inf
-Lineage = dict[object, Stability]
+Lineage = dict[str, Stability]  # by agent name (see pinqpy.plan.catalog)
 
 
 def _scale(lineage: Lineage, k: Stability) -> Lineage:
@@ -60,7 +60,7 @@ def _merge(*lineages: Lineage) -> Lineage:
 
 
 class StabilityVisitor(PlanVisitor[Lineage]):
-    """Computes a plan's lineage: ``{agent: stability}``."""
+    """Computes a plan's lineage: ``{agent name: stability}`` (the names a catalog resolves)."""
 
     def visit_source(self, node: Source) -> Lineage:
         # A row-level table: one unit is one row. A user-level table: one unit may own any
@@ -137,7 +137,7 @@ class StabilityVisitor(PlanVisitor[Lineage]):
         return _by_unit(child, owner, Fraction(node.max_rows))
 
 
-def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> object | None:
+def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> str | None:
     """The agent whose units ``columns`` carry in ``child``, or None if they are not exactly
     the privacy unit column there."""
     facts = facts_of(child)
@@ -146,10 +146,10 @@ def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> object | None:
     return facts.unit[1].agent
 
 
-def _by_unit(child: Lineage, owner: object, k: Stability) -> Lineage:
+def _by_unit(child: Lineage, owner: str, k: Stability) -> Lineage:
     out: Lineage = {}
     for agent, s in child.items():
-        out[agent] = k if agent is owner else _mul(s, Fraction(2))
+        out[agent] = k if agent == owner else _mul(s, Fraction(2))
     return out
 
 
@@ -157,5 +157,6 @@ _VISITOR = StabilityVisitor()
 
 
 def lineage_of(plan: PlanNode) -> Lineage:
-    """The stability of ``plan`` with respect to each agent it draws on directly."""
+    """The stability of ``plan`` with respect to each agent it draws on directly, by the
+    agent's name (:meth:`pinqpy.plan.catalog.Catalog.lineage` resolves them)."""
     return _VISITOR.visit(plan)

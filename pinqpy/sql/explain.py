@@ -9,6 +9,7 @@ from pinqpy.accounting.agents import flatten
 from pinqpy.accounting.charges import CompositeCharge
 from pinqpy.core.exact import Exact
 from pinqpy.expr.ast import Expr
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
     Distinct,
@@ -25,7 +26,7 @@ from pinqpy.plan.nodes import (
     Source,
     Where,
 )
-from pinqpy.plan.stability import INF, lineage_of
+from pinqpy.plan.stability import INF
 from pinqpy.sql.compiler import CompiledRelease
 
 __all__ = ["Explanation", "explain"]
@@ -42,8 +43,8 @@ class Explanation(str):
         return result_html(self)
 
 
-def _fmt_stability(node: PlanNode) -> str:
-    values = flatten(lineage_of(node)).values()
+def _fmt_stability(node: PlanNode, catalog: Catalog) -> str:
+    values = flatten(catalog.lineage(node)).values()
     parts = sorted({"inf" if v == INF else str(Exact.of(Fraction(v))) for v in values})
     return ", ".join(parts)
 
@@ -116,13 +117,15 @@ class _Describe(PlanVisitor[str]):
         )
 
 
-def _tree(node: PlanNode, depth: int, lines: list[str], describe: _Describe) -> None:
+def _tree(
+    node: PlanNode, depth: int, lines: list[str], describe: _Describe, catalog: Catalog
+) -> None:
     text = "  " * depth + describe.visit(node)
-    lines.append(f"{text:<64} stability {_fmt_stability(node)}")
+    lines.append(f"{text:<64} stability {_fmt_stability(node, catalog)}")
     for child in node.children:
         if isinstance(node, PartSource):
             break
-        _tree(child, depth + 1, lines, describe)
+        _tree(child, depth + 1, lines, describe, catalog)
 
 
 def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None) -> Explanation:
@@ -133,7 +136,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
         else "Release: one row"
     )
     lines.append(head)
-    _tree(rel.frame.plan, 1, lines, _Describe())
+    _tree(rel.frame.plan, 1, lines, _Describe(), rel.frame.catalog)
     m = len(rel.measurements) + (1 if rel.key_selection is not None else 0)
     lines += [
         "",
@@ -158,7 +161,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     grouped = rel.target_lineage is not None
     lines.append("")
     charges: dict[str, object] = {}
-    for budget, k in flatten(lineage_of(rel.frame.plan)).items():
+    for budget, k in rel.frame.stabilities().items():
         base = total.at(Fraction(1))
         cost = base.at(Fraction(k)) if grouped else total.at(Fraction(k))
         if rel.key_selection is not None:

@@ -78,7 +78,7 @@ def _select_then_aggregate(
     relation, columns, mechanism = rel.key_selection
     lineage = relation.lineage()
     relation.require_bounded(lineage, "GROUP BY")
-    ex = executor_for(relation.plan)
+    ex = executor_for(relation.plan, relation.catalog)
     ex.validate(relation.plan)
     for p in prepared:
         if p.check is not None:

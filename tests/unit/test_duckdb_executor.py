@@ -18,10 +18,9 @@ from pinqpy.engines.duckdb.executor import DuckDBExecutor  # noqa: E402
 from pinqpy.engines.pandas.executor import PandasExecutor  # noqa: E402
 from pinqpy.errors import PinqError  # noqa: E402
 from pinqpy.expr.parser import parse_expression  # noqa: E402
+from pinqpy.plan.catalog import Catalog  # noqa: E402
 from pinqpy.plan.grouping import Grouping  # noqa: E402
-from pinqpy.plan.nodes import PlanNode, PyFunc  # noqa: E402
-
-PANDAS = PandasExecutor()
+from pinqpy.plan.nodes import PlanNode, PyFunc, Source  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,23 +32,33 @@ def _frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
     return pq.PrivateFrame(df, pq.Budget(1e6), **kwargs)  # type: ignore[arg-type]
 
 
-def _same_counts(plan: PlanNode, grouping: Grouping | None) -> None:
-    np.testing.assert_array_equal(
-        DuckDBExecutor().count(plan, grouping), PANDAS.count(plan, grouping)
-    )
+def _pandas(f: pq.PrivateFrame) -> PandasExecutor:
+    """The pandas executor reading the tables of ``f``'s plan."""
+    return PandasExecutor().bound(f._rel.catalog)
+
+
+def _duck(f: pq.PrivateFrame, con: object = None) -> DuckDBExecutor:
+    """A DuckDB executor (on ``con``) reading the tables of ``f``'s plan."""
+    return DuckDBExecutor(con).bound(f._rel.catalog)
+
+
+def _same_counts(f: pq.PrivateFrame, grouping: Grouping | None) -> None:
+    plan = f._plan
+    np.testing.assert_array_equal(_duck(f).count(plan, grouping), _pandas(f).count(plan, grouping))
 
 
 def _same_moments(
-    plan: PlanNode, grouping: Grouping | None, expr: str, lo: float, hi: float
+    f: pq.PrivateFrame, grouping: Grouping | None, expr: str, lo: float, hi: float
 ) -> None:
+    plan = f._plan
     e = parse_expression(expr)
     # Exact lattice-index sums: the engines agree to the last integer.
-    want = PANDAS.lattice_sums(plan, grouping, e, lo, hi, squares=True)
-    got = DuckDBExecutor().lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    want = _pandas(f).lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    got = _duck(f).lattice_sums(plan, grouping, e, lo, hi, squares=True)
     assert got[0] == want[0] and got[1] == want[1]
     np.testing.assert_array_equal(got[2], want[2])
-    s_want = PANDAS.clamped_sum(plan, grouping, e, lo, hi)
-    s_got = DuckDBExecutor().clamped_sum(plan, grouping, e, lo, hi)
+    s_want = _pandas(f).clamped_sum(plan, grouping, e, lo, hi)
+    s_got = _duck(f).clamped_sum(plan, grouping, e, lo, hi)
     np.testing.assert_allclose(s_got[0], s_want[0], rtol=1e-9, atol=1e-6)
     np.testing.assert_array_equal(s_got[1], want[2])
 
@@ -80,11 +89,11 @@ SEX_RACE = Grouping(("sex", "race"), ((0, 1), (1, 2), (1, 99), (0, 3)))
     ],
 )
 def test_counts_and_moments_match_pandas(pums: pd.DataFrame, build) -> None:
-    plan = build(_frame(pums))._plan
+    frame = build(_frame(pums))
     for grouping in (None, SEX, SEX_RACE):
-        _same_counts(plan, grouping)
-        _same_moments(plan, grouping, "age", 18, 70)
-        _same_moments(plan, grouping, "income / 1000.0", -5, 60.5)
+        _same_counts(frame, grouping)
+        _same_moments(frame, grouping, "age", 18, 70)
+        _same_moments(frame, grouping, "income / 1000.0", -5, 60.5)
 
 
 def test_groupby_aggregates_match(pums: pd.DataFrame) -> None:
@@ -103,10 +112,10 @@ def test_groupby_aggregates_match(pums: pd.DataFrame) -> None:
             d="COUNT(DISTINCT educ)",
         )
     )
-    plan = g._plan
+    frame = g
     keys = tuple((r, s) for r in range(1, 8) for s in (0, 1))
     grouping = Grouping(("race", "sex"), keys)
-    _same_counts(plan, grouping)
+    _same_counts(frame, grouping)
     for col, lo, hi in [
         ("n", 0, 500),
         ("s", 0, 1e7),
@@ -118,16 +127,17 @@ def test_groupby_aggregates_match(pums: pd.DataFrame) -> None:
         ("sd", 0, 1e6),
         ("d", 0, 20),
     ]:
-        _same_moments(plan, grouping, col, lo, hi)
+        _same_moments(frame, grouping, col, lo, hi)
 
 
 def test_buckets_candidates_and_keys(pums: pd.DataFrame) -> None:
-    plan = _frame(pums).where("age >= 20")._plan
-    d = DuckDBExecutor()
+    frame = _frame(pums).where("age >= 20")
+    plan = frame._plan
+    d = _duck(frame)
     cands = np.array([0.0, 10.0, 20.0, 20.0, 40.0, 80.0])
     v = parse_expression("income / 1000.0")
     for grouping in (None, SEX, SEX_RACE):
-        want = PANDAS.buckets(plan, grouping, v, cands)
+        want = _pandas(frame).buckets(plan, grouping, v, cands)
         got = d.buckets(plan, grouping, v, cands)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
@@ -135,10 +145,10 @@ def test_buckets_candidates_and_keys(pums: pd.DataFrame) -> None:
             e = parse_expression(expr)
             np.testing.assert_array_equal(
                 d.candidate_counts(plan, grouping, e, cs),
-                PANDAS.candidate_counts(plan, grouping, e, cs),
+                _pandas(frame).candidate_counts(plan, grouping, e, cs),
             )
     keys, counts = d.key_counts(plan, ("sex", "married"))
-    want_keys, want_counts = PANDAS.key_counts(plan, ("sex", "married"))
+    want_keys, want_counts = _pandas(frame).key_counts(plan, ("sex", "married"))
     assert keys == want_keys
     np.testing.assert_array_equal(counts, want_counts)
 
@@ -147,26 +157,27 @@ def test_partition_parts(pums: pd.DataFrame) -> None:
     f = _frame(pums)
     parts = f.partition("race", keys=[1, 2, 42])
     for key in (1, 2, 42):
-        plan = parts[key].where("age > 25")._plan
-        _same_counts(plan, None)
-        _same_counts(plan, SEX)
-        _same_moments(plan, SEX, "income", 0, 1e5)
+        frame = parts[key].where("age > 25")
+        _same_counts(frame, None)
+        _same_counts(frame, SEX)
+        _same_moments(frame, SEX, "income", 0, 1e5)
 
 
 def test_truncation_keeps_min_rows_per_key(pums: pd.DataFrame) -> None:
     df = pums.assign(person=np.arange(len(pums)) % 97)
     f = _frame(df, privacy_unit="person")
-    plan = f.bound_contributions(3)._plan
-    d = DuckDBExecutor()
+    frame = f.bound_contributions(3)
+    plan = frame._plan
+    d = _duck(frame)
     k_d, c_d = d.key_counts(plan, ("person",))
-    k_p, c_p = PANDAS.key_counts(plan, ("person",))
+    k_p, c_p = _pandas(frame).key_counts(plan, ("person",))
     assert k_d == k_p
     np.testing.assert_array_equal(c_d, c_p)
     assert c_d.max() == 3
     # A bounded join: per-key counts are min(rows, b_l) * min(rows, b_r).
     left = _frame(pums).select("age", "sex")
     right = _frame(pums).select("age", "income")
-    join = left.join(right, on="age", max_rows_per_key=(2, 3))._plan
+    join = left.join(right, on="age", max_rows_per_key=(2, 3))
     ages = tuple(range(15, 95))
     _same_counts(join, None)
     _same_counts(join, Grouping(("age",), ages))
@@ -225,11 +236,10 @@ FAULT_EXPRS = [
 @pytest.mark.parametrize("expr", FAULT_EXPRS)
 def test_data_faults_give_null(expr: str) -> None:
     f = _frame(_fault_frame())
-    plan = f._plan
-    _same_moments(plan, None, expr, -1e6, 1e6)
+    _same_moments(f, None, expr, -1e6, 1e6)
     e = parse_expression(expr)
-    _same_counts(f.where(f"({expr}) IS NULL")._plan, None)
-    _same_counts(f.where(parse_expression(f"({e.to_sql()}) > 1").to_sql())._plan, None)
+    _same_counts(f.where(f"({expr}) IS NULL"), None)
+    _same_counts(f.where(parse_expression(f"({e.to_sql()}) > 1").to_sql()), None)
 
 
 @pytest.mark.parametrize(
@@ -244,9 +254,10 @@ def test_data_faults_give_null(expr: str) -> None:
     ],
 )
 def test_string_values_match(expr: str) -> None:
-    plan = _frame(_fault_frame()).select(x=expr)._plan
-    got = DuckDBExecutor().key_counts(plan, ("x",))
-    want = PANDAS.key_counts(plan, ("x",))
+    frame = _frame(_fault_frame()).select(x=expr)
+    plan = frame._plan
+    got = _duck(frame).key_counts(plan, ("x",))
+    want = _pandas(frame).key_counts(plan, ("x",))
     assert [None if k is None or k != k else k for k in got[0]] == [
         None if k is None or k != k else k for k in want[0]
     ]
@@ -257,19 +268,19 @@ def test_explode_matches() -> None:
     df = pd.DataFrame(
         {"k": [1, 1, 2, 3], "tags": [["a", "b", "c"], [], None, ["b", None, "b", "d"]]}
     )
-    plan = _frame(df).explode("tags", 2)._plan
+    frame = _frame(df).explode("tags", 2)
     for grouping in (None, Grouping(("tags",), ("a", "b", "c", "d", "z"))):
-        _same_counts(plan, grouping)
+        _same_counts(frame, grouping)
 
 
 def test_unsupported_things_are_pinq_errors(pums: pd.DataFrame) -> None:
-    plan = _frame(pums, allow_callables=True).where(lambda d: d["age"] > 30)._plan
+    frame = _frame(pums, allow_callables=True).where(lambda d: d["age"] > 30)
+    plan = frame._plan
     with pytest.raises(PinqError, match="callable"):
-        DuckDBExecutor().count(plan, None)
+        _duck(frame).count(plan, None)
     with pytest.raises(PinqError, match="callable"):
-        DuckDBExecutor().clamped_sum(
-            _frame(pums)._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1
-        )
+        other = _frame(pums)
+        _duck(other).clamped_sum(other._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1)
 
 
 def test_duckdb_relation_source() -> None:
@@ -277,19 +288,11 @@ def test_duckdb_relation_source() -> None:
     con.execute("CREATE TABLE t AS SELECT range AS i, range % 3 AS g FROM range(10)")
     df = con.sql("SELECT * FROM t").df()
     f = _frame(df)
-    plan = f.where("i > 2")._plan
-    rel_plan = _replace_source(plan, con.sql("SELECT * FROM t"))
-    got = DuckDBExecutor(con).count(rel_plan, Grouping(("g",), (0, 1, 2)))
-    np.testing.assert_array_equal(got, PANDAS.count(plan, Grouping(("g",), (0, 1, 2))))
-
-
-def _replace_source(plan: PlanNode, data: object) -> PlanNode:
-    from dataclasses import replace
-
-    from pinqpy.plan.nodes import Source, Where
-
-    assert isinstance(plan, Where) and isinstance(plan.child, Source)
-    return replace(plan, child=Source(replace(plan.child.table, data=data)))
+    frame = f.where("i > 2")
+    plan = frame._plan
+    catalog = _swap_sources(frame, con.sql("SELECT * FROM t"))
+    got = DuckDBExecutor(con).bound(catalog).count(plan, Grouping(("g",), (0, 1, 2)))
+    np.testing.assert_array_equal(got, _pandas(frame).count(plan, Grouping(("g",), (0, 1, 2))))
 
 
 # -- generated frames with NULLs --------------------------------------------------------------
@@ -338,12 +341,12 @@ GEN_EXPRS = [
 def test_generated_frames_match(df: pd.DataFrame, expr: str) -> None:
     f = _frame(df)
     grouping = Grouping(("g",), (0, 1, 2, 5))
-    _same_moments(f._plan, grouping, expr, -10, 10)
-    _same_counts(f.where(f"({expr}) IS NULL")._plan, grouping)
-    _same_counts(f.where("i > 0 OR f < 1 AND s <> 'a'").distinct("g", "s")._plan, grouping)
-    _same_counts(f.union(f.where("i IS NULL"))._plan, grouping)
-    _same_counts(f.intersect(f.where("f IS NOT NULL"))._plan, None)
-    got, want = DuckDBExecutor().key_counts(f._plan, ("s",)), PANDAS.key_counts(f._plan, ("s",))
+    _same_moments(f, grouping, expr, -10, 10)
+    _same_counts(f.where(f"({expr}) IS NULL"), grouping)
+    _same_counts(f.where("i > 0 OR f < 1 AND s <> 'a'").distinct("g", "s"), grouping)
+    _same_counts(f.union(f.where("i IS NULL")), grouping)
+    _same_counts(f.intersect(f.where("f IS NOT NULL")), None)
+    got, want = _duck(f).key_counts(f._plan, ("s",)), _pandas(f).key_counts(f._plan, ("s",))
     assert [k if isinstance(k, str) else None for k in got[0]] == [
         k if isinstance(k, str) else None for k in want[0]
     ]
@@ -351,12 +354,12 @@ def test_generated_frames_match(df: pd.DataFrame, expr: str) -> None:
 
 
 # -- shared sub-expressions -------------------------------------------------------------------
-def _sql_of(plan: PlanNode) -> str:
+def _sql_of(f: pq.PrivateFrame) -> str:
     """The SQL the DuckDB engine writes for a plan's rows."""
     from pinqpy.engines.duckdb.executor import _PlanSql
 
-    p = _PlanSql(DuckDBExecutor())
-    return p.query(f"SELECT * FROM {p.visit(plan)}")
+    p = _PlanSql(_duck(f))
+    return p.query(f"SELECT * FROM {p.visit(f._plan)}")
 
 
 # Each step writes the previous expression once, and its translation needs it more than once
@@ -379,7 +382,7 @@ def test_translation_grows_linearly_with_nesting(name: str) -> None:
     exprs = ["x"]
     for _ in range(12):
         exprs.append(NESTINGS[name](exprs[-1]))
-    sqls = [_sql_of(f.assign(y=e)._plan) for e in exprs]
+    sqls = [_sql_of(f.assign(y=e)) for e in exprs]
     # DuckDB itself rewrites NULLIF(a, b) into a CASE that repeats a: none may be written.
     assert "NULLIF" not in sqls[-1].upper()
     sizes = [len(sql) for sql in sqls]
@@ -390,9 +393,9 @@ def test_translation_grows_linearly_with_nesting(name: str) -> None:
     assert sizes[-1] < 15 * sizes[1]
     # And the deepest one gives pandas' answers.
     deep = f.assign(y=exprs[-1])
-    _same_moments(deep._plan, None, "y", -1e6, 1e6)
-    _same_counts(deep.where("y IS NULL")._plan, None)
-    _same_counts(deep.where("y > 1")._plan, None)
+    _same_moments(deep, None, "y", -1e6, 1e6)
+    _same_counts(deep.where("y IS NULL"), None)
+    _same_counts(deep.where("y > 1"), None)
 
 
 def test_kmeans_style_nearest_centre_translates_once() -> None:
@@ -405,39 +408,23 @@ def test_kmeans_style_nearest_centre_translates_once() -> None:
         f"WHEN ({d[1]}) <= ({d[2]}) THEN 1 ELSE 2 END"
     )
     f = _frame(df).assign(cluster=expr)
-    assert len(_sql_of(f._plan)) < 20 * len(expr)
+    assert len(_sql_of(f)) < 20 * len(expr)
     grouping = Grouping(("cluster",), (0, 1, 2))
-    _same_counts(f._plan, grouping)
-    _same_moments(f._plan, grouping, "x3", -10, 10)
+    _same_counts(f, grouping)
+    _same_moments(f, grouping, "x3", -10, 10)
 
 
 # -- NaN stored in DuckDB is NULL, wherever it goes ------------------------------------------
-def _swap_sources(plan: PlanNode, data: object) -> PlanNode:
-    """The same plan over ``data`` (every source replaced), sharing what the plan shares."""
-    from dataclasses import fields, replace
-
-    from pinqpy.plan.nodes import PartitionRef, Source
-
-    memo: dict[int, object] = {}
-
-    def go(node: object) -> object:
-        if id(node) in memo:
-            return memo[id(node)]
+def _swap_sources(f: pq.PrivateFrame, data: object) -> Catalog:
+    """A catalog that reads every table of ``f``'s plan as ``data`` (the plan stays as it is)."""
+    tables = {}
+    stack: list[PlanNode] = [f._plan]
+    while stack:
+        node = stack.pop()
         if isinstance(node, Source):
-            out: object = Source(replace(node.table, data=data))
-        elif isinstance(node, PlanNode | PartitionRef):
-            changes = {
-                fl.name: go(getattr(node, fl.name))
-                for fl in fields(node)  # type: ignore[arg-type]
-                if isinstance(getattr(node, fl.name), PlanNode | PartitionRef)
-            }
-            out = replace(node, **changes)  # type: ignore[type-var]
-        else:
-            out = node
-        memo[id(node)] = out
-        return out
-
-    return go(plan)  # type: ignore[return-value]
+            tables[node.table.id] = data
+        stack.extend(node.children)
+    return Catalog(tables, f._rel.catalog._public, f._rel.catalog._agents)
 
 
 @pytest.fixture(scope="module")
@@ -494,42 +481,44 @@ NAN_PLANS = [
 @pytest.mark.parametrize("build", NAN_PLANS)
 def test_stored_nan_reads_as_null(nan_tables, build) -> None:
     df, con, rel = nan_tables
-    plan = build(_frame(df))._plan
-    dplan = _swap_sources(plan, rel)
-    d = DuckDBExecutor(con)
-    columns = [c for c in ("k", "x", "y", "z", "n", "m", "s") if c in PANDAS.rows(plan).columns]
+    frame = build(_frame(df))
+    plan = frame._plan
+    d = DuckDBExecutor(con).bound(_swap_sources(frame, rel))
+    columns = [
+        c for c in ("k", "x", "y", "z", "n", "m", "s") if c in _pandas(frame).rows(plan).columns
+    ]
     groupings = [None]
     if "k" in columns:
         groupings.append(Grouping(("k",), (0, 1, 2, 6)))
     if "x" in columns:
         groupings.append(Grouping(("x",), (None, 0.5, 1e6, 7.0)))
     for grouping in groupings:
-        np.testing.assert_array_equal(d.count(dplan, grouping), PANDAS.count(plan, grouping))
+        np.testing.assert_array_equal(d.count(plan, grouping), _pandas(frame).count(plan, grouping))
         for col in columns:
             e = parse_expression(col)
-            want = PANDAS.clamped_sum(plan, grouping, e, -2, 3)
-            got = d.clamped_sum(dplan, grouping, e, -2, 3)
+            want = _pandas(frame).clamped_sum(plan, grouping, e, -2, 3)
+            got = d.clamped_sum(plan, grouping, e, -2, 3)
             np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
             np.testing.assert_array_equal(got[1], want[1])
             cands = np.array([-2.0, 0.5, 1.0, 2.0, 3.0])
             for a, b in zip(
-                d.buckets(dplan, grouping, e, cands),
-                PANDAS.buckets(plan, grouping, e, cands),
+                d.buckets(plan, grouping, e, cands),
+                _pandas(frame).buckets(plan, grouping, e, cands),
                 strict=True,
             ):
                 np.testing.assert_array_equal(a, b)
             np.testing.assert_array_equal(
-                d.candidate_counts(dplan, grouping, e, (None, 0.5, 3.5, 1.0)),
-                PANDAS.candidate_counts(plan, grouping, e, (None, 0.5, 3.5, 1.0)),
+                d.candidate_counts(plan, grouping, e, (None, 0.5, 3.5, 1.0)),
+                _pandas(frame).candidate_counts(plan, grouping, e, (None, 0.5, 3.5, 1.0)),
             )
     for col in columns:
-        keys, counts = d.key_counts(dplan, (col,))
-        want_keys, want_counts = PANDAS.key_counts(plan, (col,))
+        keys, counts = d.key_counts(plan, (col,))
+        want_keys, want_counts = _pandas(frame).key_counts(plan, (col,))
         assert [None if k is None or k != k else k for k in keys] == [
             None if k is None or k != k else k for k in want_keys
         ]
         np.testing.assert_array_equal(counts, want_counts)
-    got_rows = d.rows(dplan)
+    got_rows = d.rows(plan)
     assert not any(
         np.isnan(got_rows[c].to_numpy(dtype=float, na_value=0.0)).any()
         for c in got_rows.columns
@@ -558,11 +547,12 @@ def _int_frame() -> pd.DataFrame:
     [("v", 0, 200), ("v", -10, 10), ("v", 0.5, 99.5), ("b", 0, 1), ("v * 3", -100, 700)],
 )
 def test_integer_sums_match_pandas(expr: str, lo: float, hi: float) -> None:
-    plan = _frame(_int_frame())._plan
+    frame = _frame(_int_frame())
+    plan = frame._plan
     e = parse_expression(expr)
     for grouping in (None, Grouping(("g",), ("a", "it's", None, "zz"))):
-        want = PANDAS.clamped_sum(plan, grouping, e, lo, hi)
-        got = DuckDBExecutor().clamped_sum(plan, grouping, e, lo, hi)
+        want = _pandas(frame).clamped_sum(plan, grouping, e, lo, hi)
+        got = _duck(frame).clamped_sum(plan, grouping, e, lo, hi)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
 
@@ -577,13 +567,14 @@ def test_integer_sums_match_pandas(expr: str, lo: float, hi: float) -> None:
     ],
 )
 def test_grid_buckets_match_pandas(cands: np.ndarray) -> None:
-    plan = _frame(_int_frame()).where("v <> 7")._plan
+    frame = _frame(_int_frame()).where("v <> 7")
+    plan = frame._plan
     for expr in ("v", "b", "v / 4"):
         e = parse_expression(expr)
         for grouping in (None, Grouping(("g",), ("a", "b", None))):
             for got, want in zip(
-                DuckDBExecutor().buckets(plan, grouping, e, cands),
-                PANDAS.buckets(plan, grouping, e, cands),
+                _duck(frame).buckets(plan, grouping, e, cands),
+                _pandas(frame).buckets(plan, grouping, e, cands),
                 strict=True,
             ):
                 np.testing.assert_array_equal(got, want)
@@ -593,7 +584,8 @@ def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     import pinqpy.engines.duckdb.executor as dx
 
     df = _int_frame()
-    plan = _frame(df)._plan
+    frame = _frame(df)
+    plan = frame._plan
     groupings = [
         Grouping(("g",), ("a", "it's", None, "zz")),
         Grouping(("h",), (0.1, 0.30000000000000004, 0.3, None)),
@@ -605,13 +597,11 @@ def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
         if not small:
             monkeypatch.setattr(dx, "_INLINE_ROWS", 0)
         for grouping in groupings:
-            _same_counts(plan, grouping)
-            _same_moments(plan, grouping, "v", 0, 100)
+            _same_counts(frame, grouping)
+            _same_moments(frame, grouping, "v", 0, 100)
             np.testing.assert_array_equal(
-                DuckDBExecutor().candidate_counts(
-                    plan, grouping, parse_expression("h"), (0.1, 0.2)
-                ),
-                PANDAS.candidate_counts(plan, grouping, parse_expression("h"), (0.1, 0.2)),
+                _duck(frame).candidate_counts(plan, grouping, parse_expression("h"), (0.1, 0.2)),
+                _pandas(frame).candidate_counts(plan, grouping, parse_expression("h"), (0.1, 0.2)),
             )
 
 
@@ -620,8 +610,9 @@ def test_a_query_translates_once_and_sees_one_truncation() -> None:
     from pinqpy.plan.batch import batch
 
     df = pd.DataFrame({"u": np.arange(600) % 20, "x": np.arange(600, dtype=float)})
-    plan = _frame(df, privacy_unit="u").bound_contributions(3)._plan
-    ex = DuckDBExecutor()
+    frame = _frame(df, privacy_unit="u").bound_contributions(3)
+    plan = frame._plan
+    ex = _duck(frame)
     x = parse_expression("x")
     with batch():
         ex.validate(plan, x, numeric=True)
@@ -700,22 +691,23 @@ def test_prefetched_reads_equal_single_reads(nan_tables, build) -> None:
     """One statement for several reads gives each read's own answer, NaN and NULL included
     (x holds stored NaN, so the statement runs again with its NaN filters)."""
     df, con, rel = nan_tables
-    plan = build(_frame(df))._plan
-    dplan = _swap_sources(plan, rel)
-    names = set(PANDAS.rows(plan).columns)
+    frame = build(_frame(df))
+    plan = frame._plan
+    dcat = _swap_sources(frame, rel)
+    names = set(_pandas(frame).rows(plan).columns)
     specs = [s for s in FUSED_SPECS if s[1] is None or all(c in names for c in "xyk" if c in s[1])]
     for grouping in (None, Grouping(("k",), (0, 1, 2, 6, 99))):
-        got = _fused_reads(DuckDBExecutor(con), dplan, grouping, specs)
+        got = _fused_reads(DuckDBExecutor(con).bound(dcat), plan, grouping, specs)
         for (kind, e, lo, hi), value in zip(specs, got, strict=True):
             if kind == "count":
-                want = PANDAS.count(plan, grouping)
+                want = _pandas(frame).count(plan, grouping)
                 np.testing.assert_array_equal(value, want)
                 continue
             expr = parse_expression(e)
             if kind == "sum":
-                want = PANDAS.clamped_sum(plan, grouping, expr, lo, hi)
+                want = _pandas(frame).clamped_sum(plan, grouping, expr, lo, hi)
             else:
-                want = PANDAS.lattice_sums(plan, grouping, expr, lo, hi, kind == "moments")
+                want = _pandas(frame).lattice_sums(plan, grouping, expr, lo, hi, kind == "moments")
                 assert value[0] == want[0] and value[1] == want[1]  # type: ignore[index]
                 np.testing.assert_array_equal(value[2], want[2])  # type: ignore[index]
                 continue
@@ -727,8 +719,9 @@ def test_prefetch_runs_one_statement_and_reruns_only_for_nan(
     nan_tables, statements: list[str]
 ) -> None:
     df, con, rel = nan_tables
-    ex = DuckDBExecutor(con)
-    plan = _swap_sources(_frame(df)._plan, rel)
+    f = _frame(df)
+    ex = DuckDBExecutor(con).bound(_swap_sources(f, rel))
+    plan = f._plan
     grouping = Grouping(("k",), (0, 1))
     _fused_reads(ex, plan, grouping, [("count", None, 0, 0), ("sum", "k", 0, 5)])
     assert len(statements) == 1  # no stored NaN in k: one scan
@@ -740,9 +733,10 @@ def test_prefetch_runs_one_statement_and_reruns_only_for_nan(
 
 def test_prefetch_with_no_matching_key_gives_zeros() -> None:
     df = pd.DataFrame({"k": [1, 2, 2], "x": [1.0, 2.0, 3.0]})
-    plan = _frame(df)._plan
+    frame = _frame(df)
+    plan = frame._plan
     got = _fused_reads(
-        DuckDBExecutor(),
+        _duck(frame),
         plan,
         Grouping(("k",), ("a", "b")),  # strings never match an integer column
         [("count", None, 0, 0), ("sum", "x", 0, 5)],
@@ -789,11 +783,12 @@ def test_multi_column_keys_with_nulls_match_pandas() -> None:
             "v": rng.normal(size=n),
         }
     )
-    plan = _frame(df)._plan
+    frame = _frame(df)
+    plan = frame._plan
     grouping = Grouping(
         ("a", "b", "c"),
         ((1, "x", 0.5), (None, "y", 1.5), (2, None, None), (None, None, None), (3, "z", 9.0)),
     )
-    _same_counts(plan, grouping)
-    _same_moments(plan, grouping, "v", -1, 1)
-    assert PANDAS.count(plan, grouping)[3] > 0  # the all-NULL key has rows
+    _same_counts(frame, grouping)
+    _same_moments(frame, grouping, "v", -1, 1)
+    assert _pandas(frame).count(plan, grouping)[3] > 0  # the all-NULL key has rows

@@ -125,7 +125,7 @@ def test_session_registers_each_kind(pums: pd.DataFrame, pums_parquet: Path) -> 
 def test_duckdb_table_stays_out_of_python(pums_parquet: Path) -> None:
     """A parquet frame reads the file in each query: the connection holds no copy of it."""
     frame = pq.PrivateFrame.from_parquet(pums_parquet, pq.Budget(1), engine="duckdb")
-    table = frame._plan.table.data  # type: ignore[attr-defined]
+    table = frame._rel.catalog.data(frame._plan.table)  # type: ignore[attr-defined]
     plan = table.connection.sql(f"EXPLAIN SELECT * FROM {table.source}").fetchall()
     assert "parquet" in str(plan).lower()
 

@@ -39,12 +39,13 @@ def frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
 
 def rows(f: pq.PrivateFrame) -> pd.DataFrame:
     """The rows of a frame's plan (test-only executor hook)."""
-    return executor_for(f._plan).rows(f._plan)
+    return executor_for(f._plan, f._rel.catalog).rows(f._plan)
 
 
 def counts(f: pq.PrivateFrame, columns: tuple[str, ...], keys: tuple) -> list[int]:
     """Exact counts per key of a grouping, as a grouped release reads them."""
-    return executor_for(f._plan).count(f._plan, Grouping(columns, keys)).tolist()
+    ex = executor_for(f._plan, f._rel.catalog)
+    return ex.count(f._plan, Grouping(columns, keys)).tolist()
 
 
 # -- 1. truncation is random for numeric rows -------------------------------------------------
@@ -197,7 +198,7 @@ def test_released_keys_are_canonical(engine: str) -> None:
         pairs = f.select_keys(["s", "i"], epsilon=1, delta=1e-3)
         assert pairs == [("p", 2), ("p", 3), ("q", 1), ("q", 2)]
         assert all(type(s) is str and type(i) is int for s, i in pairs)
-    keys, n = executor_for(f._plan).key_counts(f._plan, ("x",))
+    keys, n = executor_for(f._plan, f._rel.catalog).key_counts(f._plan, ("x",))
     assert keys == [0.0, 1.5, None] and n.tolist() == [3, 1, 2]
 
 
@@ -227,7 +228,7 @@ def test_untyped_columns_release_one_spelling_per_number() -> None:
     col = pd.Series([True, 1, 1.0, 2.5, None, np.nan, "1"], dtype=object)
     for values in (col, col[::-1]):
         f = frame(pd.DataFrame({"k": values.reset_index(drop=True)}))
-        keys, n = executor_for(f._plan).key_counts(f._plan, ("k",))
+        keys, n = executor_for(f._plan, f._rel.catalog).key_counts(f._plan, ("k",))
         assert keys == [1, 2.5, "1", None] and n.tolist() == [3, 1, 1, 2]
         assert type(keys[0]) is int
 

@@ -126,7 +126,7 @@ def test_engine_lattice_sums_are_exact(engine: str) -> None:
         lat = Lattice.of(lo, hi)
         keys = data.draw(st.lists(st.integers(0, 2), min_size=len(xs), max_size=len(xs)))
         f = _frame(xs, keys)
-        ex = executor_for(f._plan)
+        ex = executor_for(f._plan, f._rel.catalog)
         e = parse_expression("x")
         s1, s2, n = ex.lattice_sums(f._plan, None, e, lo, hi, squares=True)
         assert (s1[0], s2[0], int(n[0])) == ref_sums(lat, xs)
@@ -164,7 +164,7 @@ def test_pre_noise_values_are_exact_and_released_correctly_rounded(engine: str) 
     def check(b: tuple[float, float], xs: list[float]) -> None:
         lo, hi = b
         f = _frame(xs)
-        ex = executor_for(f._plan)
+        ex = executor_for(f._plan, f._rel.catalog)
         e = parse_expression("x")
         s1, s2, n = ex.lattice_sums(f._plan, None, e, lo, hi, squares=True)
         mechs = _mechanisms_for(lo, hi)
@@ -272,7 +272,8 @@ def test_neighbouring_measurements_move_by_at_most_the_sensitivity(engine: str) 
         out = []
         for rows in (xs, [*xs, extra]):
             f = _frame(rows)
-            s1, s2, n = executor_for(f._plan).lattice_sums(f._plan, None, e, lo, hi, True)
+            ex = executor_for(f._plan, f._rel.catalog)
+            s1, s2, n = ex.lattice_sums(f._plan, None, e, lo, hi, True)
             s, c = var.centred(s1, s2, n)
             out.append((s[0], c[0]))
         h = var.lattice.half
@@ -296,7 +297,8 @@ def test_plain_sum_is_exact_before_its_conversion(engine: str) -> None:
     def check(b: tuple[float, float], xs: list[float]) -> None:
         lo, hi = b
         f = _frame(xs)
-        got = executor_for(f._plan).clamped_sum(f._plan, None, parse_expression("x"), lo, hi)
+        ex = executor_for(f._plan, f._rel.catalog)
+        got = ex.clamped_sum(f._plan, None, parse_expression("x"), lo, hi)
         grid = SumGrid.of(lo, hi)
         q, m = grid.step, max(abs(Fraction(lo)), abs(Fraction(hi)))
         total = Fraction(0)
@@ -339,7 +341,7 @@ def test_integer_shortcut_equals_the_per_row_lattice(engine: str) -> None:
         if masked:
             f = f.where("m % 2 = 0")
             values = values[::2]
-        ex = executor_for(f._plan)
+        ex = executor_for(f._plan, f._rel.catalog)
         got = ex.lattice_sums(f._plan, None, parse_expression("x"), lo, hi)
         s1, _, n = Lattice.of(lo, hi).value_sums(values)
         assert int(got[0][0]) == s1 and int(got[2][0]) == n

@@ -97,7 +97,7 @@ def test_audit_output_holds_no_recomputable_key(tmp_path):
         old_fp,
         old_key,
         old_key.removeprefix("ledger:"),
-        _answers.fingerprint(table),  # this process's data hash: never shown either
+        _answers.fingerprint(table, f._rel.catalog),  # this process's data hash: never shown either
         _answers.persistent_key([prep], None, [b]) or "",
     }
     secrets |= {s[:16] for s in secrets if s}  # nor any prefix worth comparing

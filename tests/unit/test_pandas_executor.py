@@ -167,7 +167,7 @@ def test_integer_sums_equal_the_float_sum(
     frame = pq.PrivateFrame(df, pq.Budget(1))
     if masked:
         frame = frame.where("k <> 1")
-    plan, ex = frame._plan, PandasExecutor()
+    plan, ex = frame._plan, PandasExecutor().bound(frame._rel.catalog)
     rows = df[df["k"] != 1] if masked else df
     for hi in (lo + width, float(2**60)):
         got = ex.clamped_sum(plan, None, Column("v"), lo, hi)

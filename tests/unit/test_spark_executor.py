@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,10 +35,27 @@ from pinqpy.errors import PinqError
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import schema_from_pandas
 from pinqpy.plan.batch import batch
+from pinqpy.plan.catalog import Catalog, new_id
 from pinqpy.plan.grouping import Grouping
-from pinqpy.plan.nodes import Distinct, PlanNode, PyFunc, Source, TableRef, Where
+from pinqpy.plan.nodes import Distinct, PyFunc, Source, TableRef, Where
 
-PANDAS = PandasExecutor()
+
+def _pandas(f: pq.PrivateFrame) -> PandasExecutor:
+    """The pandas executor reading the tables of ``f``'s plan."""
+    return PandasExecutor().bound(f._rel.catalog)
+
+
+def _at(ex: SparkExecutor, f: pq.PrivateFrame) -> SparkExecutor:
+    """``ex`` reading the tables of ``f``'s plan."""
+    return ex.bound(f._rel.catalog)
+
+
+def _source(ex: SparkExecutor, data: object, columns: tuple[str, ...]) -> tuple[Source, Any]:
+    """A plan source over ``data`` (not a frame's), and ``ex`` reading it."""
+    table = TableRef(new_id("table"), "t", columns, "nobody")
+    return Source(table), ex.bound(Catalog({table.id: data}))
+
+
 SEX = Grouping(("sex",), (0, 1, 7))
 SEX_RACE = Grouping(("sex", "race"), ((0, 1), (1, 2), (1, 99), (0, 3)))
 
@@ -71,17 +87,28 @@ def _frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
     return pq.PrivateFrame(df, pq.Budget(1e6), **kwargs)  # type: ignore[arg-type]
 
 
-def _same_counts(ex: SparkExecutor, plan: PlanNode, grouping: Grouping | None) -> None:
-    np.testing.assert_array_equal(ex.count(plan, grouping), PANDAS.count(plan, grouping))
+def _same_counts(ex: SparkExecutor, f: pq.PrivateFrame, grouping: Grouping | None) -> None:
+    frame = f
+    plan = frame._plan
+    np.testing.assert_array_equal(
+        _at(ex, f).count(plan, grouping), _pandas(f).count(plan, grouping)
+    )
 
 
 def _same_moments(
-    ex: SparkExecutor, plan: PlanNode, grouping: Grouping | None, expr: str, lo: float, hi: float
+    ex: SparkExecutor,
+    f: pq.PrivateFrame,
+    grouping: Grouping | None,
+    expr: str,
+    lo: float,
+    hi: float,
 ) -> None:
+    frame = f
+    plan = frame._plan
     e = parse_expression(expr)
     # Exact lattice-index sums: the engines agree to the last integer.
-    want = PANDAS.lattice_sums(plan, grouping, e, lo, hi, squares=True)
-    got = ex.lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    want = _pandas(f).lattice_sums(plan, grouping, e, lo, hi, squares=True)
+    got = _at(ex, f).lattice_sums(plan, grouping, e, lo, hi, squares=True)
     assert got[0] == want[0] and got[1] == want[1], expr
     np.testing.assert_array_equal(got[2], want[2], err_msg=expr)
 
@@ -128,10 +155,11 @@ def _same_keys(
 def _same_values(ex: SparkExecutor, f: pq.PrivateFrame, exprs: Sequence[str]) -> None:
     """Every row's value of every expression, compared in one Spark job (``rid`` is a row id)."""
     names = [f"x{i}" for i in range(len(exprs))]
-    plan = f.select("rid", **dict(zip(names, exprs, strict=True)))._plan
+    frame = f.select("rid", **dict(zip(names, exprs, strict=True)))
+    plan = frame._plan
     cols = ("rid", *names)
     labels = ["rid", *exprs]
-    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), labels)
+    _same_keys(_at(ex, frame).key_counts(plan, cols), _pandas(frame).key_counts(plan, cols), labels)
 
 
 # -- every plan node, groupings with missing and multi-column keys ----------------------------
@@ -155,16 +183,17 @@ PLANS: list[Callable[[pq.PrivateFrame], pq.PrivateFrame]] = [
 
 @pytest.mark.parametrize("build", PLANS)
 def test_counts_and_moments_match_pandas(ex: SparkExecutor, pums: pd.DataFrame, build) -> None:
-    plan = build(_frame(pums))._plan
-    _same_counts(ex, plan, SEX_RACE)
-    _same_moments(ex, plan, SEX, "income / 1000.0", -5, 60.5)
+    frame = build(_frame(pums))
+    _same_counts(ex, frame, SEX_RACE)
+    _same_moments(ex, frame, SEX, "income / 1000.0", -5, 60.5)
 
 
 def test_clamped_sum_and_single_group(ex: SparkExecutor, pums: pd.DataFrame) -> None:
-    plan = _frame(pums).where("age >= 40")._plan
+    frame = _frame(pums).where("age >= 40")
+    plan = frame._plan
     e = parse_expression("age")
-    got = ex.clamped_sum(plan, None, e, 18, 70)
-    want = PANDAS.clamped_sum(plan, None, e, 18, 70)
+    got = _at(ex, frame).clamped_sum(plan, None, e, 18, 70)
+    want = _pandas(frame).clamped_sum(plan, None, e, 18, 70)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-9)
     np.testing.assert_array_equal(got[1], want[1])
     assert got[0].shape == (1,) and got[1].dtype == np.int64
@@ -187,28 +216,30 @@ def test_groupby_aggregates_match(ex: SparkExecutor, pums: pd.DataFrame) -> None
             c="COUNT(NULLIF(married, 1))",
         )
     )
-    plan = g._plan
+    frame = g
+    plan = frame._plan
     keys = tuple((r, s) for r in range(1, 8) for s in (0, 1))
-    _same_counts(ex, plan, Grouping(("race", "sex"), keys))
+    _same_counts(ex, frame, Grouping(("race", "sex"), keys))
     # The aggregates of every group, exactly, in one job.
     cols = ("race", "sex", "n", "s", "a", "lo", "hi", "med", "v", "sd", "d", "c")
-    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+    _same_keys(_at(ex, frame).key_counts(plan, cols), _pandas(frame).key_counts(plan, cols), cols)
 
 
 def test_buckets_candidates_and_keys(ex: SparkExecutor, pums: pd.DataFrame) -> None:
-    plan = _frame(pums).where("age >= 20")._plan
+    frame = _frame(pums).where("age >= 20")
+    plan = frame._plan
     cands = np.array([0.0, 10.0, 20.0, 20.0, 40.0, 80.0])
     v = parse_expression("income / 1000.0")
     for grouping in (None, SEX_RACE):
-        want = PANDAS.buckets(plan, grouping, v, cands)
-        got = ex.buckets(plan, grouping, v, cands)
+        want = _pandas(frame).buckets(plan, grouping, v, cands)
+        got = _at(ex, frame).buckets(plan, grouping, v, cands)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
     # A long integer grid (as default quantile candidates are) over a column with NULLs.
     grid = np.arange(-3, 120).astype(np.float64)
     e = parse_expression("IF(age > 60, NULL, age + 0.5 * (educ % 2))")
-    want = PANDAS.buckets(plan, SEX, e, grid)
-    got = ex.buckets(plan, SEX, e, grid)
+    want = _pandas(frame).buckets(plan, SEX, e, grid)
+    got = _at(ex, frame).buckets(plan, SEX, e, grid)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     for expr, cs, grouping in [
@@ -219,19 +250,22 @@ def test_buckets_candidates_and_keys(ex: SparkExecutor, pums: pd.DataFrame) -> N
     ]:
         e = parse_expression(expr)
         np.testing.assert_array_equal(
-            ex.candidate_counts(plan, grouping, e, cs),
-            PANDAS.candidate_counts(plan, grouping, e, cs),
+            _at(ex, frame).candidate_counts(plan, grouping, e, cs),
+            _pandas(frame).candidate_counts(plan, grouping, e, cs),
             err_msg=expr,
         )
     cols = ("sex", "married")
-    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+    _same_keys(_at(ex, frame).key_counts(plan, cols), _pandas(frame).key_counts(plan, cols), cols)
 
 
 def test_no_listed_key_can_match(ex: SparkExecutor, pums: pd.DataFrame) -> None:
-    plan = _frame(pums)._plan
+    frame = _frame(pums)
+    plan = frame._plan
     grouping = Grouping(("sex",), ("a", "b"))
-    np.testing.assert_array_equal(ex.count(plan, grouping), [0, 0])
-    sums, _, counts = ex.lattice_sums(plan, grouping, parse_expression("age"), 0, 1, True)
+    np.testing.assert_array_equal(_at(ex, frame).count(plan, grouping), [0, 0])
+    sums, _, counts = _at(ex, frame).lattice_sums(
+        plan, grouping, parse_expression("age"), 0, 1, True
+    )
     assert sums == [0, 0] and counts.tolist() == [0, 0]
 
 
@@ -239,46 +273,54 @@ def test_partition_parts(ex: SparkExecutor, pums: pd.DataFrame) -> None:
     f = _frame(pums)
     parts = f.partition("race", keys=[1, 2, 42])
     for key in (1, 42):
-        plan = parts[key].where("age > 25")._plan
-        _same_counts(ex, plan, SEX)
-        _same_moments(ex, plan, SEX, "income", 0, 1e5)
+        frame = parts[key].where("age > 25")
+        _same_counts(ex, frame, SEX)
+        _same_moments(ex, frame, SEX, "income", 0, 1e5)
     multi = f.partition(["sex", "married"], keys=[(0, 1), (1, 0)])
-    _same_counts(ex, multi[(1, 0)]._plan, None)
+    _same_counts(ex, multi[(1, 0)], None)
 
 
 def test_truncation_keeps_min_rows_per_key(ex: SparkExecutor, pums: pd.DataFrame) -> None:
     df = pums.assign(person=np.arange(len(pums)) % 97)
     f = _frame(df, privacy_unit="person")
-    plan = f.bound_contributions(3)._plan
-    got, want = ex.key_counts(plan, ("person",)), PANDAS.key_counts(plan, ("person",))
+    frame = f.bound_contributions(3)
+    plan = frame._plan
+    got, want = (
+        _at(ex, frame).key_counts(plan, ("person",)),
+        _pandas(frame).key_counts(plan, ("person",)),
+    )
     _same_keys(got, want, ("person",))
     assert got[1].max() == 3
     # A bounded join: per-key counts are min(rows, b_l) * min(rows, b_r).
     left = _frame(pums).select("age", "sex")
     right = _frame(pums).select("age", "income")
-    join = left.join(right, on="age", max_rows_per_key=(2, 3))._plan
+    join = left.join(right, on="age", max_rows_per_key=(2, 3))
     _same_counts(ex, join, Grouping(("age",), tuple(range(15, 95))))
 
 
 def test_truncation_is_random_but_consistent(ex: SparkExecutor) -> None:
     # Which rows are kept changes with the salt; the number per key never does.
     df = pd.DataFrame({"u": np.repeat(np.arange(20), 10), "v": np.arange(200, dtype=float)})
-    plan = _frame(df, privacy_unit="u").bound_contributions(2)._plan
+    frame = _frame(df, privacy_unit="u").bound_contributions(2)
+    plan = frame._plan
     e = parse_expression("v")
     # Two salts give the same sum about once in 80 tries; four all the same, almost never.
-    sums = {float(ex.clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(4)}
+    sums = {float(_at(ex, frame).clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(4)}
     assert len(sums) > 1
-    np.testing.assert_array_equal(ex.count(plan, Grouping(("u",), (0, 5, 19))), [2, 2, 2])
+    np.testing.assert_array_equal(
+        _at(ex, frame).count(plan, Grouping(("u",), (0, 5, 19))), [2, 2, 2]
+    )
 
 
 def test_unique_key_join(ex: SparkExecutor, pums: pd.DataFrame) -> None:
     f = _frame(pums)
     counts = f.groupby("race").agg(n="COUNT(*)")
     incomes = f.where("age > 40").groupby("race").agg(s="SUM(income)")
-    plan = counts.join(incomes, on="race")._plan
-    _same_counts(ex, plan, None)
+    frame = counts.join(incomes, on="race")
+    plan = frame._plan
+    _same_counts(ex, frame, None)
     cols = ("race", "n", "s")
-    _same_keys(ex.key_counts(plan, cols), PANDAS.key_counts(plan, cols), cols)
+    _same_keys(_at(ex, frame).key_counts(plan, cols), _pandas(frame).key_counts(plan, cols), cols)
 
 
 def test_explode_matches(ex: SparkExecutor) -> None:
@@ -290,10 +332,10 @@ def test_explode_matches(ex: SparkExecutor) -> None:
         }
     )
     f = _frame(df)
-    plan = f.explode("tags", 2)._plan
+    frame = f.explode("tags", 2)
     for grouping in (None, Grouping(("tags",), ("a", "b", "c", "d", "z", "q"))):
-        _same_counts(ex, plan, grouping)
-    nums = f.explode("nums", 5)._plan
+        _same_counts(ex, frame, grouping)
+    nums = f.explode("nums", 5)
     _same_moments(ex, nums, Grouping(("k",), (1, 2, 3, 4)), "nums", 0, 10)
 
 
@@ -310,18 +352,18 @@ def test_null_and_many_keys(ex: SparkExecutor) -> None:
     f = _frame(df)
     for keys in ((None, 3, 5, 1999), (*range(1500), None)):
         grouping = Grouping(("k",), keys)
-        _same_counts(ex, f._plan, grouping)
-        _same_moments(ex, f._plan, grouping, "x", -5, 5)
+        _same_counts(ex, f, grouping)
+        _same_moments(ex, f, grouping, "x", -5, 5)
     e = parse_expression("k")
     for cands in ((None, 1, 2, 3), (*range(1200), None)):
         np.testing.assert_array_equal(
-            ex.candidate_counts(f._plan, None, e, cands),
-            PANDAS.candidate_counts(f._plan, None, e, cands),
+            _at(ex, f).candidate_counts(f._plan, None, e, cands),
+            _pandas(f).candidate_counts(f._plan, None, e, cands),
         )
     # A grid that is not uniform, as a table, and a uniform one.
     for cands in (np.sqrt(np.arange(1500.0)) - 20, np.linspace(-30.0, 30.0, 1201)):
-        want = PANDAS.buckets(f._plan, None, parse_expression("x"), cands)
-        got = ex.buckets(f._plan, None, parse_expression("x"), cands)
+        want = _pandas(f).buckets(f._plan, None, parse_expression("x"), cands)
+        got = _at(ex, f).buckets(f._plan, None, parse_expression("x"), cands)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
 
@@ -337,25 +379,27 @@ def test_prefetched_reads_in_one_job(
     monkeypatch.setattr(
         _Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
     )
-    plan = _frame(pums).where("age > 20")._plan
+    frame = _frame(pums).where("age > 20")
+    plan = frame._plan
     x, y = parse_expression("income / 1000.0"), parse_expression("IF(age > 60, NULL, age)")
     # No listed key can match the last grouping: nothing to run.
     for grouping, n_jobs in ((None, 1), (SEX_RACE, 1), (Grouping(("sex",), ("a",)), 0)):
-        reads = [Read(ex, plan, "count"), Read(ex, plan, "sum", x, 0, 50)]
-        reads.append(Read(ex, plan, "moments", y, 18, 70))
+        bex = _at(ex, frame)
+        reads = [Read(bex, plan, "count"), Read(bex, plan, "sum", x, 0, 50)]
+        reads.append(Read(bex, plan, "moments", y, 18, 70))
         jobs.clear()
         with batch():
-            ex.prefetch(reads, grouping)
+            bex.prefetch(reads, grouping)
             got = [
-                ex.count(plan, grouping),
-                ex.clamped_sum(plan, grouping, x, 0, 50),
-                ex.lattice_sums(plan, grouping, y, 18, 70, squares=True),
+                bex.count(plan, grouping),
+                bex.clamped_sum(plan, grouping, x, 0, 50),
+                bex.lattice_sums(plan, grouping, y, 18, 70, squares=True),
             ]
         assert len(jobs) == n_jobs
-        np.testing.assert_array_equal(got[0], PANDAS.count(plan, grouping))
-        for g, w in zip(got[1], PANDAS.clamped_sum(plan, grouping, x, 0, 50), strict=True):
+        np.testing.assert_array_equal(got[0], _pandas(frame).count(plan, grouping))
+        for g, w in zip(got[1], _pandas(frame).clamped_sum(plan, grouping, x, 0, 50), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-9)
-        want = PANDAS.lattice_sums(plan, grouping, y, 18, 70, squares=True)
+        want = _pandas(frame).lattice_sums(plan, grouping, y, 18, 70, squares=True)
         assert got[2][0] == want[0] and got[2][1] == want[1]
         np.testing.assert_array_equal(got[2][2], want[2])
 
@@ -375,24 +419,22 @@ def test_translation_matches_sparks_analysis(ex: SparkExecutor, pums: pd.DataFra
     )
     lists = _frame(pd.DataFrame({"k": [1, 2], "l": [[1.5, 2.0], None], "t": [["a"], ["b"]]}))
     f = _frame(pums)
-    plans = [build(f)._plan for build in PLANS]
-    plans += [
-        faults.select(**{f"x{i}": e for i, e in enumerate(FAULT_EXPRS + STRING_EXPRS)})._plan,
-        gen.select(**{f"x{i}": e for i, e in enumerate(GEN_EXPRS)})._plan,
-        gen.select(x="1").union(gen.select(x="1.5"))._plan,
-        gen.select(x="NULL", y="g").concat(gen.select(x="s", y="f"))._plan,
-        f.groupby("race").agg(n="COUNT(*)", s="SUM(income)", m="MEDIAN(age)")._plan,
-        f.partition("race", keys=[1, 2])[2].assign(race="race * 1.5")._plan,
-        lists.explode("l", 3).select("l", "t", m="l * 2")._plan,
-        lists.select("k", "l").distinct("k")._plan,
-        lists.select("k", c="COALESCE(l, l)", d="IF(k > 1, l, NULL)").explode("c", 1)._plan,
-        _frame(pums.assign(p=np.arange(len(pums)) % 9), privacy_unit="p")
-        .bound_contributions(2)
-        ._plan,
+    frames = [build(f) for build in PLANS]
+    frames += [
+        faults.select(**{f"x{i}": e for i, e in enumerate(FAULT_EXPRS + STRING_EXPRS)}),
+        gen.select(**{f"x{i}": e for i, e in enumerate(GEN_EXPRS)}),
+        gen.select(x="1").union(gen.select(x="1.5")),
+        gen.select(x="NULL", y="g").concat(gen.select(x="s", y="f")),
+        f.groupby("race").agg(n="COUNT(*)", s="SUM(income)", m="MEDIAN(age)"),
+        f.partition("race", keys=[1, 2])[2].assign(race="race * 1.5"),
+        lists.explode("l", 3).select("l", "t", m="l * 2"),
+        lists.select("k", "l").distinct("k"),
+        lists.select("k", c="COALESCE(l, l)", d="IF(k > 1, l, NULL)").explode("c", 1),
+        _frame(pums.assign(p=np.arange(len(pums)) % 9), privacy_unit="p").bound_contributions(2),
     ]
-    for plan in plans:
-        with ex._call("checking the translation") as (_, p):
-            p.visit(plan)
+    for frame in frames:
+        with _at(ex, frame)._call("checking the translation") as (_, p):
+            p.visit(frame._plan)
             for _node, rel in list(p._memo.values()):
                 fields = p.analysed(rel)
                 assert [f.name for f in fields] == [c.name for c in rel.cols]
@@ -403,23 +445,25 @@ def test_a_query_is_translated_once(
     ex: SparkExecutor, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     df = pd.DataFrame({"u": np.repeat(np.arange(20), 10), "v": np.arange(200, dtype=float)})
-    plan = _frame(df, privacy_unit="u").bound_contributions(2)._plan
+    frame = _frame(df, privacy_unit="u").bound_contributions(2)
+    plan = frame._plan
     e = parse_expression("v")
     analyses: list[str] = []
     sql = _Call.sql
     monkeypatch.setattr(_Call, "sql", lambda self, text: analyses.append(text) or sql(self, text))
+    bex = _at(ex, frame)
     with batch():
         # The check before the charge needs no Spark analysis here, and every aggregate of
         # the batch sees the same truncation.
-        ex.validate(plan, e, numeric=True)
+        bex.validate(plan, e, numeric=True)
         assert analyses == []
-        sums = {float(ex.clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(3)}
+        sums = {float(bex.clamped_sum(plan, None, e, 0, 1000)[0][0]) for _ in range(3)}
     assert len(sums) == 1
     # Types pinqpy does not model are left to Spark's analysis, before any charge.
     sdf = spark.createDataFrame([({"a": 1},)], "m map<string,int>")
-    maps = Source(TableRef("t", sdf, None, ("m",)))
+    maps, mex = _source(ex, sdf, ("m",))
     with pytest.raises(PinqError, match="while checking a query"):
-        ex.validate(Distinct(maps, ("m",)))
+        mex.validate(Distinct(maps, ("m",)))
     assert len(analyses) == 1
 
 
@@ -429,15 +473,15 @@ def test_source_views_go_with_their_frames(ex: SparkExecutor, spark: Any) -> Non
 
     before = views()
     sdf = spark.sql("SELECT id AS a FROM range(5)")
-    plan = Source(TableRef("t", sdf, None, ("a",)))
-    assert ex.count(plan, None).tolist() == [5]
-    assert ex.count(Where(plan, parse_expression("a > 1")), None).tolist() == [3]
+    plan, bex = _source(ex, sdf, ("a",))
+    assert bex.count(plan, None).tolist() == [5]
+    assert bex.count(Where(plan, parse_expression("a > 1")), None).tolist() == [3]
     made = views() - before
     assert len(made) == 1  # one view per source, kept while it lives
-    del sdf, plan
+    del sdf, plan, bex
     gc.collect()
-    other = Source(TableRef("u", spark.sql("SELECT 1 AS b"), None, ("b",)))
-    assert ex.count(other, None).tolist() == [1]  # the next call drops the view
+    other, oex = _source(ex, spark.sql("SELECT 1 AS b"), ("b",))
+    assert oex.count(other, None).tolist() == [1]  # the next call drops the view
     assert not made & views()
 
 
@@ -537,13 +581,13 @@ def test_data_faults_give_null(ex: SparkExecutor, spark: Any) -> None:
     # Aggregates over groups with a NULL key, of text and infinite values.
     g = f.groupby("t").agg(n="COUNT(s)", x="SUM(b)", y="AVG(CAST(s AS DOUBLE))", z="MAX(a)")
     cols = ("t", "n", "x", "y", "z")
-    _same_keys(ex.key_counts(g._plan, cols), PANDAS.key_counts(g._plan, cols), cols)
+    _same_keys(_at(ex, g).key_counts(g._plan, cols), _pandas(g).key_counts(g._plan, cols), cols)
     # Predicates (NULL is not true) and aggregated values (infinities are clamped).
     for expr in ("(a / b) IS NULL", "CAST(s AS DOUBLE) > 1", "LN(b) IS NOT NULL OR a < 0"):
-        _same_counts(ex, f.where(expr)._plan, None)
-    _same_moments(ex, f._plan, None, "b", -10, 10)
-    _same_moments(ex, f._plan, None, "s", -10, 10)
-    _same_moments(ex, f._plan, None, "a * 1000000000000000000", -1e6, 1e6)
+        _same_counts(ex, f.where(expr), None)
+    _same_moments(ex, f, None, "b", -10, 10)
+    _same_moments(ex, f, None, "s", -10, 10)
+    _same_moments(ex, f, None, "a * 1000000000000000000", -1e6, 1e6)
 
 
 STRING_EXPRS = [
@@ -590,9 +634,9 @@ def test_public_join_matches_null_keys(ex: SparkExecutor) -> None:
     pub = pd.DataFrame({"a": [1.0, np.nan, 7.0, 1.0], "w": [10, 20, 30, 40]})
     by_row = Grouping(("rid",), tuple(range(6)))
     for how in ("inner", "left"):
-        _same_moments(ex, f.join(pub, on="a", how=how)._plan, by_row, "w", 0, 100)
+        _same_moments(ex, f.join(pub, on="a", how=how), by_row, "w", 0, 100)
     texts = pd.DataFrame({"t": ["yes", None, "x"], "w": [1, 2, 3]})
-    _same_moments(ex, f.join(texts, on="t", how="left")._plan, by_row, "w", 0, 100)
+    _same_moments(ex, f.join(texts, on="t", how="left"), by_row, "w", 0, 100)
 
 
 def test_datetime_columns(ex: SparkExecutor) -> None:
@@ -609,32 +653,35 @@ def test_datetime_columns(ex: SparkExecutor) -> None:
     exprs = ["d > '2020-06-01'", "d = CAST(k AS TIMESTAMP)", "CAST(d AS DATE) = CAST(k AS DATE)"]
     _same_values(ex, f, exprs)
     cols = ("d",)
-    _same_keys(ex.key_counts(f._plan, cols), PANDAS.key_counts(f._plan, cols), cols)
+    _same_keys(_at(ex, f).key_counts(f._plan, cols), _pandas(f).key_counts(f._plan, cols), cols)
     grouping = Grouping(("d",), (pd.Timestamp("2020-01-01 10:00"), pd.Timestamp("1999-01-01")))
-    _same_counts(ex, f._plan, grouping)
+    _same_counts(ex, f, grouping)
     _same_counts(
         ex,
-        f.partition("d", keys=[pd.Timestamp("1999-12-31")])[pd.Timestamp("1999-12-31")]._plan,
+        f.partition("d", keys=[pd.Timestamp("1999-12-31")])[pd.Timestamp("1999-12-31")],
         None,
     )
 
 
 def test_unsupported_things_are_pinq_errors(ex: SparkExecutor, pums: pd.DataFrame) -> None:
-    plan = _frame(pums, allow_callables=True).where(lambda d: d["age"] > 30)._plan
+    frame = _frame(pums, allow_callables=True).where(lambda d: d["age"] > 30)
+    plan = frame._plan
     with pytest.raises(PinqError, match="callable"):
-        ex.count(plan, None)
+        _at(ex, frame).count(plan, None)
+    other = _frame(pums)
     with pytest.raises(PinqError, match="callable"):
-        ex.clamped_sum(_frame(pums)._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1)
+        _at(ex, other).clamped_sum(other._plan, None, PyFunc(lambda d: d["age"], "f"), 0, 1)
     with pytest.raises(PinqError, match="SUBSTR"):
-        ex.count(_frame(pums).where("SUBSTR(CAST(age AS VARCHAR), age) = '1'")._plan, None)
+        bad = other.where("SUBSTR(CAST(age AS VARCHAR), age) = '1'")
+        _at(ex, bad).count(bad._plan, None)
 
 
 def test_engine_errors_hide_their_text(ex: SparkExecutor, spark: Any) -> None:
     # Spark cannot compare maps, so DISTINCT over one fails inside Spark.
     sdf = spark.createDataFrame([({"secret-value": 1},)], "m map<string,int>")
-    plan = Distinct(Source(TableRef("t", sdf, None, ("m",))), ("m",))
+    source, bex = _source(ex, sdf, ("m",))
     with pytest.raises(PinqError, match="Spark engine failed while counting") as info:
-        ex.count(plan, None)
+        bex.count(Distinct(source, ("m",)), None)
     assert "secret" not in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
@@ -656,15 +703,16 @@ def test_spark_dataframe_source(ex: SparkExecutor, spark: Any) -> None:
             "day": pd.date_range("2020-01-01", periods=10),
         }
     )
-    plan = _frame(df).where("i > 2 AND day < '2020-01-09'")._plan
+    frame = _frame(df).where("i > 2 AND day < '2020-01-09'")
+    plan = frame._plan
     assert isinstance(plan, Where) and isinstance(plan.child, Source)
-    spark_plan = replace(plan, child=Source(replace(plan.child.table, data=sdf)))
+    sex = ex.bound(Catalog({plan.child.table.id: sdf}))
     grouping = Grouping(("g",), (0, 1, 2))
-    np.testing.assert_array_equal(ex.count(spark_plan, grouping), PANDAS.count(plan, grouping))
+    np.testing.assert_array_equal(sex.count(plan, grouping), _pandas(frame).count(plan, grouping))
     for expr in ("x", "dec * i"):
         e = parse_expression(expr)
-        got = ex.lattice_sums(spark_plan, grouping, e, 0, 20, squares=True)
-        want = PANDAS.lattice_sums(plan, grouping, e, 0, 20, squares=True)
+        got = sex.lattice_sums(plan, grouping, e, 0, 20, squares=True)
+        want = _pandas(frame).lattice_sums(plan, grouping, e, 0, 20, squares=True)
         assert got[0] == want[0] and got[1] == want[1]
         np.testing.assert_array_equal(got[2], want[2])
     assert spark_schema(sdf) == {
@@ -694,7 +742,7 @@ def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
     path = tmp_path / "t.parquet"
     df.to_parquet(path)
     f = pq.PrivateFrame.from_parquet(path, pq.Budget(100), engine="spark")
-    assert f.engine == "spark" and isinstance(f._plan.table.data, SparkFile)
+    assert f.engine == "spark" and isinstance(f._rel.catalog.data(f._plan.table), SparkFile)
     assert f.schema == {"g": "int", "x": "float", "s": "str"}
     local = pq.PrivateFrame(pd.read_parquet(path), pq.Budget(100))
 
@@ -711,13 +759,14 @@ def test_parquet_file_is_read_by_name(spark: Any, tmp_path: Any) -> None:
     spark.conf.set("spark.sql.runSQLOnFiles", "false")
     try:
         off = pq.PrivateFrame.from_parquet(path, pq.Budget(100), engine="spark")
-        assert is_spark_dataframe(off._plan.table.data)
+        assert is_spark_dataframe(off._rel.catalog.data(off._plan.table))
         with testing.no_noise():
             assert answers(off) == answers(local)
     finally:
         spark.conf.set("spark.sql.runSQLOnFiles", "true")
     again = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="spark")
-    assert again._plan.table.data.schema is f._plan.table.data.schema  # not read again
+    schemas = [g._rel.catalog.data(g._plan.table).schema for g in (again, f)]
+    assert schemas[0] is schemas[1]  # not read again
     df.assign(y=1).to_parquet(path)  # rewritten: a new schema is read
     changed = pq.PrivateFrame.from_parquet(path, pq.Budget(1), engine="spark")
     assert changed.columns == ["g", "x", "s", "y"]
@@ -825,12 +874,12 @@ def test_missing_pyspark_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_validate_reads_no_data(ex: SparkExecutor, pums: pd.DataFrame) -> None:
     f = _frame(pums)
-    ex.validate(f.where("age > 3")._plan, parse_expression("income"), numeric=True)
+    _at(ex, f).validate(f.where("age > 3")._plan, parse_expression("income"), numeric=True)
     with pytest.raises(PinqError, match="callable"):
-        ex.validate(f._plan, PyFunc(lambda d: d["age"], "f"))
+        _at(ex, f).validate(f._plan, PyFunc(lambda d: d["age"], "f"))
     lists = _frame(pd.DataFrame({"l": [[1], [2]]}))
     with pytest.raises(PinqError, match="as a number"):
-        ex.validate(lists._plan, parse_expression("l"), numeric=True)
+        _at(ex, lists).validate(lists._plan, parse_expression("l"), numeric=True)
 
 
 # -- generated frames with NULLs --------------------------------------------------------------
@@ -889,4 +938,4 @@ def test_generated_frames_match(
     grouping = Grouping(("g",), (*(0, 1, 2, 5)[:grouping_keys], 5))
     _same_values(ex, f, GEN_EXPRS)
     combined = f.where("i > 0 OR f < 1 AND s <> 'a'").union(f.where(f"({expr}) IS NULL"))
-    _same_moments(ex, combined._plan, grouping, expr, -10, 10)
+    _same_moments(ex, combined, grouping, expr, -10, 10)

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 import pinqpy as pq
 from pinqpy.engines.registry import executor_for
-from pinqpy.plan.stability import lineage_of
 
 # Each property runs on every engine (the `engine` fixture wraps DataFrames on it); Spark
 # jobs take a fraction of a second each, so it gets fewer examples.
@@ -67,7 +66,8 @@ def sym_diff(a: pd.DataFrame, b: pd.DataFrame) -> int:
 
 def run(frame: pq.PrivateFrame, seed: int) -> pd.DataFrame:
     with pq.testing.seed(seed):
-        return executor_for(frame._plan).rows(frame._plan)  # type: ignore[attr-defined]
+        ex = executor_for(frame._plan, frame._rel.catalog)
+        return ex.rows(frame._plan)  # type: ignore[attr-defined]
 
 
 def declared(frame: pq.PrivateFrame, budget: pq.Budget) -> float:
@@ -275,4 +275,4 @@ def test_declared_stabilities(engine: str) -> None:
     assert u.bound_contributions(max_rows=5).stability == 5
     assert u.groupby("pid").agg(n="COUNT(*)").stability == 1
     assert u.groupby("k").agg(n="COUNT(*)").stability == math.inf
-    assert set(lineage_of(f.concat(f)._plan)) == {b}
+    assert set(f._rel.catalog.lineage(f.concat(f)._plan)) == {b}

@@ -144,7 +144,7 @@ class _PlanSql(CtePlanSql[str]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> str:
-        data = self.data_of(node.table)
+        data = self.ex.catalog.data(node.table)
         raw = self.ex._table(data)
         # Only the columns that change are listed: a shorter query binds faster, and a
         # filtered count over a file takes a few milliseconds in all.

@@ -24,6 +24,7 @@ from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.expr.types import series_type
 from pinqpy.noise import source as _noise
 from pinqpy.plan.batch import batch_memo
+from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -379,7 +380,8 @@ def _first_items(x: object, k: int) -> object:
 class _PlanRunner(PlanVisitor[_Relation]):
     """Evaluates one plan; a node shared by several parents (``f.concat(f)``) runs once."""
 
-    def __init__(self) -> None:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog  # where the plan's tables are found
         self._memo: dict[int, tuple[PlanNode, _Relation]] = {}
 
     def visit(self, node: PlanNode) -> _Relation:
@@ -391,7 +393,7 @@ class _PlanRunner(PlanVisitor[_Relation]):
         return rel
 
     def visit_source(self, node: Source) -> _Relation:
-        return _Relation(node.table.data)
+        return _Relation(self.catalog.data(node.table))
 
     def visit_part_source(self, node: PartSource) -> _Relation:
         rel = self.visit(node.partition.parent)
@@ -483,7 +485,7 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_public_join(self, node: PublicJoin) -> _Relation:
         df = self.visit(node.child).materialize()
-        public = node.public.data
+        public = self.catalog.public_data(node.public)
         bad = _unhashable_rows(df, node.on)  # a key that cannot be hashed matches nothing
         rest = None
         if bad is not None:
@@ -696,11 +698,13 @@ class PandasExecutor(Executor):
     def relation(self, plan: PlanNode) -> _Relation:
         memo = batch_memo()
         if memo is None:
-            return _PlanRunner().visit(plan)
+            return _PlanRunner(self.catalog).visit(plan)
         # One runner per batch: a relation shared by a query's aggregates is evaluated once.
         runner = memo.get("pandas-runner")
         if runner is None:
-            runner = memo["pandas-runner"] = _PlanRunner()
+            runner = memo["pandas-runner"] = _PlanRunner(self.catalog)
+        else:
+            runner.catalog = runner.catalog.merge(self.catalog)
         return runner.visit(plan)  # type: ignore[no-any-return]
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:

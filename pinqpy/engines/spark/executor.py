@@ -381,7 +381,7 @@ class _PlanSql(CtePlanSql[_Rel]):
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> _Rel:
-        return self.source(self.data_of(node.table))
+        return self.source(self.ex.catalog.data(node.table))
 
 
 # -- the executor ------------------------------------------------------------------------------
@@ -405,6 +405,13 @@ class _Base:
     def carry(self) -> list[str]:
         """The columns a query over this one keeps to be grouped the same way."""
         return self.group or ["__pinq_gi"]
+
+
+def _forget_view(views: dict[int, tuple[Any, str]], dead: list[str], key: int, name: str) -> None:
+    hit = views.get(key)
+    if hit is not None and hit[1] == SPARK.ident(name):
+        del views[key]
+    dead.append(name)
 
 
 class SparkExecutor(Executor):
@@ -452,16 +459,11 @@ class SparkExecutor(Executor):
         name = f"{self._prefix}{next(self._names)}"
         call.run(lambda: df.createOrReplaceTempView(name))
         self._views[key] = (weakref.ref(df), SPARK.ident(name))
-        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange.
-        fin = weakref.finalize(df, self._forget_view, key, name)
+        # Dropped by the next call: a finalizer may run in the middle of a py4j exchange. It
+        # holds the shared containers, not this executor (a bound one holds its catalog).
+        fin = weakref.finalize(df, _forget_view, self._views, self._dead_views, key, name)
         fin.atexit = False
         return SPARK.ident(name)
-
-    def _forget_view(self, key: int, name: str) -> None:
-        hit = self._views.get(key)
-        if hit is not None and hit[1] == SPARK.ident(name):
-            del self._views[key]
-        self._dead_views.append(name)
 
     def _drop_dead_views(self) -> None:
         while self._dead_views:

@@ -132,18 +132,14 @@ class CtePlanSql(PlanVisitor[R]):
     """
 
     d: Dialect
+    #: The executor this translation serves; its catalog holds the data the plan names.
+    ex: Any
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[PlanNode, R]] = {}
         # CTE name -> (its query, the CTE names it reads), in the order of definition.
         self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._translators: list[ExprSql] = []
-
-    @staticmethod
-    def data_of(ref: Any) -> Any:
-        """The engine's handle of a plan's table (a source's ``node.table``, a public join's
-        ``node.public``): the one place translation reads it."""
-        return ref.data
 
     def visit(self, node: PlanNode) -> R:
         hit = self._memo.get(id(node))
@@ -443,7 +439,7 @@ class CtePlanSql(PlanVisitor[R]):
 
     def visit_public_join(self, node: PublicJoin) -> R:
         child = self.visit(node.child)
-        data = self.data_of(node.public)
+        data = self.ex.catalog.public_data(node.public)
         nulls = public_nulls(data, node.on)
         return self.merge(child, self.public(data), node.on, node.how, "_public", nulls)
 
