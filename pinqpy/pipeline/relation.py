@@ -406,19 +406,10 @@ class Relation:
         return Relation(SetOp(kind, self.plan, other.plan), catalog)
 
     def bound_contributions(self, max_rows: object) -> Relation:
-        """At most ``max_rows`` rows per privacy unit, chosen at random.
-
-        Turns a user-level relation (infinite stability) into one of stability ``max_rows``.
-        Rows whose privacy unit is NULL (None, NaN, NA) belong to no known person and are
-        dropped; a ``groupby`` on exactly the privacy unit drops them too.
-
-        The unit must still be the column the table declared, unchanged (a rename is fine):
-        after ``assign(uid=...)`` or a combination with another budget's table, no column
-        identifies this budget's people, and this is refused (see :mod:`pinqpy.plan.facts`).
-        Rows of other budgets that the relation draws on (if any) can each move at most two
-        kept rows of their unit (themselves and one they displace), so their stability
-        doubles.
-        """
+        """At most ``max_rows`` rows per privacy unit, chosen at random; refused unless a column
+        still carries the declared unit. The user-facing semantics are those of
+        :meth:`pinqpy.api.frame.PrivateFrame.bound_contributions`; the stabilities are derived
+        in :mod:`pinqpy.plan.stability`."""
         k = positive_int(max_rows, "max_rows")
         unit = self.meta.privacy_unit
         if unit is None:

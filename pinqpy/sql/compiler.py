@@ -397,6 +397,16 @@ class _Compiler:
 
         return e.transform(fix)
 
+    def where(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
+        """``frame`` filtered by the statement's WHERE clause, if it has one."""
+        if s.where is None:
+            return frame
+        w = self.resolve(s.where, rel)
+        if contains_aggregate(w):
+            raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
+        self.condition(w, frame, "WHERE")
+        return frame.where(w)
+
     def condition(self, e: Expr, frame: Relation, clause: str) -> None:
         ctype = self.check(e, frame)
         if ctype not in ("bool", "any"):
@@ -457,12 +467,7 @@ class _Compiler:
         if rel.frame is None:
             raise PrivacyError("a subquery over only public tables has nothing private to query")
         frame = rel.frame
-        if s.where is not None:
-            w = self.resolve(s.where, rel)
-            if contains_aggregate(w):
-                raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
-            self.condition(w, frame, "WHERE")
-            frame = frame.where(w)
+        frame = self.where(s, rel, frame)
         if s.group_by is not None or any(
             not isinstance(i.expr, q.Star) and contains_aggregate(i.expr) for i in s.items
         ):
@@ -620,12 +625,7 @@ class _Compiler:
                 "privacy unit is declared when it is registered (privacy_unit=..., with "
                 "max_rows=...), not by the query"
             )
-        if s.where is not None:
-            w = self.resolve(s.where, rel)
-            if contains_aggregate(w):
-                raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
-            self.condition(w, frame, "WHERE")
-            frame = frame.where(w)
+        frame = self.where(s, rel, frame)
 
         # GROUP BY: public keys, possibly on computed expressions.
         key_exprs: list[Expr] = []
