@@ -1,0 +1,1 @@
+"""The curator's server: ``pinqpy serve CONFIG`` answers untrusted analysts over HTTP."""
