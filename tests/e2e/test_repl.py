@@ -116,6 +116,7 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINQPY_")}
     env |= {
         "PINQPY_HISTORY": str(tmp_path / "history"),
+        "PINQPY_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
         "PYTHONIOENCODING": "utf-8",
         "PROMPT_TOOLKIT_NO_CPR": "1",
@@ -145,6 +146,10 @@ def terminal(tmp_path: Path, people_csv: Path):
 
 
 def test_a_query_shows_its_table_and_quit_exits_cleanly(terminal: Terminal, tmp_path: Path):
+    # The banner says where the budgets are kept between runs.
+    banner = terminal.screen.replace("\n", "")
+    assert "Budgets are kept in the ledger" in banner
+    assert str(tmp_path / "state" / "ledger.db") in banner
     terminal.send("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex;\r")
     start = terminal.mark
     terminal.expect(r"charged epsilon 0\.1 to people \(0\.9 left\)")
