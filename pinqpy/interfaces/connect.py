@@ -34,18 +34,31 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_env_name(name: str, flag: str = "--token-env") -> str:
-    """``name`` when it can name an environment variable, else a usage error.
+    """``name`` when it can name an environment variable, else a usage error that does not
+    repeat the value (it may be the token itself, given by mistake).
 
     >>> check_env_name("LAB_TOKEN")
     'LAB_TOKEN'
     """
     if not _ENV_NAME.fullmatch(name):
         raise CliError(
-            f"{flag} {name!r}: expected the NAME of an environment variable that holds the "
-            f"token (e.g. {TOKEN_ENV}), not the token itself",
+            f"{flag} takes the NAME of an environment variable that holds the token "
+            f"(e.g. {TOKEN_ENV}), not the token itself",
             2,
         )
     return name
+
+
+def _variable(name: str) -> str:
+    """How a message names the token's variable: a long name may be a token given by
+    mistake (a token can look like a variable name), so it is not repeated.
+
+    >>> _variable("LAB_TOKEN"), _variable("A" * 43)
+    ('the environment variable LAB_TOKEN', 'the environment variable --token-env names')
+    """
+    if len(name) > 32:
+        return "the environment variable --token-env names"
+    return f"the environment variable {name}"
 
 
 def check_url(url: str, flag: str = "--connect") -> str:
@@ -85,7 +98,7 @@ def find_token(
     if token:
         return token
     missing = (
-        f"no token for {url}: set the environment variable {name} to your analyst token "
+        f"no token for {url}: set {_variable(name)} to your analyst token "
         "(it is never taken from the command line, where other users can see it)"
     )
     if prompt is None:
