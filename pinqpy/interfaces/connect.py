@@ -72,7 +72,8 @@ def check_url(url: str, flag: str = "--connect") -> str:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"{flag} {url!r}: expected the server's address, http://HOST:PORT", 2)
+        # The value is not repeated: it may be a token given in the wrong place.
+        raise CliError(f"{flag} takes the server's address, http://HOST:PORT or https://...", 2)
     if parts.username is not None or parts.password is not None:
         raise CliError(
             f"{flag}: put no credentials in the address; the token is read from {TOKEN_ENV} "
