@@ -267,6 +267,10 @@ def _budget(
     if ledger is None:
         return Budget(epsilon, delta, name=spec.name)
     name = ledger_budget_name(spec)
+    if not _has_budget(ledger, name) and _has_budget(ledger, spec.name):
+        # A ledger written before budgets were named after their files keeps the table's
+        # budget under its bare name: go on spending that one rather than start afresh.
+        name = spec.name
     try:
         return Budget(epsilon, delta, ledger=ledger, name=name)
     except PinqError as err:
@@ -287,6 +291,14 @@ def _budget(
         "to go on spending it, or keep a separate budget in another file with --ledger PATH",
         2,
     )
+
+
+def _has_budget(ledger: Ledger, name: str) -> bool:
+    try:
+        ledger.total(name)
+    except PinqError:
+        return False
+    return True
 
 
 def _spelled(value: object) -> str:

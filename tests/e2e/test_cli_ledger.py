@@ -208,3 +208,22 @@ def test_two_files_with_one_name_keep_separate_budgets(tmp_path: Path, state: Pa
     again = pinqpy("query", "a/people.csv", "--epsilon", "1", f"{sql} WHERE age > 1", cwd=tmp_path)
     assert again.returncode == 1
     assert "budget exceeded" in again.stderr
+
+
+def test_a_ledger_from_before_file_names_goes_on_spending(people_csv: Path, tmp_path: Path) -> None:
+    from pinqpy.accounting.cost import Cost
+    from pinqpy.accounting.ledger import ChargeRecord
+
+    old = tmp_path / "old.db"
+    with Ledger(old) as ledger:  # a budget kept under the bare table name, 0.9 spent
+        ledger.open_budget("people", Cost(epsilon=1))
+        ledger.charge([("people", Cost(epsilon=0.9))], ChargeRecord("count"), {"people": Cost(1)})
+    sql = "SELECT COUNT(*) FROM people"
+    over = pinqpy(*query(people_csv, sql, "--ledger", str(old), "--epsilon-per-query", "0.2"))
+    assert over.returncode == 1
+    assert "budget exceeded" in over.stderr
+    fits = pinqpy(*query(people_csv, sql, "--ledger", str(old), "--epsilon-per-query", "0.1"))
+    assert fits.returncode == 0, fits.stderr
+    with Ledger(old) as ledger:
+        assert list(ledger.budgets()["budget"]) == ["people"]
+        assert ledger.spent("people").epsilon == 1
