@@ -215,9 +215,8 @@ def parse_connect(line: str) -> ConnectOptions:
 def _speaks_sql(obj: object) -> bool:
     """Whether ``obj`` has the session protocol (``sql``, ``tables``, ``describe``; see
     :mod:`pinqpy.interfaces.shell`), as a session from ``pq.connect`` does."""
-    return all(callable(getattr(type(obj), m, None)) for m in ("sql", "describe")) and hasattr(
-        type(obj), "tables"
-    )
+    methods = all(callable(getattr(obj, m, None)) for m in ("sql", "describe"))
+    return methods and hasattr(obj, "tables")
 
 
 # -- the magic -----------------------------------------------------------------------------
