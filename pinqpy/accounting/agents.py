@@ -113,7 +113,10 @@ class Transaction:
     def state_of(self, partition: PartitionAgent) -> _PartitionState:
         st = self.partitions.get(partition)
         if st is None:
-            st = _PartitionState(partition._base, dict(), partition._max)
+            if partition.fresh_draws:
+                st = _PartitionState(Usage(), dict(), Usage())
+            else:
+                st = _PartitionState(partition._base, dict(), partition._max)
             self.partitions[partition] = st
         return st
 
@@ -124,10 +127,17 @@ class PartitionAgent:
     ``parent_lineage`` is the lineage of the frame that was partitioned. A part's total is
     ``base + extra[key]``; the parent has been charged ``maximum.at(K)`` for each parent agent
     of stability ``K``, where ``maximum`` is the componentwise largest part total so far.
+
+    With ``fresh_draws`` (the partitioned frame keeps rows chosen at random anew on every
+    read; see :func:`pinqpy.plan.stability.draws_afresh`) the parts are disjoint only within
+    one read, so the largest-part rule holds only within one transaction (one query): each
+    transaction charges the parent the largest total it adds to any one part, and nothing
+    carries over to the next. A query over every part at once still costs the parent once.
     """
 
-    def __init__(self, parent_lineage: Mapping[object, Fraction]):
+    def __init__(self, parent_lineage: Mapping[object, Fraction], *, fresh_draws: bool = False):
         self.parent_lineage = dict(parent_lineage)
+        self.fresh_draws = fresh_draws
         self._base = Usage()
         self._extra: dict[Hashable, Usage] = {}
         self._max = Usage()
@@ -147,7 +157,8 @@ class PartitionAgent:
 
     def _prepare_part(self, key: Hashable, cost: Usage, txn: Transaction) -> None:
         st = txn.state_of(self)
-        total = st.extra.get(key, self._extra.get(key, Usage())) + cost
+        before = Usage() if self.fresh_draws else self._extra.get(key, Usage())
+        total = st.extra.get(key, before) + cost
         st.extra[key] = total
         self._raise_max(st, st.base + total, txn)
 
@@ -158,6 +169,8 @@ class PartitionAgent:
         self._raise_max(st, st.maximum + cost, txn)
 
     def _apply(self, st: _PartitionState) -> None:
+        if self.fresh_draws:
+            return  # the next read draws afresh: nothing of this one carries over
         self._base = st.base
         self._extra.update(st.extra)
         self._max = st.maximum

@@ -56,7 +56,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF
+from pinqpy.plan.stability import INF, draws_afresh
 
 __all__ = ["ExprInput", "Relation"]
 
@@ -443,7 +443,7 @@ class Relation:
         key_tuple = check_keys(keys, cols, self.meta.schema)  # type: ignore[arg-type]
         lineage = self.lineage()
         self.require_bounded(lineage, "partition")
-        agent = PartitionAgent(lineage)
+        agent = PartitionAgent(lineage, fresh_draws=draws_afresh(self.plan))
         ref = PartitionRef(self.plan, cols, key_tuple, agent_name(agent))
         return ref, Relation(self.plan, self.catalog.with_agent(ref.agent, agent))
 

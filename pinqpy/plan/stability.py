@@ -33,7 +33,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 
-__all__ = ["INF", "Lineage", "StabilityVisitor", "lineage_of"]
+__all__ = ["INF", "Lineage", "StabilityVisitor", "draws_afresh", "lineage_of"]
 
 INF = math.inf
 Stability = Fraction | float  # float only for math.inf
@@ -160,3 +160,30 @@ def lineage_of(plan: PlanNode) -> Lineage:
     """The stability of ``plan`` with respect to each agent it draws on directly, by the
     agent's name (:meth:`pinqpy.plan.catalog.Catalog.lineage` resolves them)."""
     return _VISITOR.visit(plan)
+
+
+def draws_afresh(plan: PlanNode) -> bool:
+    """Whether running ``plan`` draws a fresh random choice of rows each time it is read.
+
+    ``bound_contributions`` and a join with ``max_rows_per_key`` keep rows chosen by a salted
+    hash whose salt is drawn anew on every read (``pinqpy.engines``). This matters to a
+    partition of such a plan (McSherry 2009, Theorem 4, parallel composition): the theorem
+    needs the parts to be disjoint pieces of *one* dataset. Within one read that holds, so
+    the queries of one read cost the parent the largest part total. Across reads it does not:
+    a person with rows in parts A and B can have all ``k`` kept rows in A at the first read
+    and all ``k`` in B at the second, so a query on A then a query on B are each
+    ``k·epsilon``-DP for that person and together ``2k·epsilon``, not ``k·epsilon``. The
+    partition's agent then charges every read on its own (see
+    :class:`pinqpy.accounting.agents.PartitionAgent`).
+    """
+    seen: set[int] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, BoundContributions) or (isinstance(node, Join) and node.bounds):
+            return True
+        stack.extend(node.children)
+    return False
