@@ -179,19 +179,26 @@ def _launch(
         time.sleep(0.05)
 
 
-def add_analyst(config: Path, name: str) -> str:
-    """Run ``--add-analyst NAME`` and return the token it printed."""
-    done = subprocess.run(
-        _command(str(config), "--add-analyst", name),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=START_TIMEOUT,
-    )
-    found = re.search(r"^token: (\S+)$", done.stdout, re.M)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"--add-analyst {name} failed: {done.stdout}{done.stderr}")
-    return found.group(1)
+def add_analysts(config: Path, names: Sequence[str]) -> dict[str, str]:
+    """Run ``--add-analyst NAME`` for each name (side by side) and return the tokens printed."""
+    procs = {
+        name: subprocess.Popen(
+            _command(str(config), "--add-analyst", name),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for name in names
+    }
+    tokens = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=START_TIMEOUT)
+        found = re.search(r"^token: (\S+)$", out, re.M)
+        if proc.returncode != 0 or found is None:
+            raise RuntimeError(f"--add-analyst {name} failed: {out}{err}")
+        tokens[name] = found.group(1)
+    return tokens
 
 
 def start_server(
@@ -206,7 +213,7 @@ def start_server(
     docstring). ``testing`` is ``"no-noise"`` or ``"seed=N"``."""
     config = Path(tmp_path) / "server.toml"
     config.write_text(config_text if config_text is not None else default_config(analysts))
-    tokens = {name: add_analyst(config, name) for name in analysts}
+    tokens = add_analysts(config, analysts)
     ledger = _ledger_of(config)
     return _launch(config, tokens, ledger, 0, testing)
 

@@ -47,7 +47,7 @@ from typing import IO, Any
 from pinqpy.errors import BudgetExceededError, PinqError
 from pinqpy.remote.protocol import API_PREFIX, dumps, encode_error, encode_result, loads
 from pinqpy.remote.server.replay import LimitExceeded, TableNotFound, check_depth
-from pinqpy.remote.server.state import AnalystState, ServerState
+from pinqpy.remote.server.state import AnalystState, BadArguments, ServerState
 
 __all__ = ["INTERNAL_ERROR", "MAX_JSON_DEPTH", "UNAUTHORIZED", "create_app"]
 
@@ -159,6 +159,8 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
         except _Refusal as r:
             return fail(r.status, r.error)
         except PinqError as err:
+            if isinstance(err, BadArguments):
+                _log_fault(log, method, path, err.__cause__)
             return fail(_status(err), encode_error(err))
         except TimeoutError:
             return fail(
@@ -170,13 +172,20 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
             )
         except RecursionError:
             return fail(422, _error("the request nests more deeply than this server accepts"))
-        except Exception:
-            stream = log if log is not None else sys.stderr
-            print(f"pinqpy server: internal error answering {method} {path}:", file=stream)
-            traceback.print_exc(file=stream)
+        except Exception as exc:
+            _log_fault(log, method, path, exc)
             return fail(500, _error(INTERNAL_ERROR))
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+
+
+def _log_fault(log: IO[str] | None, method: str, path: str, exc: BaseException | None) -> None:
+    """The trace of a fault, for the curator's console only."""
+    stream = log if log is not None else sys.stderr
+    print(f"pinqpy server: fault answering {method} {path}:", file=stream)
+    if exc is not None:
+        traceback.print_exception(exc, file=stream)
+    stream.flush()
 
 
 def _bearer(header: str | None) -> str | None:

@@ -27,7 +27,7 @@ import secrets
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from pinqpy.errors import PinqError
@@ -120,11 +120,27 @@ class TokenStore:
                 f"[analysts.{name}] section first"
             )
         token = new_token()
-        with self._lock:
+        with self._lock, self._file_lock():
             hashes = self.read()
             hashes[name] = hash_token(token)
             self._write(hashes)
         return token
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Serialise read-change-write across processes (two curators' ``--add-analyst`` at
+        once must not lose a token), by an advisory lock on a file beside the tokens file."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: one writer at a time is assumed
+            yield
+            return
+        fd = os.open(str(self.path) + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     # -- verifying -----------------------------------------------------------------------
     def _current(self) -> tuple[tuple[str, bytes], ...]:

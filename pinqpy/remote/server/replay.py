@@ -37,9 +37,10 @@ read off the raw data before anything is decoded.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -71,11 +72,13 @@ from pinqpy.remote.protocol import decode_frame
 from pinqpy.remote.server.config import Limits
 
 __all__ = [
+    "DECODING_ERRORS",
     "LimitExceeded",
     "PartitionRegistry",
     "Replayer",
     "TableNotFound",
     "check_depth",
+    "decoding",
     "public_tables",
 ]
 
@@ -89,6 +92,22 @@ class TableNotFound(PinqError):
 
 class LimitExceeded(PinqError):
     """A request over one of the server's limits (its size, plan size, key counts)."""
+
+
+#: What a reader of JSON data may raise on a shape it did not expect (a dict where text
+#: belongs, say): the request is malformed, never the server at fault.
+DECODING_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
+
+@contextlib.contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Report any failure to read the request's ``what`` as a malformed request."""
+    try:
+        yield
+    except PinqError:
+        raise
+    except DECODING_ERRORS:
+        raise PinqError(f"the request's {what} is malformed") from None
 
 
 def check_depth(data: Any, limit: int, what: str = "the request") -> None:
@@ -170,7 +189,8 @@ class Replayer(PlanVisitor[Relation]):
     def relation(self, data: Any) -> Relation:
         """The checked relation of a plan's JSON data."""
         self.check_size(data)
-        plan = plan_from_data(data)
+        with decoding("plan"):
+            plan = plan_from_data(data)
         return self.visit(plan)
 
     def check_size(self, data: Any) -> None:
@@ -339,7 +359,8 @@ def public_tables(data: Any, limits: Limits) -> dict[str, pd.DataFrame]:
         raise PinqError("public must be an object of public tables by id")
     out = {}
     for pid, table in data.items():
-        frame = decode_frame(table)
+        with decoding("public table"):
+            frame = decode_frame(table)
         if len(frame) > limits.max_public_rows:
             raise LimitExceeded(
                 f"a public table has {len(frame)} rows; this server accepts at most "

@@ -56,9 +56,11 @@ from pinqpy.remote.protocol import decode_args, decode_value
 from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import AnalystSpec, ServerConfig, TableSpec
 from pinqpy.remote.server.replay import (
+    DECODING_ERRORS,
     LimitExceeded,
     PartitionRegistry,
     Replayer,
+    decoding,
     public_tables,
 )
 
@@ -66,6 +68,7 @@ __all__ = [
     "FRAME_METHODS",
     "PARTITION_METHODS",
     "AnalystState",
+    "BadArguments",
     "HookActive",
     "ServerState",
     "cost_doc",
@@ -78,6 +81,12 @@ FRAME_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax", "select
 PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax")
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
+
+
+class BadArguments(PinqError):
+    """An aggregation that failed on its arguments with a Python error rather than a pinqpy
+    one. The analyst is told which kind of error, never its text; the curator's log has the
+    trace (``__cause__``)."""
 
 
 class HookActive(Exception):
@@ -261,7 +270,8 @@ class ServerState:
                 f"{shown} is not an aggregation of {what}; the aggregations are "
                 + ", ".join(allowed)
             )
-        args = decode_args(body.get("args", {}))
+        with decoding("args"):
+            args = decode_args(body.get("args", {}))
         for name in _LIST_ARGS:
             v = args.get(name)
             if isinstance(v, list | tuple | dict | set):
@@ -273,7 +283,8 @@ class ServerState:
         target: Any = frame
         if partition is not None:
             p = _fields(partition, ("columns",), ("keys",))
-            keys = decode_value(p.get("keys"))
+            with decoding("partition keys"):
+                keys = decode_value(p.get("keys"))
             ref, prel = replayer.partition(rel, p["columns"], keys)
             target = Partition(frame, prel, ref, PrivateFrame._wrap)
         fn = getattr(target, method)
@@ -281,7 +292,7 @@ class ServerState:
             inspect.signature(fn).bind(**args)
         except TypeError as err:
             raise PinqError(f"{method}() was called with bad arguments: {err}") from None
-        return fn(**args)
+        return _call(method, fn, args)
 
     def _check_count(self, n: int, what: str) -> None:
         if n > self.limits.max_keys:
@@ -300,14 +311,35 @@ class ServerState:
                 f"the query has {len(query)} characters; this server accepts at most "
                 f"{self.limits.max_sql_chars}"
             )
-        epsilon = decode_value(body.get("epsilon"))
-        delta = decode_value(body.get("delta"))
+        with decoding("epsilon or delta"):
+            epsilon = decode_value(body.get("epsilon"))
+            delta = decode_value(body.get("delta"))
         explain = body.get("explain", False)
         if not isinstance(explain, bool):
             raise PinqError("explain must be true or false")
         if explain:
-            return a.session.explain(query, epsilon, delta)
-        return a.session.sql(query, epsilon, delta)
+            return _call(
+                "explain", a.session.explain, {"query": query, "epsilon": epsilon, "delta": delta}
+            )
+        return _call("sql", a.session.sql, {"query": query, "epsilon": epsilon, "delta": delta})
+
+
+def _call(what: str, fn: Any, args: dict[str, Any]) -> Any:
+    """``fn(**args)``, an API call on the analyst's arguments.
+
+    pinqpy refuses bad input with a pinqpy error; a plain Python error escaping the call
+    (a ``TypeError`` from an argument of the wrong kind, say) is the analyst's arguments
+    meeting code that did not expect them, so it is reported as a bad request
+    (:class:`BadArguments`, naming only the kind of error) and logged for the curator.
+    """
+    try:
+        return fn(**args)
+    except PinqError:
+        raise
+    except DECODING_ERRORS as err:
+        raise BadArguments(
+            f"{what}() could not use the arguments it was given ({type(err).__name__})"
+        ) from err
 
 
 def _fields(body: Any, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
