@@ -92,12 +92,13 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
     from starlette.routing import Route
 
     limits = state.limits
-    routes: dict[str, tuple[str, Callable[[AnalystState, Any], Any], bool]] = {
-        f"{API_PREFIX}/session": ("GET", state.session_doc, False),
-        f"{API_PREFIX}/budget": ("GET", state.budget_doc, False),
-        f"{API_PREFIX}/audit": ("GET", state.audit, True),
-        f"{API_PREFIX}/aggregate": ("POST", state.aggregate, True),
-        f"{API_PREFIX}/sql": ("POST", state.sql, True),
+    # path -> (HTTP method, the state's operation, whether its result is encode_result'ed)
+    routes: dict[str, tuple[str, str, bool]] = {
+        f"{API_PREFIX}/session": ("GET", "session_doc", False),
+        f"{API_PREFIX}/budget": ("GET", "budget_doc", False),
+        f"{API_PREFIX}/audit": ("GET", "audit", True),
+        f"{API_PREFIX}/aggregate": ("POST", "aggregate", True),
+        f"{API_PREFIX}/sql": ("POST", "sql", True),
     }
     scrub = _scrubber(state)
 
@@ -144,7 +145,8 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
                 raise _Refusal(
                     404, _error(f"no such endpoint; the endpoints are under {API_PREFIX}/")
                 )
-            want, fn, wrap = route
+            want, operation, wrap = route
+            fn = getattr(state, operation)
             if method != want and not (method == "HEAD" and want == "GET"):
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
             doc: Any = None

@@ -1,0 +1,201 @@
+"""The server's app in this process (Starlette's test client), for what a real process cannot
+show cheaply: the run-time limit, test hooks, internal faults; and ``--demo`` end to end."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import httpx
+import pytest
+
+with warnings.catch_warnings():  # starlette would rather its test client used httpx2
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+import pinqpy as pq
+from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+from pinqpy.errors import PinqError
+from pinqpy.plan.serialize import plan_to_data
+from pinqpy.remote.protocol import decode_result, encode_args
+from pinqpy.remote.server.app import INTERNAL_ERROR, create_app
+from pinqpy.remote.server.auth import TokenStore
+from pinqpy.remote.server.config import load_config
+from pinqpy.remote.server.run import serve_command
+from pinqpy.remote.server.state import ServerState
+from tests.remote.harness import _command, _env, default_config
+
+STAND_IN = pq.PrivateFrame(
+    load_pums().iloc[:0], pq.Budget(1), name="pums", bounds=PUMS_BOUNDS, keys=PUMS_KEYS
+)
+
+
+def count_body(frame: pq.PrivateFrame = STAND_IN, epsilon: float = 0.5) -> dict[str, object]:
+    return {
+        "plan": plan_to_data(frame._plan),
+        "method": "count",
+        "args": encode_args({"epsilon": epsilon}),
+    }
+
+
+@pytest.fixture
+def app(tmp_path):
+    def make(extra: str = "", testing: str | None = None):
+        text = default_config().replace("[tables.pums]", extra + "\n[tables.pums]")
+        (tmp_path / "server.toml").write_text(text)
+        cfg = load_config(tmp_path / "server.toml")
+        token = TokenStore(cfg.tokens, cfg.analysts).add("alice")
+        state = ServerState(cfg, testing=testing)
+        log = io.StringIO()
+        client = TestClient(create_app(state, log=log), raise_server_exceptions=False)
+        client.headers["Authorization"] = f"Bearer {token}"
+        made.append(state)
+        return state, client, log
+
+    made: list[ServerState] = []
+    yield make
+    for s in made:
+        s.close()
+
+
+def spent(state: ServerState) -> object:
+    return state.analysts["alice"].budgets["pums"].spent
+
+
+def test_the_run_time_limit_answers_504_and_the_charge_stands(app, monkeypatch):
+    state, client, _ = app("[server.limits]\nquery_timeout_s = 0.2\n")
+    real = state.aggregate
+
+    def slow(a, body):
+        out = real(a, body)  # charged and answered ...
+        time.sleep(1.0)  # ... but too late
+        return out
+
+    monkeypatch.setattr(state, "aggregate", slow)
+    r = client.post("/v1/aggregate", json=count_body(epsilon=0.5))
+    assert r.status_code == 504
+    assert "ran longer than this server allows (0.2 s)" in r.json()["error"]["message"]
+    assert spent(state) == pq.Cost(0.5)
+
+
+def test_a_test_hook_in_force_makes_a_normal_server_refuse(app):
+    state, client, log = app()
+    with pq.testing.no_noise():
+        r = client.post("/v1/aggregate", json=count_body())
+    assert r.status_code == 500
+    assert r.json() == {"error": {"type": "PinqError", "message": INTERNAL_ERROR}}
+    assert "HookActive" in log.getvalue()
+    assert spent(state) == pq.Cost(0)
+    assert client.post("/v1/aggregate", json=count_body()).status_code == 200
+
+
+def test_testing_mode_answers_as_the_local_api_under_the_same_hook(app):
+    _, client, _ = app(testing="seed=7")
+    local = pq.PrivateFrame(load_pums(), pq.Budget(10), bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    for _ in range(2):  # re-seeded for every request
+        remote = decode_result(client.post("/v1/aggregate", json=count_body()).json()["result"])
+        with pq.testing.seed(7):
+            assert int(remote) == int(local.count(epsilon=0.5))
+    _, exact, _ = app(testing="no-noise")
+    r = exact.post("/v1/aggregate", json=count_body(STAND_IN.where("age >= 65")))
+    assert int(decode_result(r.json()["result"])) == int((load_pums()["age"] >= 65).sum())
+
+
+def test_an_internal_fault_says_nothing_but_the_log_has_the_trace(app, monkeypatch):
+    state, client, log = app()
+
+    def broken(a, body):
+        raise ValueError("private detail 4321 in /srv/secret")
+
+    monkeypatch.setattr(state, "sql", broken)
+    r = client.post("/v1/sql", json={"query": "SELECT 1"})
+    assert r.status_code == 500
+    assert r.json() == {"error": {"type": "PinqError", "message": INTERNAL_ERROR}}
+    assert "private detail 4321" in log.getvalue()
+
+
+def test_server_paths_are_scrubbed_from_pinqpy_messages(app, monkeypatch, tmp_path):
+    state, client, _ = app()
+    where = str(state.config.ledger)
+
+    def failing(a, body):
+        raise PinqError(f"the ledger {where!r} is locked")
+
+    monkeypatch.setattr(state, "sql", failing)
+    r = client.post("/v1/sql", json={"query": "SELECT 1"})
+    assert r.status_code == 400
+    assert str(tmp_path) not in r.text and "<server>" in r.text
+
+
+def test_a_declared_oversized_body_is_refused_before_it_is_read(app):
+    _, client, _ = app("[server.limits]\nmax_request_bytes = 100\n")
+    r = client.post("/v1/sql", content=b"{" + b" " * 200 + b"}")
+    assert r.status_code == 413
+
+
+def test_usage_errors_are_one_line_and_status_2(tmp_path):
+    err = io.StringIO()
+    assert serve_command(None, err=err) == 2
+    assert serve_command("x.toml", demo=True, err=err) == 2
+    assert serve_command(None, demo=True, add_analyst="x", err=err) == 2
+    assert serve_command("x.toml", port=70000, err=err) == 2
+    assert serve_command("x.toml", testing="loud", err=err) == 2
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 5 and all(line.startswith("pinqpy serve: ") for line in lines)
+    err = io.StringIO()
+    assert serve_command(str(tmp_path / "none.toml"), err=err) == 1
+    assert "does not exist" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+    (tmp_path / "s.toml").write_text(default_config())
+    err, out = io.StringIO(), io.StringIO()
+    assert serve_command(str(tmp_path / "s.toml"), add_analyst="mallory", out=out, err=err) == 1
+    assert "not an analyst of this config" in err.getvalue()
+    assert serve_command(str(tmp_path / "s.toml"), add_analyst="alice", out=out, err=err) == 0
+    token = re.search(r"^token: (\S+)$", out.getvalue(), re.M).group(1)
+    assert TokenStore(tmp_path / "tokens.json", ["alice"]).verify(token) == "alice"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
+def test_demo_serves_pums_and_prints_the_token_and_connect_line():
+    proc = subprocess.Popen(
+        _command("--demo", "--port", "0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        while not any(line.startswith("pq.connect(") for line in lines):
+            line = proc.stdout.readline()
+            assert line, "\n".join(lines)
+            lines.append(line.rstrip("\n"))
+        text = "\n".join(lines)
+        url = re.search(r"^listening on (http://127\.0\.0\.1:(\d+))$", text, re.M).group(1)
+        assert not url.endswith(":0")
+        token = re.search(r"^token: (\S+)$", text, re.M).group(1)
+        assert f'pq.connect("{url}", token="{token}")' in lines
+        assert re.search(r"^tables: pums\b", text, re.M)
+        assert re.search(r"^analysts: demo\b", text, re.M)
+        for _ in range(200):
+            try:
+                r = httpx.get(url + "/v1/session", headers={"Authorization": f"Bearer {token}"})
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        doc = r.json()["result"]
+        assert doc["analyst"] == "demo" and [t["name"] for t in doc["tables"]] == ["pums"]
+        from pinqpy.plan.serialize import plan_from_data
+
+        table = plan_from_data(doc["tables"][0]["plan"]).table
+        assert dict(table.bounds) == {k: tuple(map(float, v)) for k, v in PUMS_BOUNDS.items()}
+        assert {k: list(v) for k, v in table.keys.items()} == PUMS_KEYS
+        assert Path(re.search(r"^ledger: (\S+)$", text, re.M).group(1)).exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
