@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -28,7 +30,7 @@ from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import load_config
 from pinqpy.remote.server.run import serve_command
 from pinqpy.remote.server.state import ServerState
-from tests.remote.harness import _command, _env, default_config
+from tests.remote.harness import _command, _env, default_config, start_server
 
 STAND_IN = pq.PrivateFrame(
     load_pums().iloc[:0], pq.Budget(1), name="pums", bounds=PUMS_BOUNDS, keys=PUMS_KEYS
@@ -199,3 +201,31 @@ def test_demo_serves_pums_and_prints_the_token_and_connect_line():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificate")
+def test_tls_serves_https_with_the_configured_certificate(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    config = default_config().replace(
+        'tokens = "tokens.json"',
+        'tokens = "tokens.json"\ntls_certfile = "cert.pem"\ntls_keyfile = "key.pem"',
+    )
+    server = start_server(tmp_path, config)
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        assert any(line == f"listening on {server.url}" for line in server.output)
+        trust = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(base_url=server.url, verify=trust) as c:
+            assert c.get("/v1/session").status_code == 401
+            r = c.get("/v1/session", headers=server.headers())
+            assert r.status_code == 200 and r.json()["result"]["analyst"] == "alice"
+        with pytest.raises(httpx.TransportError):  # not over plain http
+            httpx.get(server.url.replace("https", "http") + "/v1/session", timeout=5)
+    finally:
+        server.stop()
