@@ -3,6 +3,7 @@ show cheaply: the run-time limit, test hooks, internal faults; and ``--demo`` en
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import shutil
@@ -229,3 +230,62 @@ def test_tls_serves_https_with_the_configured_certificate(tmp_path):
             httpx.get(server.url.replace("https", "http") + "/v1/session", timeout=5)
     finally:
         server.stop()
+
+
+def _post(client: TestClient, body: dict[str, object]) -> object:
+    r = client.post("/v1/aggregate", json=body)
+    assert r.status_code == 200, r.text
+    return decode_result(r.json()["result"])
+
+
+def _agg(frame: pq.PrivateFrame, method: str, partition=None, **args: object) -> dict:
+    return {
+        "plan": plan_to_data(frame._plan),
+        "partition": partition,
+        "method": method,
+        "args": encode_args(args),
+    }
+
+
+def test_every_aggregation_answers_as_the_local_api(app):
+    state, client, _ = app(testing="no-noise")
+    local = pq.PrivateFrame(load_pums(), pq.Budget(100, 1e-3), bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    adults = STAND_IN.where("age >= 18")
+    cases = [
+        ("count", {"epsilon": 0.1}),
+        ("sum", {"column": "income", "epsilon": 0.1}),
+        ("mean", {"column": pq.col("income") / 1000, "epsilon": 0.1, "bounds": (0, 500)}),
+        ("median", {"column": "age", "epsilon": 0.1}),
+        ("quantile", {"column": "age", "q": 0.9, "epsilon": 0.1}),
+        ("argmax", {"column": "educ", "candidates": list(range(1, 17)), "epsilon": 0.1}),
+        ("select_keys", {"columns": "race", "epsilon": 0.5, "delta": 1e-7}),
+    ]
+    with pq.testing.no_noise():
+        for method, args in cases:
+            got = _post(client, _agg(adults, method, **args))
+            want = getattr(local.where("age >= 18"), method)(**args)
+            assert got == want if method == "select_keys" else float(got) == float(want), method
+        preview = _post(client, _agg(adults, "accuracy", aggregation="mean", column="age",
+                                     epsilon=0.2))  # fmt: skip
+        want = local.where("age >= 18").accuracy("mean", "age", epsilon=0.2)
+        assert list(preview.charge.values()) == list(want.charge.values())
+        # The charge is labelled by the budget's repr, which is the server's own budget.
+        assert dataclasses.replace(preview, charge={}) == dataclasses.replace(want, charge={})
+        series = _post(client, _agg(adults, "mean", {"columns": ["sex"], "keys": [0, 1]},
+                                    column="income", epsilon=0.2))  # fmt: skip
+        want = local.where("age >= 18").partition("sex", keys=[0, 1]).mean("income", epsilon=0.2)
+        assert list(series.index) == [0, 1] and list(series) == list(want)
+        assert series.ci(0.9).shape == (2, 2)
+    total = state.analysts["alice"].budgets["pums"].spent
+    assert total == local.budgets[0].spent
+
+
+def test_the_parts_of_a_partition_asked_one_by_one_charge_the_largest(app):
+    state, client, _ = app()
+    parts = STAND_IN.partition("sex", keys=[0, 1])
+    _post(client, _agg(parts[0], "count", epsilon=0.25))
+    _post(client, _agg(parts[1].where("age > 30"), "count", epsilon=0.5))
+    _post(client, _agg(parts[0], "count", epsilon=0.125))
+    assert spent(state) == pq.Cost(0.5)  # max(0.25 + 0.125, 0.5)
+    _post(client, _agg(STAND_IN, "count", {"columns": "sex", "keys": [0, 1]}, epsilon=0.25))
+    assert spent(state) == pq.Cost(0.75)  # every part grew by 0.25
