@@ -1,8 +1,7 @@
 """A real pinqpy server in a child process on 127.0.0.1, for the remote tests.
 
->>> server = start_server(tmp_path)                     # doctest: +SKIP
->>> httpx.get(server.url + "/v1/budget",
-...           headers={"Authorization": f"Bearer {server.tokens['alice']}"})  # doctest: +SKIP
+    server = start_server(tmp_path)
+    httpx.get(server.url + "/v1/budget", headers=server.headers("alice"))
 
 :func:`start_server` writes a config (by default the bundled PUMS sample as table ``pums``,
 analyst ``alice`` with her own budget of epsilon 10, delta 1e-6, the ledger and tokens in

@@ -289,3 +289,41 @@ def test_the_parts_of_a_partition_asked_one_by_one_charge_the_largest(app):
     assert spent(state) == pq.Cost(0.5)  # max(0.25 + 0.125, 0.5)
     _post(client, _agg(STAND_IN, "count", {"columns": "sex", "keys": [0, 1]}, epsilon=0.25))
     assert spent(state) == pq.Cost(0.75)  # every part grew by 0.25
+
+
+@pytest.mark.parametrize("source", ["duckdb", "parquet"])
+def test_duckdb_and_parquet_sources(tmp_path, source):
+    pytest.importorskip("duckdb" if source == "duckdb" else "pyarrow")
+    rows = load_pums()
+    if source == "duckdb":
+        import duckdb
+
+        con = duckdb.connect(str(tmp_path / "census.duckdb"))
+        con.execute("CREATE TABLE people AS SELECT * FROM rows")
+        con.close()
+        table = 'source = "duckdb"\ndatabase = "census.duckdb"\ntable = "people"'
+    else:
+        rows.to_parquet(tmp_path / "people.parquet")
+        table = 'source = "parquet"\npath = "people.parquet"\nengine = "duckdb"'
+    config = f"""
+[server]
+ledger = "l.db"
+[tables.people]
+{table}
+bounds = {{ age = [0, 100] }}
+schema = {{ age = "int" }}
+[analysts.alice]
+tables = ["people"]
+budget = {{ epsilon = 1 }}
+"""
+    (tmp_path / "s.toml").write_text(config)
+    state = ServerState(load_config(tmp_path / "s.toml"), testing="no-noise")
+    try:
+        a = state.analysts["alice"]
+        assert a.session.table("people").engine == "duckdb"
+        with state.hooks():  # as each request runs: here, with noise off
+            got = state.sql(a, {"query": "SELECT COUNT(*) AS n FROM people WHERE age >= 65",
+                                "epsilon": 0.5})  # fmt: skip
+        assert int(got["n"][0]) == int((rows["age"] >= 65).sum())
+    finally:
+        state.close()

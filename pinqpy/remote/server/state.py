@@ -25,7 +25,10 @@ Test hooks: the server never turns one on for a request. A server started in tes
 curator's environment) runs every request under that hook, one request at a time; with
 ``seed=N`` the source is re-seeded with ``N`` before each request, so a request's answer is
 the local answer under ``pinqpy.testing.seed(N)``. A server not in testing mode refuses to
-answer while a hook is somehow in force (:class:`HookActive`).
+answer while a hook is somehow in force (:class:`HookActive`). The hooks are process-wide
+(module state of :mod:`pinqpy.noise.source`, under its lock), not per thread: a hook set for
+one request is in force in every worker thread, which is why testing mode runs requests one
+at a time, and why no request may ever set one.
 """
 
 from __future__ import annotations
@@ -122,14 +125,18 @@ def open_table(spec: TableSpec) -> Wrapped:
         return read_file(str(spec.path), spec.format or "parquet", "spark", schema=schema)
     import duckdb
 
+    # The database is attached read-only to a connection of the server's own, where pinqpy
+    # can make the views it reads through; the curator's file is never written.
+    con = duckdb.connect()
+    path = str(spec.database).replace("'", "''")
     try:
-        con = duckdb.connect(str(spec.database), read_only=True)
+        con.execute(f"ATTACH '{path}' AS curated (READ_ONLY)")
     except duckdb.Error as err:
         raise PinqError(
             f"the duckdb database {str(spec.database)!r} of table {spec.name!r} cannot be "
             f"opened ({type(err).__name__})"
         ) from None
-    return wrap(spec.table, "duckdb", con, schema)
+    return wrap(f"curated.{spec.table}", "duckdb", con, schema)
 
 
 @dataclass
