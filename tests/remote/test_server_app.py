@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 
 with warnings.catch_warnings():  # starlette would rather its test client used httpx2
@@ -24,11 +25,13 @@ with warnings.catch_warnings():  # starlette would rather its test client used h
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
 from pinqpy.errors import PinqError
+from pinqpy.plan.canonical import canonical_plan
 from pinqpy.plan.serialize import plan_to_data
 from pinqpy.remote.protocol import decode_result, encode_args
 from pinqpy.remote.server.app import INTERNAL_ERROR, create_app
 from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import load_config
+from pinqpy.remote.server.replay import Replayer
 from pinqpy.remote.server.run import serve_command
 from pinqpy.remote.server.state import ServerState
 from tests.remote.harness import _command, _env, default_config, start_server
@@ -325,5 +328,34 @@ budget = {{ epsilon = 1 }}
             got = state.sql(a, {"query": "SELECT COUNT(*) AS n FROM people WHERE age >= 65",
                                 "epsilon": 0.5})  # fmt: skip
         assert int(got["n"][0]) == int((rows["age"] >= 65).sum())
+    finally:
+        state.close()
+
+
+def test_a_configured_max_rows_is_the_bound_in_the_analysts_plan_not_a_second_one(tmp_path):
+    rows = pd.DataFrame({"pid": [1, 1, 1, 2, 3, 3], "minutes": [5, 6, 7, 8, 9, 10]})
+    rows.to_csv(tmp_path / "visits.csv", index=False)
+    (tmp_path / "s.toml").write_text(
+        '[tables.visits]\nsource = "csv"\npath = "visits.csv"\nprivacy_unit = "pid"\n'
+        "max_rows = 2\nbounds = { minutes = [0, 60] }\n"
+        '[analysts.alice]\ntables = ["visits"]\nbudget = { epsilon = 1 }\n'
+    )
+    state = ServerState(load_config(tmp_path / "s.toml"))
+    try:
+        a = state.analysts["alice"]
+        handed = a.session.table("visits")  # what /v1/session describes
+        assert type(handed._plan).__name__ == "BoundContributions"
+        client = pq.PrivateFrame(
+            rows.iloc[:0], pq.Budget(1), name="visits", privacy_unit="pid",
+            bounds={"minutes": (0, 60)},
+        ).bound_contributions(2)  # fmt: skip
+        sent = client.where("minutes > 5")
+        rel = Replayer(a.tables(), a.registry, state.limits).relation(plan_to_data(sent._plan))
+        local = handed.where("minutes > 5")._rel
+        text = canonical_plan(rel.plan, lambda t: t.name, rel.catalog)
+        assert text == canonical_plan(local.plan, lambda t: t.name, local.catalog)
+        assert text.count("bound(") == 1
+        assert rel.stabilities() == local.stabilities()
+        assert rel.plan.child.child is local.plan.child.child  # one Source, shared
     finally:
         state.close()

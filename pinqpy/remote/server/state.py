@@ -54,6 +54,7 @@ from pinqpy.engines.registry import Wrapped, read_file, wrap
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.nodes import Source
 from pinqpy.plan.serialize import plan_to_data
 from pinqpy.remote.protocol import decode_args, decode_value
 from pinqpy.remote.server.auth import TokenStore
@@ -147,14 +148,31 @@ class AnalystState:
     session: Session
     budgets: dict[str, Budget]
     registry: PartitionRegistry = field(default_factory=PartitionRegistry)
+    sources: dict[str, Relation] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for t in self.spec.tables:
+            self.sources[t] = base_relation(self.session.table(t)._rel)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def tables(self) -> dict[str, Relation]:
-        """The server's relation of each granted table, by name."""
-        return {t: self.session.table(t)._rel for t in self.spec.tables}
+        """The relation a plan's ``Source`` of each granted table stands for, by name: the
+        table itself, before any step the session's frame adds on top (a configured
+        ``max_rows`` is a ``BoundContributions`` node of the plan the analyst is handed,
+        which the analyst's plan holds and replay rebuilds)."""
+        return self.sources
+
+
+def base_relation(rel: Relation) -> Relation:
+    """The relation of the one ``Source`` under a registered table's plan (the same node
+    object every time, so plans of one table share it as they do locally)."""
+    node = rel.plan
+    while not isinstance(node, Source):
+        (node,) = node.children
+    return Relation(node, rel.catalog)
 
 
 class ServerState:
