@@ -359,3 +359,29 @@ def test_a_configured_max_rows_is_the_bound_in_the_analysts_plan_not_a_second_on
         assert rel.plan.child.child is local.plan.child.child  # one Source, shared
     finally:
         state.close()
+
+
+def test_a_body_slower_than_the_time_limit_is_refused_408(app):
+    import anyio
+
+    state, client, _ = app("[server.limits]\nquery_timeout_s = 0.2\n")
+    token = client.headers["Authorization"].encode()
+    asgi = create_app(state)
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        await anyio.sleep(5)  # the body never comes
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/sql", "raw_path": b"/v1/sql", "query_string": b"",
+        "root_path": "", "headers": [(b"authorization", token)], "server": ("test", 80),
+        "client": ("test", 1),
+    }  # fmt: skip
+    anyio.run(asgi, scope, receive, send)
+    assert sent[0]["status"] == 408
+    assert b"took too long to arrive" in sent[1]["body"]

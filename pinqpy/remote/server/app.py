@@ -23,12 +23,13 @@ Every request is handled in the same order, each step before any later one can h
 
 Statuses: 200 ``{"result": ...}``; 400 a pinqpy error (malformed request, bad arguments, a
 refused query); 401 no valid token; 403 a table the analyst may not query (unknown or not
-granted, alike); 409 the budget does not cover the query; 413 the body is too large; 422 over
-a complexity limit; 504 over the run-time limit; 500 an internal fault. Error bodies are
-``{"error": encode_error(...)}``: a pinqpy error's class and message, which never quote a data
-value. An internal fault answers a fixed message and nothing else (no trace, no exception
-text); the trace goes to the curator's console only. Messages are also scrubbed of the
-server's own paths (its config folder, ledger and table files).
+granted, alike); 404 no such endpoint; 405 the wrong HTTP method; 408 a body slower to arrive
+than ``query_timeout_s``; 409 the budget does not cover the query; 413 the body is too large;
+422 over a complexity limit; 504 over the run-time limit; 500 an internal fault. Error bodies
+are ``{"error": encode_error(...)}``: a pinqpy error's class and message, which never quote a
+data value. An internal fault answers a fixed message and nothing else (no trace, no
+exception text); the trace goes to the curator's console only. Messages are also scrubbed of
+the server's own paths (its config folder, ledger and table files).
 
 **The run-time limit** (``query_timeout_s``) can only trip while the work runs, and the work
 charges the budget before it reads any data: a request that answers 504 may have been charged,
@@ -151,7 +152,12 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
             doc: Any = None
             if want == "POST":
-                doc = loads(await read_body(request), limits.max_request_bytes)
+                # A body trickling in holds no worker, but it is bounded in time all the same.
+                with anyio.move_on_after(limits.query_timeout_s) as reading:
+                    raw = await read_body(request)
+                if reading.cancelled_caught:
+                    raise _Refusal(408, _error("the request body took too long to arrive"))
+                doc = loads(raw, limits.max_request_bytes)
                 check_depth(doc, MAX_JSON_DEPTH)
             with anyio.fail_after(limits.query_timeout_s):
                 body = await anyio.to_thread.run_sync(

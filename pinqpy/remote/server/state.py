@@ -75,6 +75,7 @@ __all__ = [
     "BadArguments",
     "HookActive",
     "ServerState",
+    "base_relation",
     "cost_doc",
     "open_table",
     "parse_testing",
