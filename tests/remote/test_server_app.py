@@ -385,3 +385,13 @@ def test_a_body_slower_than_the_time_limit_is_refused_408(app):
     anyio.run(asgi, scope, receive, send)
     assert sent[0]["status"] == 408
     assert b"took too long to arrive" in sent[1]["body"]
+
+
+def test_a_tokens_file_gone_bad_is_an_internal_fault_not_a_message(app):
+    state, client, log = app()
+    state.config.tokens.chmod(0o666)
+    r = client.get("/v1/budget")
+    assert r.status_code == 500 and "tokens" not in r.text
+    assert "writable by other users" in log.getvalue()
+    state.config.tokens.chmod(0o600)
+    assert client.get("/v1/budget").status_code == 200

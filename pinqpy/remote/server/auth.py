@@ -60,7 +60,7 @@ class TokenStore:
         self.path = Path(path)
         self.analysts = frozenset(analysts)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._hashes: tuple[tuple[str, bytes], ...] = ()
 
     # -- the file ------------------------------------------------------------------------
@@ -147,7 +147,8 @@ class TokenStore:
         """The hashes of the config's analysts, reread when the file changed."""
         try:
             st = self.path.stat()
-            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+            # ctime changes with the contents and with the file's mode or owner too.
+            stamp: tuple[int, ...] | None = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             stamp = None
         with self._lock:

@@ -222,7 +222,15 @@ class ServerState:
 
     # -- requests ------------------------------------------------------------------------
     def authenticate(self, token: object) -> AnalystState | None:
-        name = self.tokens.verify(token)
+        """The analyst a token belongs to, or None.
+
+        A tokens file that became unusable while the server runs is the curator's fault, not
+        the caller's: it is raised as a plain error (an internal fault, logged), so nobody
+        without a token learns anything about the server's files."""
+        try:
+            name = self.tokens.verify(token)
+        except PinqError as err:
+            raise RuntimeError(str(err)) from None
         return None if name is None else self.analysts.get(name)
 
     @contextlib.contextmanager
