@@ -395,3 +395,18 @@ def test_a_tokens_file_gone_bad_is_an_internal_fault_not_a_message(app):
     assert "writable by other users" in log.getvalue()
     state.config.tokens.chmod(0o600)
     assert client.get("/v1/budget").status_code == 200
+
+
+def test_a_bad_tls_certificate_is_one_line_and_status_1(tmp_path):
+    (tmp_path / "cert.pem").write_text("not a certificate")
+    (tmp_path / "key.pem").write_text("not a key")
+    config = default_config().replace(
+        'tokens = "tokens.json"',
+        'tokens = "tokens.json"\ntls_certfile = "cert.pem"\ntls_keyfile = "key.pem"',
+    )
+    (tmp_path / "s.toml").write_text(config)
+    out, err = io.StringIO(), io.StringIO()
+    assert serve_command(str(tmp_path / "s.toml"), port=0, out=out, err=err) == 1
+    assert err.getvalue().startswith("pinqpy serve: cannot serve TLS with ")
+    assert len(err.getvalue().splitlines()) == 1
+    assert "listening on" not in out.getvalue()
