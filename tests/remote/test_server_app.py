@@ -410,3 +410,44 @@ def test_a_bad_tls_certificate_is_one_line_and_status_1(tmp_path):
     assert err.getvalue().startswith("pinqpy serve: cannot serve TLS with ")
     assert len(err.getvalue().splitlines()) == 1
     assert "listening on" not in out.getvalue()
+
+
+def test_concurrent_requests_on_a_duckdb_table_all_answer(tmp_path):
+    import threading
+
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    rows = load_pums()
+    rows.to_parquet(tmp_path / "people.parquet")
+    (tmp_path / "s.toml").write_text(
+        '[tables.people]\nsource = "parquet"\npath = "people.parquet"\nengine = "duckdb"\n'
+        "bounds = { age = [0, 100], income = [0, 500000] }\n"
+        '[analysts.alice]\ntables = ["people"]\nbudget = { epsilon = 100 }\n'
+    )
+    state = ServerState(load_config(tmp_path / "s.toml"))
+    a = state.analysts["alice"]
+    stand_in = pq.PrivateFrame(rows.iloc[:0], pq.Budget(1), name="people", bounds={"age": (0, 100)})
+    failures: list[str] = []
+
+    def client(t: int) -> None:
+        for i in range(8):
+            try:
+                if i % 2:
+                    q = f"SELECT sex, COUNT(*) AS n FROM people WHERE age > {t * 10 + i} "
+                    state.sql(a, {"query": q + "GROUP BY sex IN (0, 1)", "epsilon": 0.01})
+                else:
+                    body = count_body(stand_in.where(f"age > {t * 10 + i}"), epsilon=0.01)
+                    state.aggregate(a, body)
+            except Exception as err:
+                failures.append(f"{type(err).__name__}: {err}")
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(6)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert failures == []
+        assert a.budgets["people"].spent.epsilon == pytest.approx(0.48)
+    finally:
+        state.close()

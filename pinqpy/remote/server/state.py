@@ -186,6 +186,7 @@ class ServerState:
         self.tokens = TokenStore(config.tokens, config.analysts)
         self.tokens.load()
         self._serial = threading.Lock()
+        self._engine_lock = threading.Lock()
         self.ledger = Ledger(config.ledger)
         try:
             handles = {name: open_table(spec) for name, spec in config.tables.items()}
@@ -326,7 +327,21 @@ class ServerState:
             inspect.signature(fn).bind(**args)
         except TypeError as err:
             raise PinqError(f"{method}() was called with bad arguments: {err}") from None
-        return _call(method, fn, args)
+        with self._engine(rel.engine != "pandas"):
+            return _call(method, fn, args)
+
+    @contextlib.contextmanager
+    def _engine(self, shared: bool) -> Iterator[None]:
+        """One request at a time on the DuckDB and Spark engines.
+
+        Their tables are read through a connection the whole server shares, and a DuckDB
+        connection refuses concurrent use (it fails mid-query, which would be after the
+        charge). pandas tables are read by each request on its own thread."""
+        if not shared:
+            yield
+            return
+        with self._engine_lock:
+            yield
 
     def _check_count(self, n: int, what: str) -> None:
         if n > self.limits.max_keys:
@@ -351,11 +366,12 @@ class ServerState:
         explain = body.get("explain", False)
         if not isinstance(explain, bool):
             raise PinqError("explain must be true or false")
-        if explain:
-            return _call(
-                "explain", a.session.explain, {"query": query, "epsilon": epsilon, "delta": delta}
-            )
-        return _call("sql", a.session.sql, {"query": query, "epsilon": epsilon, "delta": delta})
+        call = {"query": query, "epsilon": epsilon, "delta": delta}
+        # A query may name any granted table.
+        with self._engine(any(r.engine != "pandas" for r in a.tables().values())):
+            if explain:
+                return _call("explain", a.session.explain, call)
+            return _call("sql", a.session.sql, call)
 
 
 def _call(what: str, fn: Any, args: dict[str, Any]) -> Any:
