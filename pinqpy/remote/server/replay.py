@@ -288,7 +288,11 @@ class Replayer(PlanVisitor[Relation]):
             key = check_keys([node.key], ref.key_columns, rel.schema)[0]
         except PinqError:
             key = node.key
-        if key not in frozenset(ref.keys):
+        try:
+            listed = key in frozenset(ref.keys)
+        except TypeError:  # an unhashable key (the JSON form allows a mapping)
+            listed = False
+        if not listed:
             raise PinqError("a part's key is not one of its partition's keys")
         memo_key = ("part", id(ref), key)
         hit = self._memo.get(memo_key)  # type: ignore[call-overload]
