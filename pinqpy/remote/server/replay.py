@@ -38,6 +38,7 @@ read off the raw data before anything is decoded.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -240,7 +241,9 @@ class Replayer(PlanVisitor[Relation]):
             parent_text = canonical_plan(parent.plan, lambda t: t.id, parent.catalog)
         except NotCanonical:
             return ref, rel
-        identity = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}"
+        text = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}"
+        # Kept by its hash: the text of a partition with many keys is long.
+        identity = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         agent = self.registry.agent(identity, fresh)
         if agent is fresh:
             return ref, rel
