@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import re
 import subprocess
@@ -282,7 +283,7 @@ def test_oversized_and_malformed_bodies(server, http):
 def test_testing_mode_needs_the_curators_switch(tmp_path):
     config = tmp_path / "server.toml"
     config.write_text(default_config())
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PINQPY_TESTING"}
+    env = {k: v for k, v in os.environ.items() if k != "PINQPY_TESTING"}
     done = subprocess.run(
         _command(str(config), "--testing", "no-noise", "--port", "0"),
         capture_output=True, text=True, env=env, timeout=60,
