@@ -47,11 +47,13 @@ __all__ = [
     "decode",
     "encode",
     "fingerprint",
+    "from_data",
     "get",
     "grid_digest",
     "key",
     "persistent_key",
     "put",
+    "to_data",
 ]
 
 _FINGERPRINTS: weakref.WeakKeyDictionary[TableRef, str] = weakref.WeakKeyDictionary()
@@ -447,6 +449,23 @@ def _from_data(x: Any, depth: int = 0) -> Any:
                 raise PinqError("the ledger holds a malformed answer (an unknown field)")
         return obj
     raise PinqError("the ledger holds a malformed answer (an unknown tag)")
+
+
+def to_data(released: Any) -> Any:
+    """An answer (or any value made of pinqpy's result objects) as JSON data; raises
+    :class:`NotStorable` if it has no data form."""
+    try:
+        return _to_data(released)
+    except RecursionError:
+        raise NotStorable from None
+
+
+def from_data(data: Any) -> Any:
+    """The value :func:`to_data` wrote; rebuilds only pinqpy's own result classes."""
+    try:
+        return _from_data(data)
+    except RecursionError:
+        raise PinqError("the ledger holds a malformed answer (nested too deeply)") from None
 
 
 def encode(released: Any) -> str:
