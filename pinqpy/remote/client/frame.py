@@ -164,9 +164,7 @@ class RemoteFrame(PrivateFrame):
     __slots__ = ("_link",)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        raise PinqError(
-            "a remote frame comes from a server session: pq.connect(url).table(name)"
-        )
+        raise PinqError("a remote frame comes from a server session: pq.connect(url).table(name)")
 
     @classmethod
     def _from_file(cls, *args: Any, **kwargs: Any) -> PrivateFrame:

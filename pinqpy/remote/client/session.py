@@ -50,7 +50,9 @@ _STUB_DTYPES = {
 }
 
 
-def connect(url: str, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> RemoteSession:
+def connect(
+    url: str, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT
+) -> RemoteSession:
     """Connect to the pinqpy server at ``url`` as the analyst whose token is ``token`` (else
     the environment variable ``PINQPY_TOKEN``).
 
