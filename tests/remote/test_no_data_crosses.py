@@ -1,0 +1,220 @@
+"""No data crosses the wire: every response body of a long session, read raw, holds no private
+value, no exact row count or aggregate, no server path and no fingerprint of the data.
+
+The server runs as in production (real noise, a ledger). Every body the client receives is
+recorded by an httpx response hook, before the client decodes it, so nothing the client does
+afterwards can hide a leak.
+
+Exact aggregates are looked for only where noise makes a coincidence impossible: the sums and
+means are released with lattice noise whose grid is a power of two, and every secret number
+below has cents that no such grid holds; the exact row count is asked for only at
+``epsilon = 1e-6``, where the discrete noise is zero with probability ``tanh(5e-7) < 1e-6``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+import pinqpy as pq
+from pinqpy.pipeline import answers
+from tests.remote.harness import start_server
+
+N_ROWS = 1237
+SECRET_AGE = 7319  # one person's age, far outside the public bounds
+SECRET_NAME = "Zebulon-Quartz"
+STATES = ["CA", "NY", "TX"]
+
+
+def people() -> pd.DataFrame:
+    rng = np.random.default_rng(17)
+    cents = rng.choice([c for c in range(1, 100) if c % 25], N_ROWS)  # never a dyadic fraction
+    df = pd.DataFrame(
+        {
+            "name": [f"Person-{i:04d}-Moravec" for i in range(N_ROWS)],
+            "zip": [f"Z{n}" for n in rng.integers(10_000, 99_999, N_ROWS)],
+            "state": rng.choice(STATES, N_ROWS),
+            "sex": rng.integers(0, 2, N_ROWS),
+            "age": rng.integers(18, 91, N_ROWS),
+            "income": rng.integers(5_000, 150_000, N_ROWS) + cents / 100,
+        }
+    )
+    df.loc[611, ["name", "age"]] = [SECRET_NAME, SECRET_AGE]
+    return df
+
+
+CONFIG = """\
+[server]
+host = "127.0.0.1"
+
+[tables.people]
+source = "csv"
+path = "people.csv"
+bounds = {{ age = [0, 100], income = [0, 200000] }}
+keys = {{ state = {states}, sex = [0, 1] }}
+
+[analysts.carol]
+tables = ["people"]
+budget = {{ epsilon = 100, delta = 1e-5 }}
+"""
+
+
+def session_queries(s: Any) -> None:
+    """A long session: every kind of request an analyst makes, errors included."""
+    t = s.table("people")
+    repr(s), repr(t), s.tables, repr(s.budget)
+    t.count(epsilon=1e-6)
+    s.sql("SELECT COUNT(*) AS n FROM people", epsilon=1e-6)
+    t.where("age > 30").count(epsilon=0.5)
+    t.where(pq.col("state") == "CA").count(epsilon=0.5, delta=1e-7)
+    t.sum("income", epsilon=0.5)
+    t.mean("income", epsilon=0.5)
+    t.mean("age", epsilon=0.5)
+    t.median("age", epsilon=0.5)
+    t.quantile("age", 0.9, epsilon=0.5)
+    t.argmax("state", STATES, epsilon=0.5)
+    t.select_keys("state", epsilon=1, delta=1e-6)
+    t.accuracy("mean", "income", epsilon=0.5, n=1000)
+    parts = t.partition("sex")
+    parts.count(epsilon=0.5)
+    parts.sum("income", epsilon=0.5)
+    parts.mean("age", epsilon=0.5)
+    parts[0].median("age", epsilon=0.5)
+    parts[1].count(epsilon=0.5)
+    t.partition("state").argmax("sex", [0, 1], epsilon=0.5)
+    t.partition("state").quantile("age", 0.25, epsilon=0.5)
+    by_state = t.groupby("state").agg(total="SUM(income)", n="COUNT(*)")
+    by_state.mean("total", epsilon=0.5, bounds=(0, 10**8))
+    regions = pd.DataFrame({"state": STATES, "region": ["west", "east", "south"]})
+    t.join(regions, on="state").partition("region", ["west", "east", "south"]).count(0.5)
+    t.assign(decade="FLOOR(age / 10)").partition("decade", range(0, 11)).count(0.5)
+    s.sql("SELECT sex, SUM(income) AS s, AVG(age) AS a FROM people GROUP BY sex", epsilon=1)
+    s.sql("SELECT state, COUNT(*) FROM people WHERE income > 50000 GROUP BY state", epsilon=1)
+    s.sql("SELECT AVG(income) FROM people", epsilon=0.5)  # asked twice: the second is cached
+    s.sql("SELECT AVG(income) FROM people", epsilon=0.5)
+    s.explain("SELECT sex, AVG(income) FROM people GROUP BY sex", epsilon=1)
+    s.sql("EXPLAIN SELECT MEDIAN(age) FROM people", epsilon=1)
+    s.describe("people")
+    for statement in ("SHOW TABLES", "SHOW BUDGET", "SHOW LEDGER"):
+        s.sql(statement)
+    s.budget.spent, s.budget.remaining, s.budget.total, s.budget.audit(), s.audit()
+    for bad in (
+        lambda: t.mean("incme", epsilon=0.5),
+        lambda: t.count(epsilon=1000),
+        lambda: t.sum("zip", epsilon=0.5),
+        lambda: s.sql("SELECT name FROM people", epsilon=1),
+        lambda: s.sql("SELEC COUNT(*) FROM people", epsilon=1),
+        lambda: s.sql("SELECT COUNT(*) FROM secrets", epsilon=1),
+        lambda: s.table("secrets"),
+        lambda: t.partition("zip"),
+    ):
+        with pytest.raises(pq.PinqError):
+            bad()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("no_data_crosses")
+    df = people()
+    df.to_csv(directory / "people.csv", index=False)
+    server = start_server(
+        directory, CONFIG.format(states=json.dumps(STATES)), analysts=("carol",)
+    )
+    bodies: list[bytes] = []
+
+    def record(response: httpx.Response) -> None:
+        response.read()
+        bodies.append(response.content)
+
+    with pq.connect(server.url, token=server.tokens["carol"]) as s:
+        s._transport._client.event_hooks["response"].append(record)
+        session_queries(s)
+        local = pq.PrivateFrame.from_csv(directory / "people.csv", pq.Budget(1), name="people")
+    server.stop()
+    with sqlite3.connect(server.ledger) as ledger:
+        stored = [
+            *(v for (v,) in ledger.execute("SELECT value FROM meta")),
+            *(k for (k,) in ledger.execute("SELECT cache_key FROM answers")),
+            *(k for (k,) in ledger.execute("SELECT cache_key FROM queries WHERE cache_key IS NOT NULL")),
+        ]
+    yield {
+        "bodies": bodies,
+        "data": df,
+        "paths": [str(directory), str(server.config), str(server.ledger)],
+        "fingerprint": answers.fingerprint(local._plan.table, local._rel.catalog),
+        "ledger": [v for v in stored if isinstance(v, str) and len(v) >= 16],
+    }
+
+
+def _leaves(doc: Any) -> Iterator[Any]:
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield k
+            yield from _leaves(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _leaves(v)
+    else:
+        yield doc
+
+
+def _exact_aggregates(df: pd.DataFrame) -> list[float]:
+    """Exact figures of the data that the session's released values estimate."""
+    out = [float(df["income"].sum()), float(df["income"].mean()), float(df["age"].mean())]
+    clamped = df.assign(age=df["age"].clip(0, 100))
+    out += [float(clamped["age"].mean()), float(clamped["age"].sum())]
+    for _, g in df.groupby("sex"):
+        out += [float(g["income"].sum()), float(g["income"].mean())]
+    for _, g in df.groupby("state"):
+        out += [float(g["income"].sum())]
+    return out
+
+
+def test_the_session_was_long(recorded: dict[str, Any]) -> None:
+    bodies = recorded["bodies"]
+    assert len(bodies) >= 60
+    for body in bodies:
+        json.loads(body)  # every answer is JSON, errors too
+
+
+def test_no_private_value_path_or_fingerprint_in_any_body(recorded: dict[str, Any]) -> None:
+    df: pd.DataFrame = recorded["data"]
+    forbidden_text = [
+        *df["name"],
+        *df["zip"],
+        *recorded["paths"],
+        recorded["fingerprint"],
+        *recorded["ledger"],
+        "Traceback",
+        'File "',
+    ]
+    for body in recorded["bodies"]:
+        text = body.decode("utf-8")
+        for secret in forbidden_text:
+            assert secret not in text, secret
+
+
+def test_no_exact_count_aggregate_or_private_number_in_any_body(recorded: dict[str, Any]) -> None:
+    df: pd.DataFrame = recorded["data"]
+    numbers = {float(N_ROWS), float(SECRET_AGE), *map(float, df["income"])}
+    numbers |= set(_exact_aggregates(df))
+    as_text = re.compile(r"(?<![\d.])(" + "|".join(map(re.escape, ("1237", "7319"))) + r")(?![\d])")
+    for body in recorded["bodies"]:
+        for leaf in _leaves(json.loads(body)):
+            if isinstance(leaf, bool):
+                continue
+            if isinstance(leaf, int | float):
+                assert float(leaf) not in numbers, leaf
+            elif isinstance(leaf, str):
+                assert not as_text.search(leaf), leaf
+                for value in df["income"][:50]:
+                    assert f"{value:.2f}" not in leaf, leaf

@@ -1,0 +1,431 @@
+"""Method chaining against a real server process: the same answers and the same charges as the
+local API over the same files with the same public facts.
+
+The server runs with ``--testing no-noise`` and the local side under
+``pq.testing.no_noise()``, so every answer is exact on both sides and must be equal; each
+table has a budget of the same size on both sides, and after every step each budget must
+have spent exactly as much remotely as locally.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pinqpy as pq
+from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
+from pinqpy.remote.client.frame import RemoteFrame, RemotePartition
+from pinqpy.remote.client.session import RemoteSession
+from pinqpy.results.accuracy import AccuracyPreview
+from tests.remote.harness import start_server
+
+EPSILON, DELTA = 1000, 1e-3
+DIMS = 4
+
+# table -> (file, public facts); the server's config and the local frames are made from this.
+TABLES: dict[str, dict[str, Any]] = {
+    "pums": {"bounds": PUMS_BOUNDS, "keys": PUMS_KEYS},
+    "edges": {},
+    "points": {"bounds": {f"x{i}": (-10.0, 10.0) for i in range(DIMS)}},
+    "visits": {
+        "bounds": {"minutes": (0, 300), "day": (1, 7)},
+        "keys": {"day": list(range(1, 8))},
+        "privacy_unit": "pid",
+        "max_rows": 3,
+    },
+    "visits_all": {"bounds": {"minutes": (0, 300), "day": (1, 7)}, "privacy_unit": "pid"},
+}
+
+
+def _write_data(directory: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(2009)
+    edges = pd.DataFrame({"src": rng.integers(0, 300, 3000), "dst": rng.integers(0, 300, 3000)})
+    true_means = np.array([[4.0] * DIMS, [-4.0] * DIMS, [4.0] * (DIMS // 2) + [-4.0] * (DIMS // 2)])
+    pts = np.vstack([rng.normal(m, 1.0, size=(1000, DIMS)) for m in true_means])
+    points = pd.DataFrame(pts.round(6), columns=[f"x{i}" for i in range(DIMS)])
+    visits = pd.DataFrame(
+        [
+            {"pid": pid, "day": 1 + (pid + j) % 7, "minutes": (pid * 7 + j * 13) % 301}
+            for pid in range(1, 401)
+            for j in range(1 + pid % 4)
+        ]
+    )
+    paths = {"pums": Path(PUMS_PATH)}
+    for name, df in (("edges", edges), ("points", points), ("visits", visits)):
+        paths[name] = directory / f"{name}.csv"
+        df.to_csv(paths[name], index=False)
+    paths["visits_all"] = paths["visits"]
+    return paths
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def config_text(paths: dict[str, Path]) -> str:
+    lines = ["[server]", 'host = "127.0.0.1"', ""]
+    for name, facts in TABLES.items():
+        lines += [f"[tables.{name}]", 'source = "csv"', f"path = {_toml(str(paths[name]))}"]
+        lines += [f"{key} = {_toml(value)}" for key, value in facts.items()]
+        lines.append("")
+    lines += [
+        "[analysts.alice]",
+        f"tables = {_toml(list(TABLES))}",
+        f"budget = {{ epsilon = {EPSILON}, delta = {DELTA} }}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Pair:
+    """The same tables locally and remotely, and each side's budget per table."""
+
+    remote: RemoteSession
+    local: dict[str, pq.PrivateFrame]
+    budgets: dict[str, pq.Budget]
+
+    def both(self, name: str) -> tuple[pq.PrivateFrame, RemoteFrame]:
+        return self.local[name], self.remote.table(name)
+
+    def check_charges(self) -> None:
+        for name, budget in self.budgets.items():
+            assert self.remote.budgets[name].spent == budget.spent, name
+
+    def same(self, name: str, query: Callable[[pq.PrivateFrame], Any]) -> Any:
+        """Run ``query`` on the local and the remote table ``name``: the same answer (or the
+        same error) and the same charge."""
+        local_frame, remote_frame = self.both(name)
+        local_err = remote_err = None
+        with pq.testing.no_noise():
+            try:
+                want = query(local_frame)
+            except pq.PinqError as err:
+                local_err = err
+        try:
+            got = query(remote_frame)
+        except pq.PinqError as err:
+            remote_err = err
+        if local_err is not None or remote_err is not None:
+            assert type(remote_err) is type(local_err), (local_err, remote_err)
+            assert str(remote_err) == str(local_err)
+            self.check_charges()
+            return remote_err
+        assert_same(want, got)
+        self.check_charges()
+        return got
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    directory = tmp_path_factory.mktemp("remote_api")
+    paths = _write_data(directory)
+    server = start_server(directory, config_text(paths), testing="no-noise")
+    local, budgets = {}, {}
+    for name, facts in TABLES.items():
+        budgets[name] = pq.Budget(EPSILON, DELTA)
+        frame = pq.PrivateFrame.from_csv(
+            paths[name],
+            budgets[name],
+            name=name,
+            **{k: v for k, v in facts.items() if k != "max_rows"},
+        )
+        if "max_rows" in facts:
+            frame = frame.bound_contributions(facts["max_rows"])
+        local[name] = frame
+    with pq.connect(server.url, token=server.tokens["alice"]) as session:
+        yield Pair(session, local, budgets)
+    server.stop()
+
+
+# -- comparing results -------------------------------------------------------------------------
+def _same_number(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return bool(a == b)
+
+
+def assert_same(want: Any, got: Any) -> None:
+    """Equal values of the same type, with the same intervals where they have them."""
+    assert type(got) is type(want), (type(want), type(got))
+    if isinstance(want, pd.DataFrame):
+        pd.testing.assert_frame_equal(pd.DataFrame(got), pd.DataFrame(want))
+        if isinstance(want, pq.NoisyFrame):
+            assert set(got.accuracy) == set(want.accuracy)
+            for column in want.accuracy:
+                pd.testing.assert_frame_equal(got.ci(column), want.ci(column))
+    elif isinstance(want, pd.Series):
+        pd.testing.assert_series_equal(pd.Series(got), pd.Series(want))
+        if isinstance(want, pq.NoisySeries):
+            pd.testing.assert_frame_equal(got.ci(0.9), want.ci(0.9))
+    elif isinstance(want, AccuracyPreview):
+        for field in ("aggregation", "mechanism", "epsilon", "level", "error", "unit"):
+            assert getattr(got, field) == getattr(want, field), field
+        assert list(got.charge.values()) == list(want.charge.values())
+    elif hasattr(want, "ci"):
+        assert _same_number(want, got)
+        assert got.ci() == want.ci()
+        assert got.ci(0.5) == want.ci(0.5)
+    else:
+        assert want == got
+
+
+# -- PINQ's classic programs ---------------------------------------------------------------
+def test_degree_histogram(pair: Pair) -> None:
+    def histogram(graph: pq.PrivateFrame) -> Any:
+        degrees = graph.groupby("src").agg(degree="COUNT(*)")
+        assert degrees.stability == 2
+        return degrees.partition("degree", keys=list(range(20))).count(epsilon=0.1)
+
+    hist = pair.same("edges", histogram)
+    assert list(hist.index) == list(range(20))
+    assert pair.budgets["edges"].spent.epsilon == Fraction(1, 5)
+
+
+def _nearest_centre_expr(centres: np.ndarray) -> str:
+    dist = [
+        " + ".join(f"POWER(x{i} - ({float(c[i])!r}), 2)" for i in range(centres.shape[1]))
+        for c in centres
+    ]
+    d0, d1, d2 = (f"({d})" for d in dist)
+    return f"CASE WHEN {d0} <= {d1} AND {d0} <= {d2} THEN 0 WHEN {d1} <= {d2} THEN 1 ELSE 2 END"
+
+
+def test_kmeans(pair: Pair) -> None:
+    rng = np.random.default_rng(7)
+    start = rng.normal(0, 4, size=(3, DIMS))
+
+    def kmeans(points: pq.PrivateFrame) -> np.ndarray:
+        centres = start
+        for _ in range(3):
+            labelled = points.assign(cluster=_nearest_centre_expr(centres))
+            parts = labelled.partition("cluster", keys=[0, 1, 2])
+            centres = np.column_stack(
+                [parts.mean(f"x{i}", epsilon=0.1).to_numpy() for i in range(DIMS)]
+            )
+        return centres
+
+    with pq.testing.no_noise():
+        want = kmeans(pair.local["points"])
+    got = kmeans(pair.remote.table("points"))
+    np.testing.assert_array_equal(got, want)
+    pair.check_charges()
+    assert pair.budgets["points"].spent.epsilon == Fraction(3 * DIMS, 10)
+
+
+# -- every transformation ----------------------------------------------------------------------
+NAMES = pd.DataFrame(
+    {"educ": list(range(1, 17)), "level": ["low"] * 9 + ["mid"] * 3 + ["high"] * 4}
+)
+DOUBLE = pd.DataFrame({"sex": [0, 0, 1], "tag": ["a", "b", "c"]})  # key 0 twice: stability 2
+
+TRANSFORMATIONS: dict[str, Callable[[pq.PrivateFrame], pq.PrivateFrame]] = {
+    "where": lambda f: f.where("age >= 30 AND income > 10000"),
+    "where_expression": lambda f: f.where((pq.col("age") > 40) & (pq.col("sex") == 1)),
+    "filter": lambda f: f.filter("married = 1"),
+    "select": lambda f: f.select("age", "sex", decade="FLOOR(age / 10)"),
+    "assign": lambda f: f.assign(k=pq.col("income") / 1000, old="age > 60"),
+    "distinct": lambda f: f.distinct("educ", "sex"),
+    "distinct_all": lambda f: f.select("sex", "married").distinct(),
+    "groupby": lambda f: f.groupby("educ").agg(n="COUNT(*)", mean_age="AVG(age)"),
+    "groupby_two": lambda f: f.groupby(["sex", "race"]).agg(top="MAX(income)"),
+    "join_public": lambda f: f.join(NAMES, on="educ"),
+    "join_public_left": lambda f: f.join(NAMES[NAMES.educ > 8], on="educ", how="left"),
+    "join_public_twice": lambda f: f.join(DOUBLE, on="sex"),
+    "join_private": lambda f: f.join(
+        f.where("age > 50").select("educ", "race"), on="educ", max_rows_per_key=(2, 3)
+    ),
+    "join_unique": lambda f: (
+        f.groupby("educ").agg(n="COUNT(*)").join(f.groupby("educ").agg(m="AVG(income)"), on="educ")
+    ),
+    "concat": lambda f: f.where("age < 30").concat(f.where("age > 60")),
+    "union": lambda f: f.select("sex", "race").union(f.select("sex", "race")),
+    "intersect": lambda f: f.select("educ").intersect(f.where("sex = 1").select("educ")),
+    "difference": lambda f: f.select("educ").difference(f.where("age > 50").select("educ")),
+    "explode": lambda f: f.explode("educ", 2),
+    "part": lambda f: f.partition("sex")[1],
+    "part_of_part": lambda f: f.partition("sex")[0].partition("married")[1],
+    "chain": lambda f: (
+        f.where("age > 20").assign(inc="income / 1000").groupby("race").agg(s="SUM(inc)")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMATIONS))
+def test_every_transformation(pair: Pair, name: str) -> None:
+    transform = TRANSFORMATIONS[name]
+    local_frame, remote_frame = pair.both("pums")
+    try:
+        local_t = transform(local_frame)
+    except pq.PinqError as err:
+        with pytest.raises(type(err)) as info:
+            transform(remote_frame)
+        assert str(info.value) == str(err)
+        return
+    remote_t = transform(remote_frame)
+    assert isinstance(remote_t, RemoteFrame) and remote_t.engine == "remote"
+    assert remote_t.schema == local_t.schema
+    assert remote_t.bounds == local_t.bounds
+    assert remote_t.keys == local_t.keys
+    assert list(remote_t.stabilities.values()) == list(local_t.stabilities.values())
+    pair.same("pums", lambda f: transform(f).count(epsilon=0.25))
+    numeric = [c for c, t in local_t.schema.items() if t in ("int", "float")]
+    if numeric:
+        column = numeric[0]
+        pair.same("pums", lambda f: transform(f).sum(column, epsilon=0.25, bounds=(0, 100)))
+
+
+# -- every aggregation -------------------------------------------------------------------------
+AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
+    "count": lambda f: f.count(epsilon=0.5),
+    "count_gaussian": lambda f: f.count(epsilon=0.5, delta=1e-7),
+    "sum": lambda f: f.sum("income", 0.5),
+    "sum_bounds": lambda f: f.sum(pq.col("age") * 2, epsilon=0.5, bounds=(0, 200)),
+    "sum_gaussian": lambda f: f.sum("age", 0.5, delta=1e-7),
+    "mean": lambda f: f.mean("age", epsilon=0.5),
+    "mean_expression": lambda f: f.mean("income / 1000", 0.5, (0, 500)),
+    "median": lambda f: f.median("age", 0.5),
+    "median_candidates": lambda f: f.median("age", 0.5, candidates=range(0, 101, 5)),
+    "quantile": lambda f: f.quantile("income", 0.9, epsilon=0.5),
+    "argmax": lambda f: f.argmax("educ", candidates=range(1, 17), epsilon=0.5),
+    "argmax_text": lambda f: f.assign(s="CASE WHEN sex = 1 THEN 'm' ELSE 'f' END").argmax(
+        "s", ["f", "m", "x"], 0.5
+    ),
+    "select_keys": lambda f: f.select_keys("educ", epsilon=1, delta=1e-6),
+    "select_keys_two": lambda f: f.select_keys(["sex", "married"], 1, 1e-6),
+    "accuracy_count": lambda f: f.accuracy("count", epsilon=0.1),
+    "accuracy_mean": lambda f: f.accuracy("mean", "age", epsilon=0.1, n=1000, level=0.9),
+    "accuracy_quantile": lambda f: f.accuracy("quantile", "age", epsilon=0.1, q=0.25),
+    "parts_count": lambda f: f.partition("race").count(epsilon=0.5),
+    "parts_count_keys": lambda f: f.partition("educ", keys=[1, 9, 13, 99]).count(0.5),
+    "parts_two_columns": lambda f: f.partition(["sex", "married"]).count(0.5),
+    "parts_sum": lambda f: f.partition("sex").sum("income", 0.5),
+    "parts_mean": lambda f: f.partition("sex").mean("age", 0.5, bounds=(18, 90)),
+    "parts_median": lambda f: f.partition("married").median("age", 0.5),
+    "parts_quantile": lambda f: f.partition("married").quantile("income", 0.75, 0.5),
+    "parts_argmax": lambda f: f.partition("sex").argmax("race", [1, 2, 3, 4, 5, 6], 0.5),
+    "part_mean": lambda f: f.partition("sex")[0].mean("income", 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(AGGREGATIONS))
+def test_every_aggregation(pair: Pair, name: str) -> None:
+    got = pair.same("pums", AGGREGATIONS[name])
+    assert not isinstance(got, pq.PinqError), got
+
+
+def test_remote_results_have_intervals(pair: Pair) -> None:
+    pums = pair.remote.table("pums")
+    n = pums.count(epsilon=0.5)
+    assert isinstance(n, pq.NoisyCount)
+    low, high = n.ci()
+    assert low <= n <= high
+    by_sex = pums.partition("sex").mean("age", 0.5)
+    assert isinstance(by_sex, pq.NoisySeries)
+    assert list(by_sex.ci().columns) == ["low", "high"]
+    top = pums.argmax("educ", range(1, 17), 0.5)
+    assert isinstance(top, pq.NoisyLabel) and len(top.ci()) == 2
+    pair.local["pums"].budgets[0]._charge_exact(pq.Cost(1.5))  # the same charges locally
+    pair.check_charges()
+
+
+# -- partitions charge the largest part ------------------------------------------------------
+def test_parts_charge_the_max_as_locally(pair: Pair) -> None:
+    def parts_in_turn(f: pq.PrivateFrame) -> list[Any]:
+        parts = f.partition("race")
+        out = [parts[1].count(epsilon=0.3), parts[2].count(epsilon=0.5)]
+        out.append(parts[1].mean("age", epsilon=0.2))  # part 1 at 0.5: the max stays 0.5
+        out.append(parts.count(epsilon=0.1))  # every part grows by 0.1
+        return out
+
+    before = pair.budgets["pums"].spent.epsilon
+    local_frame, remote_frame = pair.both("pums")
+    with pq.testing.no_noise():
+        want = parts_in_turn(local_frame)
+    got = parts_in_turn(remote_frame)
+    for w, g in zip(want, got, strict=True):
+        assert_same(w, g)
+    pair.check_charges()
+    assert pair.budgets["pums"].spent.epsilon - before == Fraction(6, 10)
+
+
+def test_a_remote_partition_is_a_partition_of_remote_frames(pair: Pair) -> None:
+    parts = pair.remote.table("pums").partition("sex")
+    assert isinstance(parts, RemotePartition) and isinstance(parts, pq.Partition)
+    assert list(parts) == [0, 1] and len(parts) == 2 and parts.columns == ("sex",)
+    assert isinstance(parts[0], RemoteFrame)
+    with pytest.raises(KeyError):
+        parts[7]
+
+
+# -- user-level tables -------------------------------------------------------------------------
+USER_LEVEL: dict[str, Callable[[pq.PrivateFrame], Any]] = {
+    "unbounded_count": lambda f: f.count(epsilon=0.5),
+    "bounded_count": lambda f: f.bound_contributions(3).count(epsilon=0.5),
+    "bounded_mean": lambda f: f.bound_contributions(2).mean("minutes", 0.5),
+    "by_person": lambda f: f.groupby("pid").agg(total="SUM(minutes)").mean("total", 0.5, (0, 900)),
+    "bounded_parts": lambda f: f.bound_contributions(1).partition("day", range(1, 8)).count(0.5),
+    "select_keys_needs_groups": lambda f: f.select_keys("day", 1, 1e-6),
+    "select_keys_groups": lambda f: f.select_keys("day", 1, 1e-6, max_groups=2),
+    "partition_unbounded": lambda f: f.partition("day", range(1, 8)).count(0.5),
+    "bound_twice": lambda f: f.bound_contributions(3).bound_contributions(1).count(0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(USER_LEVEL))
+def test_user_level_table(pair: Pair, name: str) -> None:
+    pair.same("visits_all", USER_LEVEL[name])
+
+
+def test_configured_max_rows_is_the_table_the_analyst_starts_from(pair: Pair) -> None:
+    local_frame, remote_frame = pair.both("visits")
+    assert remote_frame.stability == local_frame.stability == 3
+    assert remote_frame.privacy_unit == local_frame.privacy_unit == "pid"
+    pair.same("visits", lambda f: f.partition("day").sum("minutes", 0.5))
+    pair.same("visits", lambda f: f.bound_contributions(1).count(0.5))
+
+
+# -- errors ----------------------------------------------------------------------------------
+ERRORS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
+    "unknown_column": lambda f: f.mean("agee", 0.1),
+    "bad_epsilon": lambda f: f.count(epsilon=-1),
+    "no_bounds": lambda f: f.sum("educ", 0.1),
+    "bad_quantile": lambda f: f.quantile("age", 1.5, 0.1),
+    "reversed_bounds": lambda f: f.median("age", 0.1, bounds=(5, 1)),
+    "too_much": lambda f: f.count(epsilon=10**6),
+    "too_much_for_parts": lambda f: f.partition("race").count(epsilon=10**6),
+    "no_candidates": lambda f: f.argmax("educ", [], 0.1),
+    "accuracy_unknown": lambda f: f.accuracy("mode", "age", epsilon=0.1),
+}
+
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_errors_are_the_local_ones(pair: Pair, name: str) -> None:
+    err = pair.same("pums", ERRORS[name])
+    assert isinstance(err, pq.PinqError)
+
+
+def test_transformation_errors_are_raised_on_the_client(pair: Pair) -> None:
+    pums = pair.remote.table("pums")
+    for call in (
+        lambda: pums.where("agee > 3"),
+        lambda: pums.where("age + 1"),
+        lambda: pums.partition("income"),
+        lambda: pums.join(pums, on="educ"),
+        lambda: pums.bound_contributions(2),
+    ):
+        with pytest.raises(pq.PinqError):
+            call()
