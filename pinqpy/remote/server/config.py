@@ -1,0 +1,526 @@
+"""The curator's server configuration: a TOML file read into frozen dataclasses, checked.
+
+A config declares the tables the server holds (with their public facts), the budgets, the
+analysts and what each may query, the durable ledger, where the server listens, and its
+limits. Every relative path is relative to the config file, never to the directory the
+server was started from. Every error names the file, the key and what to do.
+
+The schema::
+
+    [server]
+    host = "127.0.0.1"                 # default 127.0.0.1
+    port = 8765                        # default 8765; 0 picks a free port
+    ledger = "pinqpy-ledger.db"        # default <config stem>.ledger.db next to the config
+    tokens = "pinqpy-tokens.json"      # default <config stem>.tokens.json next to the config
+    tls_certfile = "cert.pem"          # optional; both or neither
+    tls_keyfile = "key.pem"
+
+    [server.limits]                    # all optional; the defaults are shown
+    max_request_bytes = 1000000        # a request body larger than this is refused (413)
+    max_plan_nodes = 500               # nodes of one plan (422)
+    max_plan_depth = 64                # nesting of one plan (422)
+    max_keys = 100000                  # partition keys, argmax candidates, public keys (422)
+    max_public_rows = 100000           # rows of one public table sent with a join (422)
+    max_sql_chars = 20000              # length of one SQL query (422)
+    query_timeout_s = 60               # run time of one request (504, after the charge)
+
+    [tables.pums]                      # the table's name, as analysts and SQL see it
+    source = "csv"                     # csv | parquet | duckdb | spark
+    path = "PUMS.csv"                  # csv, parquet, spark: a file (or directory, glob)
+    engine = "pandas"                  # csv/parquet: pandas (default) or duckdb
+    # database = "census.duckdb"       # duckdb: the database file (opened read-only) ...
+    # table = "people"                 # ... and the table in it
+    # format = "parquet"               # spark: parquet (default) or csv
+    privacy_unit = "person_id"         # optional: the column naming each row's owner
+    max_rows = 5                       # with privacy_unit: rows kept per person
+    bounds = { age = [0, 100], income = [0, 500000] }
+    keys = { sex = [0, 1] }
+    schema = { age = "int" }
+
+    [groups.lab]
+    budget = { epsilon = 2.0, delta = 1e-6, accounting = "approx" }  # per table, shared
+
+    [analysts.alice]
+    tables = ["pums"]
+    budget = { epsilon = 1.0, delta = 1e-6 }   # her own, one per granted table
+    [analysts.bob]
+    tables = ["pums"]
+    group = "lab"                              # draws on the group's budget instead
+
+Budgets are per table: an analyst with her own budget has one budget of that size for every
+table granted to her (ledger name ``analyst:<name>/<table>``); the members of a group share
+one budget per table (``group:<group>/<table>``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pinqpy.accounting.budget import Budget
+from pinqpy.errors import PinqError
+from pinqpy.expr.types import check_declared
+
+__all__ = [
+    "AnalystSpec",
+    "BudgetSpec",
+    "ConfigError",
+    "GroupSpec",
+    "Limits",
+    "ServerConfig",
+    "TableSpec",
+    "load_config",
+    "parse_config",
+]
+
+SOURCES = ("csv", "parquet", "duckdb", "spark")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Analyst and group names appear in ledger names and in the tokens file: plain text only.
+_PERSON = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+class ConfigError(PinqError):
+    """A server config that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the server (see the module docstring)."""
+
+    max_request_bytes: int = 1_000_000
+    max_plan_nodes: int = 500
+    max_plan_depth: int = 64
+    max_keys: int = 100_000
+    max_public_rows: int = 100_000
+    max_sql_chars: int = 20_000
+    query_timeout_s: float = 60.0
+
+    def as_dict(self) -> dict[str, int | float]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """A budget's total and accounting model, as the config gives them (floats are read by
+    their decimal spelling when the Budget is made)."""
+
+    epsilon: int | float
+    delta: int | float = 0
+    accounting: str = "approx"
+
+    def make(self, *, ledger: object = None, name: str | None = None) -> Budget:
+        return Budget(
+            self.epsilon, self.delta, accounting=self.accounting, ledger=ledger, name=name
+        )
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One private table and its public facts."""
+
+    name: str
+    source: str
+    path: Path | None = None
+    engine: str = "pandas"
+    database: Path | None = None
+    table: str | None = None
+    format: str | None = None
+    privacy_unit: str | None = None
+    max_rows: int | None = None
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    keys: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    schema: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    name: str
+    budget: BudgetSpec
+
+
+@dataclass(frozen=True)
+class AnalystSpec:
+    """An analyst, the tables granted to them, and the budget they draw on: their own
+    (``budget``) or their group's (``group``), exactly one of the two."""
+
+    name: str
+    tables: tuple[str, ...]
+    budget: BudgetSpec | None = None
+    group: str | None = None
+
+    def ledger_name(self, table: str) -> str:
+        """The ledger name of the budget this analyst draws on for ``table``."""
+        if self.group is not None:
+            return f"group:{self.group}/{table}"
+        return f"analyst:{self.name}/{table}"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """A checked server config. ``path`` is the file it was read from (None when built in
+    memory); every other path is absolute."""
+
+    path: Path | None
+    host: str
+    port: int
+    ledger: Path
+    tokens: Path
+    tables: Mapping[str, TableSpec]
+    analysts: Mapping[str, AnalystSpec]
+    groups: Mapping[str, GroupSpec] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+
+    def budget_spec(self, analyst: AnalystSpec) -> BudgetSpec:
+        """The budget size ``analyst`` draws on (per table)."""
+        if analyst.group is not None:
+            return self.groups[analyst.group].budget
+        assert analyst.budget is not None
+        return analyst.budget
+
+
+# -- reading -----------------------------------------------------------------------------------
+class _Reader:
+    """Checks one config file's values, naming the file and the key in every error."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.base = path.parent if path is not None else Path.cwd()
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        where = f"server config {str(self.path)!r}" if self.path else "server config"
+        return ConfigError(f"{where}: {key}: {problem}")
+
+    def table(self, data: Any, key: str) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise self.fail(key, f"must be a table ([{key}] or {{...}}), not {_kind(data)}")
+        return data
+
+    def only(self, data: dict[str, Any], key: str, allowed: tuple[str, ...]) -> None:
+        for k in data:
+            if k not in allowed:
+                raise self.fail(
+                    f"{key}.{k}" if key else k,
+                    f"is not a setting here; the settings are {', '.join(allowed)}",
+                )
+
+    def text(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"must be non-empty text, not {_kind(value)}")
+        return value
+
+    def whole(self, value: Any, key: str, lo: int, hi: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"must be a whole number, not {_kind(value)}")
+        if value < lo or (hi is not None and value > hi):
+            top = f" and at most {hi}" if hi is not None else ""
+            raise self.fail(key, f"must be at least {lo}{top} (got {value})")
+        return value
+
+    def number(self, value: Any, key: str) -> int | float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(key, f"must be a number, not {_kind(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(key, "must be a finite number")
+        return value
+
+    def file(self, value: Any, key: str, *, must_exist: bool = True) -> Path:
+        text = self.text(value, key)
+        p = Path(text).expanduser()
+        if not p.is_absolute():
+            p = self.base / p
+        p = Path(p.resolve(strict=False))
+        if must_exist and "://" not in text and not _glob_exists(p):
+            raise self.fail(
+                key,
+                f"the file {str(p)!r} does not exist; fix the path (relative "
+                "paths are relative to the config file)",
+            )
+        return p
+
+    def budget(self, data: Any, key: str) -> BudgetSpec:
+        d = self.table(data, key)
+        self.only(d, key, ("epsilon", "delta", "accounting"))
+        if "epsilon" not in d:
+            raise self.fail(key, "needs epsilon = <total epsilon>")
+        spec = BudgetSpec(
+            self.number(d["epsilon"], f"{key}.epsilon"),
+            self.number(d.get("delta", 0), f"{key}.delta"),
+            self.text(d.get("accounting", "approx"), f"{key}.accounting"),
+        )
+        try:
+            spec.make()
+        except PinqError as err:
+            raise self.fail(key, str(err)) from None
+        return spec
+
+    def limits(self, data: Any) -> Limits:
+        d = self.table(data, "server.limits")
+        names = tuple(Limits.__dataclass_fields__)
+        self.only(d, "server.limits", names)
+        values: dict[str, Any] = {}
+        for name, v in d.items():
+            k = f"server.limits.{name}"
+            if name == "query_timeout_s":
+                t = self.number(v, k)
+                if t <= 0:
+                    raise self.fail(k, "must be a positive number of seconds")
+                values[name] = float(t)
+            else:
+                values[name] = self.whole(v, k, 1)
+        return Limits(**values)
+
+    def source(self, name: str, data: Any) -> TableSpec:
+        key = f"tables.{name}"
+        d = self.table(data, key)
+        self.only(
+            d,
+            key,
+            (
+                "source",
+                "path",
+                "engine",
+                "database",
+                "table",
+                "format",
+                "privacy_unit",
+                "max_rows",
+                "bounds",
+                "keys",
+                "schema",
+            ),
+        )
+        if not _NAME.match(name):
+            raise self.fail(
+                key,
+                "a table name is letters, digits and _ (not starting with a "
+                "digit), so SQL can name it",
+            )
+        source = d.get("source")
+        if source not in SOURCES:
+            raise self.fail(f"{key}.source", f"must be one of {', '.join(SOURCES)}")
+        path = database = table = fmt = None
+        if source == "duckdb":
+            for k in ("path", "format"):
+                if k in d:
+                    raise self.fail(f"{key}.{k}", "a duckdb source names database = and table =")
+            if "database" not in d or "table" not in d:
+                raise self.fail(
+                    key, 'a duckdb source needs database = "<file>" and table = "<table in it>"'
+                )
+            database = self.file(d["database"], f"{key}.database")
+            table = self.text(d["table"], f"{key}.table")
+            engine = self.text(d.get("engine", "duckdb"), f"{key}.engine")
+            if engine != "duckdb":
+                raise self.fail(f"{key}.engine", "a duckdb source runs on the duckdb engine")
+        else:
+            for k in ("database", "table"):
+                if k in d:
+                    raise self.fail(
+                        f"{key}.{k}",
+                        f"is for duckdb sources; a {source} source names its file with path =",
+                    )
+            if "path" not in d:
+                raise self.fail(key, f'a {source} source needs path = "<file>"')
+            path = self.file(d["path"], f"{key}.path")
+            if source == "spark":
+                engine = self.text(d.get("engine", "spark"), f"{key}.engine")
+                if engine != "spark":
+                    raise self.fail(f"{key}.engine", "a spark source runs on the spark engine")
+                fmt = self.text(d.get("format", "parquet"), f"{key}.format")
+                if fmt not in ("parquet", "csv"):
+                    raise self.fail(f"{key}.format", "must be parquet or csv")
+            else:
+                if "format" in d:
+                    raise self.fail(
+                        f"{key}.format", "is for spark sources; the source names the format"
+                    )
+                engine = self.text(d.get("engine", "pandas"), f"{key}.engine")
+                if engine not in ("pandas", "duckdb"):
+                    raise self.fail(
+                        f"{key}.engine", 'must be pandas or duckdb (or use source = "spark")'
+                    )
+        unit = d.get("privacy_unit")
+        if unit is not None:
+            unit = self.text(unit, f"{key}.privacy_unit")
+        max_rows = d.get("max_rows")
+        if max_rows is not None:
+            max_rows = self.whole(max_rows, f"{key}.max_rows", 1)
+            if unit is None:
+                raise self.fail(
+                    f"{key}.max_rows", "needs privacy_unit = <the column naming each row's owner>"
+                )
+        bounds = {}
+        for col, b in self.table(d.get("bounds", {}), f"{key}.bounds").items():
+            bk = f"{key}.bounds.{col}"
+            if not (isinstance(b, list) and len(b) == 2):
+                raise self.fail(bk, "must be [low, high]")
+            lo, hi = self.number(b[0], bk), self.number(b[1], bk)
+            if not lo <= hi:
+                raise self.fail(bk, "needs low <= high")
+            bounds[col] = (lo, hi)
+        keys = {}
+        for col, ks in self.table(d.get("keys", {}), f"{key}.keys").items():
+            kk = f"{key}.keys.{col}"
+            if not isinstance(ks, list) or not ks:
+                raise self.fail(kk, "must be a non-empty list of the column's public values")
+            for v in ks:
+                if isinstance(v, dict | list):
+                    raise self.fail(kk, "holds numbers, text or booleans only")
+            keys[col] = tuple(ks)
+        schema = None
+        if "schema" in d:
+            raw = self.table(d["schema"], f"{key}.schema")
+            try:
+                check_declared(raw, list(raw))
+            except PinqError as err:
+                raise self.fail(f"{key}.schema", str(err)) from None
+            schema = MappingProxyType(dict(raw))
+        return TableSpec(
+            name=name,
+            source=source,
+            path=path,
+            engine=engine,
+            database=database,
+            table=table,
+            format=fmt,
+            privacy_unit=unit,
+            max_rows=max_rows,
+            bounds=MappingProxyType(bounds),
+            keys=MappingProxyType(keys),
+            schema=schema,
+        )
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a table", list: "a list", str: "text", bool: "true/false"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _glob_exists(p: Path) -> bool:
+    import glob
+
+    text = str(p)
+    return bool(glob.glob(text)) if glob.has_magic(text) else p.exists()
+
+
+def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerConfig:
+    """A checked :class:`ServerConfig` from the TOML data of a config file at ``path``."""
+    r = _Reader(path)
+    d = dict(data)
+    r.only(d, "", ("server", "tables", "groups", "analysts"))
+    server = r.table(d.get("server", {}), "server")
+    r.only(
+        server,
+        "server",
+        ("host", "port", "ledger", "tokens", "tls_certfile", "tls_keyfile", "limits"),
+    )
+    stem = path.stem if path is not None else "pinqpy-server"
+    host = r.text(server.get("host", "127.0.0.1"), "server.host")
+    port = r.whole(server.get("port", 8765), "server.port", 0, 65535)
+    ledger = r.file(server.get("ledger", f"{stem}.ledger.db"), "server.ledger", must_exist=False)
+    tokens = r.file(server.get("tokens", f"{stem}.tokens.json"), "server.tokens", must_exist=False)
+    for p, k in ((ledger, "server.ledger"), (tokens, "server.tokens")):
+        if not p.parent.is_dir():
+            raise r.fail(k, f"the folder {str(p.parent)!r} does not exist; create it first")
+    cert = key = None
+    if ("tls_certfile" in server) != ("tls_keyfile" in server):
+        raise r.fail("server", "TLS needs both tls_certfile and tls_keyfile (or neither)")
+    if "tls_certfile" in server:
+        cert = r.file(server["tls_certfile"], "server.tls_certfile")
+        key = r.file(server["tls_keyfile"], "server.tls_keyfile")
+    limits = r.limits(server.get("limits", {}))
+
+    tables_data = r.table(d.get("tables", {}), "tables")
+    if not tables_data:
+        raise r.fail("tables", "the config serves no table; add a [tables.<name>] section")
+    tables = {n: r.source(n, t) for n, t in tables_data.items()}
+
+    groups = {}
+    for g, gd in r.table(d.get("groups", {}), "groups").items():
+        gkey = f"groups.{g}"
+        if not _PERSON.match(g):
+            raise r.fail(gkey, "a group name is letters, digits, '_', '.' and '-'")
+        gd = r.table(gd, gkey)
+        r.only(gd, gkey, ("budget",))
+        if "budget" not in gd:
+            raise r.fail(gkey, "needs budget = { epsilon = ..., delta = ... }")
+        groups[g] = GroupSpec(g, r.budget(gd["budget"], f"{gkey}.budget"))
+
+    analysts = {}
+    analysts_data = r.table(d.get("analysts", {}), "analysts")
+    if not analysts_data:
+        raise r.fail("analysts", "the config names no analyst; add an [analysts.<name>] section")
+    for a, ad in analysts_data.items():
+        akey = f"analysts.{a}"
+        if not _PERSON.match(a):
+            raise r.fail(akey, "an analyst name is letters, digits, '_', '.' and '-' (at most 64)")
+        ad = r.table(ad, akey)
+        r.only(ad, akey, ("tables", "budget", "group"))
+        granted = ad.get("tables")
+        if not (isinstance(granted, list) and granted):
+            raise r.fail(f"{akey}.tables", 'must list the tables granted, e.g. ["pums"]')
+        for t in granted:
+            if t not in tables:
+                raise r.fail(
+                    f"{akey}.tables",
+                    f"{t!r} is not a table of this config (the tables are {', '.join(tables)})",
+                )
+        if len(set(granted)) != len(granted):
+            raise r.fail(f"{akey}.tables", "names a table twice")
+        if ("budget" in ad) == ("group" in ad):
+            raise r.fail(
+                akey,
+                "needs exactly one of budget = {...} (the analyst's own) or "
+                'group = "<group>" (a shared one)',
+            )
+        budget = group = None
+        if "budget" in ad:
+            budget = r.budget(ad["budget"], f"{akey}.budget")
+        else:
+            group = r.text(ad["group"], f"{akey}.group")
+            if group not in groups:
+                raise r.fail(
+                    f"{akey}.group", f"{group!r} is not a [groups.{group}] section of this config"
+                )
+        analysts[a] = AnalystSpec(a, tuple(granted), budget, group)
+
+    return ServerConfig(
+        path=path,
+        host=host,
+        port=port,
+        ledger=ledger,
+        tokens=tokens,
+        tables=MappingProxyType(tables),
+        analysts=MappingProxyType(analysts),
+        groups=MappingProxyType(groups),
+        limits=limits,
+        tls_certfile=cert,
+        tls_keyfile=key,
+    )
+
+
+def load_config(path: str | Path) -> ServerConfig:
+    """Read and check the config file at ``path``."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"server config {str(p)!r} does not exist (or is not a file)")
+    p = p.resolve()
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"server config {str(p)!r} is not valid TOML: {err}") from None
+    except OSError as err:
+        raise ConfigError(
+            f"server config {str(p)!r} cannot be read ({err.strerror or type(err).__name__})"
+        ) from None
+    return parse_config(data, p)

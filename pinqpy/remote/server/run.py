@@ -1,0 +1,232 @@
+"""``pinqpy serve``: start the curator's server (uvicorn), add analysts, or serve the demo.
+
+* ``pinqpy serve CONFIG`` serves the config's tables until stopped (Ctrl-C), printing where
+  it listens and which tables and analysts it serves;
+* ``pinqpy serve CONFIG --add-analyst NAME`` makes a token for an analyst of the config,
+  prints it once, stores only its hash, and exits;
+* ``pinqpy serve --demo`` serves the bundled PUMS sample (``pinqpy/data/server-demo.toml``)
+  as table ``pums`` to analyst ``demo``, with a fresh token and its ledger in a temporary
+  folder, and prints the ``pq.connect(...)`` line to paste.
+
+``--host`` and ``--port`` override the config (port 0: any free port; the banner shows the
+real one). ``--testing no-noise`` / ``--testing seed=N`` (not shown in ``--help``) run every
+request under that test hook, so tests can compare remote and local answers; they are
+accepted only when ``PINQPY_TESTING=1`` is set in the server's own environment, and the
+banner then says loudly that answers are not private.
+
+Also runnable as ``python -m pinqpy.remote.server.run CONFIG [options]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+from pinqpy.errors import PinqError
+from pinqpy.remote.server.auth import TokenStore
+from pinqpy.remote.server.config import ServerConfig, load_config
+from pinqpy.remote.server.state import ServerState, parse_testing
+
+__all__ = ["add_arguments", "demo_config", "main", "serve_command"]
+
+#: The environment switch the test hooks need (the value pinqpy.testing.SWITCH names).
+TESTING_SWITCH = "PINQPY_TESTING"
+
+
+def demo_config() -> Path:
+    """The bundled sample config (serving ``pinqpy/data/PUMS.csv`` as ``pums``)."""
+    return Path(str(resources.files("pinqpy").joinpath("data", "server-demo.toml")))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    # A restarted server takes its port back at once, even with connections in TIME_WAIT.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise PinqError(
+            f"cannot listen on {host}:{port} ({err.strerror or type(err).__name__}); choose "
+            "another --port (0 picks a free one) or --host"
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def serve_command(
+    config: str | None,
+    *,
+    add_analyst: str | None = None,
+    demo: bool = False,
+    host: str | None = None,
+    port: int | None = None,
+    testing: str | None = None,
+    out: IO[str] = sys.stdout,
+    err: IO[str] = sys.stderr,
+) -> int:
+    """Run ``pinqpy serve``; the exit status (1 on an error, 2 on bad usage; each error is
+    one line on ``err``)."""
+
+    def usage(message: str) -> int:
+        print(f"pinqpy serve: {message}", file=err)
+        return 2
+
+    if demo and config is not None:
+        return usage("--demo serves the bundled sample; give either a config file or --demo")
+    if not demo and config is None:
+        return usage("give a config file (pinqpy serve CONFIG) or --demo")
+    if demo and add_analyst is not None:
+        return usage("--demo makes its own analyst; --add-analyst needs a config file")
+    if port is not None and not 0 <= port <= 65535:
+        return usage("--port must be between 0 and 65535")
+    if testing is not None:
+        try:
+            parse_testing(testing)
+        except PinqError as e:
+            return usage(str(e))
+        if os.environ.get(TESTING_SWITCH) != "1":
+            return usage(
+                f"--testing removes every privacy guarantee and is accepted only when "
+                f"{TESTING_SWITCH}=1 is set in the server's environment"
+            )
+
+    scratch: str | None = None
+    try:
+        if demo:
+            scratch = tempfile.mkdtemp(prefix="pinqpy-demo-")
+            cfg = load_config(demo_config())
+            cfg = replace(
+                cfg,
+                ledger=Path(scratch) / "demo.ledger.db",
+                tokens=Path(scratch) / "demo.tokens.json",
+            )
+        else:
+            cfg = load_config(config)  # type: ignore[arg-type]
+        if add_analyst is not None:
+            token = TokenStore(cfg.tokens, cfg.analysts).add(add_analyst)
+            print(f"token: {token}", file=out)
+            print(
+                f"(the token for analyst {add_analyst!r}, shown only now; {cfg.tokens} keeps "
+                "only its hash, and a new token replaces it)",
+                file=out,
+            )
+            return 0
+        cfg = replace(
+            cfg,
+            host=host if host is not None else cfg.host,
+            port=port if port is not None else cfg.port,
+        )
+        demo_token = TokenStore(cfg.tokens, cfg.analysts).add("demo") if demo else None
+        return _serve(cfg, testing, demo_token, out, err)
+    except PinqError as e:
+        print(f"pinqpy serve: {e}", file=err)
+        return 1
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve(
+    cfg: ServerConfig, testing: str | None, demo_token: str | None, out: IO[str], err: IO[str]
+) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        raise PinqError(
+            "the server needs its extra: pip install 'pinqpy[server]' (starlette, uvicorn)"
+        ) from None
+    from pinqpy.remote.server.app import create_app
+
+    state = ServerState(cfg, testing=testing)
+    try:
+        sock = _bind(cfg.host, cfg.port)
+        real_port = sock.getsockname()[1]
+        scheme = "https" if cfg.tls_certfile else "http"
+        shown_host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+        url = f"{scheme}://{shown_host}:{real_port}"
+        _banner(cfg, url, testing, demo_token, out)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(state, log=err),
+                ssl_certfile=str(cfg.tls_certfile) if cfg.tls_certfile else None,
+                ssl_keyfile=str(cfg.tls_keyfile) if cfg.tls_keyfile else None,
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=5,
+            )
+        )
+        server.run(sockets=[sock])
+        return 0
+    finally:
+        state.close()
+
+
+def _banner(
+    cfg: ServerConfig, url: str, testing: str | None, demo_token: str | None, out: IO[str]
+) -> None:
+    from pinqpy.core.version import __version__
+
+    source = f" (config {cfg.path})" if cfg.path is not None and demo_token is None else ""
+    print(f"pinqpy {__version__} server{source}", file=out)
+    print(f"listening on {url}", file=out)
+    tables = ", ".join(f"{n} ({t.source}, {t.engine})" for n, t in cfg.tables.items())
+    print(f"tables: {tables}", file=out)
+    analysts = ", ".join(
+        f"{n} ({'group ' + a.group if a.group else 'own budget'}: {', '.join(a.tables)})"
+        for n, a in cfg.analysts.items()
+    )
+    print(f"analysts: {analysts}", file=out)
+    print(f"ledger: {cfg.ledger}", file=out)
+    if testing is not None:
+        print(
+            f"TESTING MODE ({testing}): answers are not private; never serve real data like this",
+            file=out,
+        )
+    if demo_token is not None:
+        print(f"token: {demo_token}", file=out)
+        print(f'pq.connect("{url}", token="{demo_token}")', file=out)
+    out.flush()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``pinqpy serve`` (shared with the command line's subcommand)."""
+    parser.add_argument("config", nargs="?", help="the server's TOML config file")
+    parser.add_argument(
+        "--add-analyst", metavar="NAME", help="make a token for analyst NAME, print it, and exit"
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="serve the bundled PUMS sample with a demo analyst"
+    )
+    parser.add_argument("--host", help="the address to listen on (default: the config's)")
+    parser.add_argument("--port", type=int, help="the port (0: any free port)")
+    parser.add_argument("--testing", help=argparse.SUPPRESS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pinqpy serve", description="Serve private tables to untrusted analysts."
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return serve_command(
+        args.config,
+        add_analyst=args.add_analyst,
+        demo=args.demo,
+        host=args.host,
+        port=args.port,
+        testing=args.testing,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
