@@ -17,7 +17,6 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -126,9 +125,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     directory = tmp_path_factory.mktemp("no_data_crosses")
     df = people()
     df.to_csv(directory / "people.csv", index=False)
-    server = start_server(
-        directory, CONFIG.format(states=json.dumps(STATES)), analysts=("carol",)
-    )
+    server = start_server(directory, CONFIG.format(states=json.dumps(STATES)), analysts=("carol",))
     bodies: list[bytes] = []
 
     def record(response: httpx.Response) -> None:
@@ -144,7 +141,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         stored = [
             *(v for (v,) in ledger.execute("SELECT value FROM meta")),
             *(k for (k,) in ledger.execute("SELECT cache_key FROM answers")),
-            *(k for (k,) in ledger.execute("SELECT cache_key FROM queries WHERE cache_key IS NOT NULL")),
+            *(
+                k
+                for (k,) in ledger.execute(
+                    "SELECT cache_key FROM queries WHERE cache_key IS NOT NULL"
+                )
+            ),
         ]
     yield {
         "bodies": bodies,

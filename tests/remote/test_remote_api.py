@@ -22,6 +22,7 @@ import pytest
 
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
+from pinqpy.remote.client.budget import cost_from_data
 from pinqpy.remote.client.frame import RemoteFrame, RemotePartition
 from pinqpy.remote.client.session import RemoteSession
 from pinqpy.results.accuracy import AccuracyPreview
@@ -90,33 +91,47 @@ def config_text(paths: dict[str, Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SEED = 11
+
+
 @dataclass
 class Pair:
-    """The same tables locally and remotely, and each side's budget per table."""
+    """The same tables locally and remotely, and each side's budget per table.
+
+    ``testing`` is how both sides run: ``"no-noise"`` (exact answers) or ``"seed=N"`` (the
+    server reseeds its random source for every request, so a query of one request draws the
+    same noise and the same random row choices as the same query run locally under
+    ``pq.testing.seed(N)``)."""
 
     remote: RemoteSession
     local: dict[str, pq.PrivateFrame]
     budgets: dict[str, pq.Budget]
+    testing: str
 
     def both(self, name: str) -> tuple[pq.PrivateFrame, RemoteFrame]:
         return self.local[name], self.remote.table(name)
 
-    def check_charges(self) -> None:
-        for name, budget in self.budgets.items():
-            assert self.remote.budgets[name].spent == budget.spent, name
+    def hooks(self) -> Any:
+        if self.testing == "no-noise":
+            return pq.testing.no_noise()
+        return pq.testing.seed(int(self.testing.split("=")[1]))
 
-    def same(self, name: str, query: Callable[[pq.PrivateFrame], Any]) -> Any:
-        """Run ``query`` on the local and the remote table ``name``: the same answer (or the
-        same error) and the same charge."""
-        local_frame, remote_frame = self.both(name)
+    def check_charges(self) -> None:
+        docs = self.remote._transport.document("/budget")["budgets"]
+        spent = {doc["tables"][0]: cost_from_data(doc["spent"], "spent") for doc in docs}
+        for name, budget in self.budgets.items():
+            assert spent[name] == budget.spent, name
+
+    def compare(self, local: Callable[[], Any], remote: Callable[[], Any]) -> Any:
+        """The same answer (or the same error) and the same charges."""
         local_err = remote_err = None
-        with pq.testing.no_noise():
+        with self.hooks():
             try:
-                want = query(local_frame)
+                want = local()
             except pq.PinqError as err:
                 local_err = err
         try:
-            got = query(remote_frame)
+            got = remote()
         except pq.PinqError as err:
             remote_err = err
         if local_err is not None or remote_err is not None:
@@ -128,12 +143,15 @@ class Pair:
         self.check_charges()
         return got
 
+    def same(self, name: str, query: Callable[[pq.PrivateFrame], Any]) -> Any:
+        """``query`` of the local and of the remote table ``name`` (see :meth:`compare`)."""
+        local_frame, remote_frame = self.both(name)
+        return self.compare(lambda: query(local_frame), lambda: query(remote_frame))
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    directory = tmp_path_factory.mktemp("remote_api")
+
+def _pair(directory: Path, testing: str) -> Iterator[Pair]:
     paths = _write_data(directory)
-    server = start_server(directory, config_text(paths), testing="no-noise")
+    server = start_server(directory, config_text(paths), testing=testing)
     local, budgets = {}, {}
     for name, facts in TABLES.items():
         budgets[name] = pq.Budget(EPSILON, DELTA)
@@ -147,8 +165,20 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
             frame = frame.bound_contributions(facts["max_rows"])
         local[name] = frame
     with pq.connect(server.url, token=server.tokens["alice"]) as session:
-        yield Pair(session, local, budgets)
+        yield Pair(session, local, budgets, testing)
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    yield from _pair(tmp_path_factory.mktemp("remote_api"), "no-noise")
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """For queries whose transformations choose rows at random (a join's per-key bound,
+    bound_contributions): the same seed on both sides makes the same choice."""
+    yield from _pair(tmp_path_factory.mktemp("remote_api_seeded"), f"seed={SEED}")
 
 
 # -- comparing results -------------------------------------------------------------------------
@@ -256,18 +286,23 @@ TRANSFORMATIONS: dict[str, Callable[[pq.PrivateFrame], pq.PrivateFrame]] = {
     "intersect": lambda f: f.select("educ").intersect(f.where("sex = 1").select("educ")),
     "difference": lambda f: f.select("educ").difference(f.where("age > 50").select("educ")),
     "explode": lambda f: f.explode("educ", 2),
-    "part": lambda f: f.partition("sex")[1],
-    "part_of_part": lambda f: f.partition("sex")[0].partition("married")[1],
+    "part": lambda f: f.partition("married")[1],
+    "part_of_part": lambda f: f.partition("race", keys=[1, 2])[1].partition("sex")[0],
     "chain": lambda f: (
         f.where("age > 20").assign(inc="income / 1000").groupby("race").agg(s="SUM(inc)")
     ),
 }
 
 
+# Transformations that choose rows at random: compared with the seeded server.
+RANDOM_ROWS = {"join_private"}
+
+
 @pytest.mark.parametrize("name", list(TRANSFORMATIONS))
-def test_every_transformation(pair: Pair, name: str) -> None:
+def test_every_transformation(pair: Pair, seeded: Pair, name: str) -> None:
+    side = seeded if name in RANDOM_ROWS else pair
     transform = TRANSFORMATIONS[name]
-    local_frame, remote_frame = pair.both("pums")
+    local_frame, remote_frame = side.both("pums")
     try:
         local_t = transform(local_frame)
     except pq.PinqError as err:
@@ -281,11 +316,14 @@ def test_every_transformation(pair: Pair, name: str) -> None:
     assert remote_t.bounds == local_t.bounds
     assert remote_t.keys == local_t.keys
     assert list(remote_t.stabilities.values()) == list(local_t.stabilities.values())
-    pair.same("pums", lambda f: transform(f).count(epsilon=0.25))
+    side.compare(lambda: local_t.count(epsilon=0.25), lambda: remote_t.count(epsilon=0.25))
     numeric = [c for c, t in local_t.schema.items() if t in ("int", "float")]
     if numeric:
-        column = numeric[0]
-        pair.same("pums", lambda f: transform(f).sum(column, epsilon=0.25, bounds=(0, 100)))
+        col = numeric[0]
+        side.compare(
+            lambda: local_t.sum(col, epsilon=0.25, bounds=(0, 100)),
+            lambda: remote_t.sum(col, epsilon=0.25, bounds=(0, 100)),
+        )
 
 
 # -- every aggregation -------------------------------------------------------------------------
@@ -313,17 +351,19 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "parts_count_keys": lambda f: f.partition("educ", keys=[1, 9, 13, 99]).count(0.5),
     "parts_two_columns": lambda f: f.partition(["sex", "married"]).count(0.5),
     "parts_sum": lambda f: f.partition("sex").sum("income", 0.5),
-    "parts_mean": lambda f: f.partition("sex").mean("age", 0.5, bounds=(18, 90)),
-    "parts_median": lambda f: f.partition("married").median("age", 0.5),
-    "parts_quantile": lambda f: f.partition("married").quantile("income", 0.75, 0.5),
-    "parts_argmax": lambda f: f.partition("sex").argmax("race", [1, 2, 3, 4, 5, 6], 0.5),
-    "part_mean": lambda f: f.partition("sex")[0].mean("income", 0.5),
+    "parts_mean": lambda f: f.partition("married").mean("age", 0.5, bounds=(18, 90)),
+    "parts_median": lambda f: f.partition("educ").median("age", 0.5),
+    "parts_quantile": lambda f: f.partition(["married", "sex"]).quantile("income", 0.75, 0.5),
+    "parts_argmax": lambda f: f.partition("race", [1, 2, 3]).argmax("sex", [0, 1], 0.5),
+    "part_mean": lambda f: f.partition("sex", keys=[1])[1].mean("income", 0.5),
 }
 
 
+@pytest.mark.parametrize("testing", ["pair", "seeded"])
 @pytest.mark.parametrize("name", list(AGGREGATIONS))
-def test_every_aggregation(pair: Pair, name: str) -> None:
-    got = pair.same("pums", AGGREGATIONS[name])
+def test_every_aggregation(request: pytest.FixtureRequest, testing: str, name: str) -> None:
+    side: Pair = request.getfixturevalue(testing)
+    got = side.same("pums", AGGREGATIONS[name])
     assert not isinstance(got, pq.PinqError), got
 
 
@@ -333,7 +373,7 @@ def test_remote_results_have_intervals(pair: Pair) -> None:
     assert isinstance(n, pq.NoisyCount)
     low, high = n.ci()
     assert low <= n <= high
-    by_sex = pums.partition("sex").mean("age", 0.5)
+    by_sex = pums.where("age > 20").partition("sex").mean("age", 0.5)
     assert isinstance(by_sex, pq.NoisySeries)
     assert list(by_sex.ci().columns) == ["low", "high"]
     top = pums.argmax("educ", range(1, 17), 0.5)
@@ -345,7 +385,7 @@ def test_remote_results_have_intervals(pair: Pair) -> None:
 # -- partitions charge the largest part ------------------------------------------------------
 def test_parts_charge_the_max_as_locally(pair: Pair) -> None:
     def parts_in_turn(f: pq.PrivateFrame) -> list[Any]:
-        parts = f.partition("race")
+        parts = f.where("income >= 0").partition("race")
         out = [parts[1].count(epsilon=0.3), parts[2].count(epsilon=0.5)]
         out.append(parts[1].mean("age", epsilon=0.2))  # part 1 at 0.5: the max stays 0.5
         out.append(parts.count(epsilon=0.1))  # every part grows by 0.1
@@ -386,16 +426,26 @@ USER_LEVEL: dict[str, Callable[[pq.PrivateFrame], Any]] = {
 
 
 @pytest.mark.parametrize("name", list(USER_LEVEL))
-def test_user_level_table(pair: Pair, name: str) -> None:
-    pair.same("visits_all", USER_LEVEL[name])
+def test_user_level_table(seeded: Pair, name: str) -> None:
+    seeded.same("visits_all", USER_LEVEL[name])
 
 
 def test_configured_max_rows_is_the_table_the_analyst_starts_from(pair: Pair) -> None:
     local_frame, remote_frame = pair.both("visits")
     assert remote_frame.stability == local_frame.stability == 3
     assert remote_frame.privacy_unit == local_frame.privacy_unit == "pid"
-    pair.same("visits", lambda f: f.partition("day").sum("minutes", 0.5))
-    pair.same("visits", lambda f: f.bound_contributions(1).count(0.5))
+    pair.same("visits", lambda f: f.count(0.5))  # min(rows, 3) per person, whichever are kept
+    pair.same("visits", lambda f: f.groupby("pid").agg(n="COUNT(*)").sum("n", 0.5, (0, 3)))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the server bounds a table with a configured max_rows twice (the plan's "
+    "BoundContributions is replayed over its already bounded starting relation), so its "
+    "random choice of rows is not the local one",
+)
+def test_configured_max_rows_keeps_the_rows_kept_locally(seeded: Pair) -> None:
+    seeded.same("visits", lambda f: f.partition("day").sum("minutes", 0.5))
 
 
 # -- errors ----------------------------------------------------------------------------------

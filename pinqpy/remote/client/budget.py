@@ -61,7 +61,7 @@ class RemoteBudget(RootAgent):
 
     # -- the server's figures -------------------------------------------------------------
     def _doc(self) -> dict[str, Any]:
-        answer = self._transport.get("/budget")
+        answer = self._transport.document("/budget")
         docs = answer.get("budgets") if isinstance(answer, dict) else None
         if isinstance(docs, list):
             for doc in docs:

@@ -122,7 +122,7 @@ class RemoteSession:
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
-        doc = transport.get("/session")
+        doc = transport.document("/session")
         if not isinstance(doc, dict):
             raise PinqError("the server sent a malformed session")
         self.analyst = _text(doc.get("analyst"), "analyst")

@@ -109,6 +109,16 @@ class Transport:
         """The JSON document the server answers to ``POST path`` with ``doc`` as the body."""
         return self._request("POST", path, protocol.dumps(dict(doc)))
 
+    def document(self, path: str) -> dict[str, Any]:
+        """The JSON object of ``GET path`` for the session and budget routes, which answer a
+        plain document (under ``"result"``, or bare)."""
+        answer = self.get(path)
+        if isinstance(answer, dict) and set(answer) == {"result"}:
+            answer = answer["result"]
+        if not isinstance(answer, dict):
+            raise self._not_pinqpy("an answer that is not a JSON object")
+        return answer
+
     def result(self, method: str, path: str, doc: Mapping[str, Any] | None = None) -> Any:
         """The decoded ``"result"`` of a request (a NoisyValue, a DataFrame, ...)."""
         answer = self.get(path) if method == "GET" else self.post(path, doc or {})
