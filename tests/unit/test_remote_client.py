@@ -418,3 +418,9 @@ def test_without_httpx_connect_names_the_extra(monkeypatch):
 def test_import_pinqpy_does_not_import_httpx():
     code = "import sys, pinqpy; assert 'httpx' not in sys.modules; print(pinqpy.connect)"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_every_method_has_the_local_signature():
+    for name in ["where", "filter", "select", "assign", "join", "groupby", "partition"]:
+        local, remote = getattr(PrivateFrame, name), getattr(RemoteFrame, name)
+        assert inspect.signature(remote) == inspect.signature(local), name

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -138,6 +138,19 @@ def _remote(local: F, *, partition: bool = False) -> F:
     return method  # type: ignore[return-value]
 
 
+def _find_callable(value: Any, what: str) -> None:
+    """Refuse a callable in ``value`` (looking into lists, tuples and mappings only, so no
+    iterator is consumed before the local method reads it)."""
+    if isinstance(value, Expression | Expr | str):
+        return
+    if callable(value):
+        raise _refuse_callable(what)
+    items = value.values() if isinstance(value, Mapping) else value
+    if isinstance(value, Mapping | list | tuple):
+        for item in items:
+            _find_callable(item, what)
+
+
 def _checked_transformation(local: F) -> F:
     """A transformation that takes expressions: a callable is refused with the remote
     message (locally it may be allowed by the curator; remotely it never is), then the local
@@ -145,7 +158,8 @@ def _checked_transformation(local: F) -> F:
 
     @functools.wraps(local)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        prepare_args(local.__name__, _bind(local, self, args, kwargs))
+        for name, value in _bind(local, self, args, kwargs).items():
+            _find_callable(value, f"{local.__name__}'s argument {name!r}")
         return local(self, *args, **kwargs)
 
     method.__qualname__ = f"RemoteFrame.{local.__name__}"
@@ -236,7 +250,7 @@ class RemoteFrame(PrivateFrame):
         on: str | Iterable[str],
         max_rows_per_key: tuple[int, int] | None = None,
         *,
-        how: Any = "inner",
+        how: Literal["inner", "left"] = "inner",
         name: str = "public",
     ) -> PrivateFrame:
         self._same_server(other, "join")
@@ -289,7 +303,7 @@ class RemoteGroupedFrame(GroupedFrame):
     __slots__ = ()
 
     def agg(self, **aggs: str | Expression) -> PrivateFrame:
-        prepare_args("agg", aggs)
+        _find_callable(aggs, "agg's argument 'aggs'")
         calls = {n: unwrap(v) for n, v in aggs.items()}
         frame = self._frame
         assert isinstance(frame, RemoteFrame)
