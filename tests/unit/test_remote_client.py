@@ -95,15 +95,16 @@ class StandIn:
                 {"name": n, "plan": plan_to_data(f._plan), "budget": labels[id(f.budgets[0])]}
                 for n, f in self.frames.items()
             ]
-            return {
+            doc = {
                 "analyst": "a",
                 "version": pq.__version__,
                 "tables": tables,
                 "budgets": self.budget_docs(),
                 "limits": {},
             }
+            return {"result": doc}
         if path == "/v1/budget":
-            return {"budgets": self.budget_docs()}
+            return {"result": {"budgets": self.budget_docs()}}
         doc = protocol.loads(request.content)
         if path == "/v1/sql":
             run = self.session.explain if doc["explain"] else self.session.sql
@@ -366,8 +367,9 @@ def test_connect_needs_a_token(monkeypatch):
     monkeypatch.delenv(protocol.TOKEN_ENV, raising=False)
     with pytest.raises(pq.PinqError, match="PINQPY_TOKEN"):
         pq.connect("http://127.0.0.1:9")
-    with pytest.raises(pq.PinqError, match="token"):
-        pq.connect("http://127.0.0.1:9", token="  ")
+    for token in ("  ", "two words", "new\nline", "caf\u00e9", 42):
+        with pytest.raises(pq.PinqError, match="token"):
+            pq.connect("http://127.0.0.1:9", token=token)  # type: ignore[arg-type]
 
 
 def test_the_token_may_come_from_the_environment(standin, monkeypatch):

@@ -13,6 +13,7 @@ stays light for local users; without it, connecting says which extra installs it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,9 @@ DEFAULT_TIMEOUT = 120.0
 
 # Seconds to wait for a connection to open: a server that is up accepts at once.
 _CONNECT_TIMEOUT = 10.0
+
+# What a token can be: it travels in an HTTP header, so printable ASCII without spaces.
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 # The largest response body the client reads (a released table of many groups is large,
 # but a pinqpy answer is never near this).
@@ -77,8 +81,11 @@ class Transport:
 
     def __init__(self, url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.url = check_url(url)
-        if not isinstance(token, str) or not token.strip():
-            raise PinqError("the analyst token must be non-empty text")
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token.strip()):
+            raise PinqError(
+                "the analyst token must be the text the curator gave you (printable "
+                "characters without spaces)"
+            )
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
