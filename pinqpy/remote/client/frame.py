@@ -23,6 +23,7 @@ the data), so one is refused here, with a clear error, before any request is mad
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeVar
@@ -86,13 +87,19 @@ def prepare_args(method: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _plain(v, f"{method}'s argument {name!r}") for name, v in arguments.items()}
 
 
-def _bind(local: Callable[..., Any], frame: object, args: Any, kwargs: Any) -> dict[str, Any]:
-    """The arguments as the local method ``local`` would bind them (a wrong call raises the
-    same TypeError), without ``self`` and without defaults (the server applies its own)."""
-    bound = inspect.signature(local).bind(frame, *args, **kwargs)
-    arguments = dict(bound.arguments)
-    arguments.pop(next(iter(inspect.signature(local).parameters)))
-    return arguments
+def _binder(local: Callable[..., Any]) -> Callable[[object, Any, Any], dict[str, Any]]:
+    """A function binding a call's arguments as the local method ``local`` would (a wrong
+    call raises the same TypeError), without ``self`` and without defaults (the server
+    applies its own)."""
+    signature = inspect.signature(local)
+    first = next(iter(signature.parameters))
+
+    def bind(frame: object, args: Any, kwargs: Any) -> dict[str, Any]:
+        arguments = dict(signature.bind(frame, *args, **kwargs).arguments)
+        del arguments[first]
+        return arguments
+
+    return bind
 
 
 def _public_tables(rel: Relation) -> dict[str, Any]:
@@ -127,12 +134,11 @@ def _request(
 def _remote(local: F, *, partition: bool = False) -> F:
     """The remote twin of an aggregation: same name, signature and docstring as ``local``;
     it binds the call as ``local`` would and asks the server to make it."""
-    name = local.__name__
+    name, bind = local.__name__, _binder(local)
 
     @functools.wraps(local)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        arguments = _bind(local, self, args, kwargs)
-        return self._aggregate(name, arguments)
+        return self._aggregate(name, bind(self, args, kwargs))
 
     method.__qualname__ = f"{'RemotePartition' if partition else 'RemoteFrame'}.{name}"
     return method  # type: ignore[return-value]
@@ -145,9 +151,10 @@ def _find_callable(value: Any, what: str) -> None:
         return
     if callable(value):
         raise _refuse_callable(what)
-    items = value.values() if isinstance(value, Mapping) else value
-    if isinstance(value, Mapping | list | tuple):
-        for item in items:
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        for item in value:
             _find_callable(item, what)
 
 
@@ -156,9 +163,11 @@ def _checked_transformation(local: F) -> F:
     message (locally it may be allowed by the curator; remotely it never is), then the local
     method runs as it is."""
 
+    bind = _binder(local)
+
     @functools.wraps(local)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for name, value in _bind(local, self, args, kwargs).items():
+        for name, value in bind(self, args, kwargs).items():
             _find_callable(value, f"{local.__name__}'s argument {name!r}")
         return local(self, *args, **kwargs)
 
@@ -227,8 +236,6 @@ class RemoteFrame(PrivateFrame):
         return f"RemoteFrame([{cols}]{unit}, {stabs}, server={self._link.url!r})"
 
     def _repr_html_(self) -> str:
-        import html
-
         return f"<pre>{html.escape(repr(self))}</pre>"
 
     def __reduce__(self) -> None:
@@ -268,10 +275,8 @@ class RemoteFrame(PrivateFrame):
     assign = _checked_transformation(PrivateFrame.assign)
 
     def groupby(self, *keys: str | list[str]) -> GroupedFrame:
-        flat: list[str] = []
-        for k in keys:
-            flat.extend([k] if isinstance(k, str) else list(k))
-        return RemoteGroupedFrame(self, self._rel.group_keys(flat))
+        grouped = super().groupby(*keys)
+        return RemoteGroupedFrame(self, grouped._keys)
 
     groupby.__doc__ = PrivateFrame.groupby.__doc__
 
