@@ -516,3 +516,28 @@ def test_transformation_errors_are_raised_on_the_client(pair: Pair) -> None:
     ):
         with pytest.raises(pq.PinqError):
             call()
+
+
+# -- the session's budgets ---------------------------------------------------------------------
+def test_budgets_and_their_audit_trail(pair: Pair) -> None:
+    s = pair.remote
+    assert s.tables == list(TABLES) and s.analyst == "alice"
+    with pytest.raises(pq.PinqError, match=r"5 budgets .* session.budgets\[table\]"):
+        s.budget  # noqa: B018
+    budgets = s.budgets
+    assert list(budgets) == list(TABLES)
+    assert len({id(b) for b in budgets.values()}) == len(TABLES)
+    edges = budgets["edges"]
+    assert edges.name == "analyst:alice/edges" and edges.tables == ["edges"]
+    assert edges.total == pq.Cost(EPSILON, DELTA) and edges.accounting == "approx"
+    assert edges.remaining == pq.Cost(EPSILON, DELTA) - edges.spent
+    assert repr(edges).startswith("RemoteBudget('analyst:alice/edges', epsilon=1000, delta=")
+    before = len(edges.audit())
+    pair.same("edges", lambda f: f.where("src < dst").count(epsilon=0.125))
+    trail = edges.audit()
+    assert len(trail) == before + 1
+    assert set(trail["budget"]) == {"analyst:alice/edges"}
+    assert trail["epsilon_exact"].iloc[-1] == "1/8"
+    everything = s.audit()  # every budget's charges: at least this one's
+    assert len(everything) >= len(trail)
+    assert set(everything["budget"]) <= {budget.name for budget in budgets.values()}
