@@ -62,3 +62,22 @@ def test_a_file_others_can_write_or_a_foreign_file_is_refused(tmp_path):
     path.write_text("{")
     with pytest.raises(PinqError, match="cannot be read as JSON"):
         TokenStore(path, ["alice"]).load()
+
+
+def test_analysts_added_at_once_all_keep_their_token(tmp_path):
+    import threading
+
+    path = tmp_path / "tokens.json"
+    names = [f"a{i}" for i in range(12)]
+    tokens: dict[str, str] = {}
+
+    def add(name: str) -> None:
+        tokens[name] = TokenStore(path, names).add(name)  # a store each, as processes have
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store = TokenStore(path, names)
+    assert {n: store.verify(tok) for n, tok in tokens.items()} == {n: n for n in names}

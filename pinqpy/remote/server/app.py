@@ -23,12 +23,13 @@ Every request is handled in the same order, each step before any later one can h
 
 Statuses: 200 ``{"result": ...}``; 400 a pinqpy error (malformed request, bad arguments, a
 refused query); 401 no valid token; 403 a table the analyst may not query (unknown or not
-granted, alike); 409 the budget does not cover the query; 413 the body is too large; 422 over
-a complexity limit; 504 over the run-time limit; 500 an internal fault. Error bodies are
-``{"error": encode_error(...)}``: a pinqpy error's class and message, which never quote a data
-value. An internal fault answers a fixed message and nothing else (no trace, no exception
-text); the trace goes to the curator's console only. Messages are also scrubbed of the
-server's own paths (its config folder, ledger and table files).
+granted, alike); 404 no such endpoint; 405 the wrong HTTP method; 408 a body slower to arrive
+than ``query_timeout_s``; 409 the budget does not cover the query; 413 the body is too large;
+422 over a complexity limit; 504 over the run-time limit; 500 an internal fault. Error bodies
+are ``{"error": encode_error(...)}``: a pinqpy error's class and message, which never quote a
+data value. An internal fault answers a fixed message and nothing else (no trace, no
+exception text); the trace goes to the curator's console only. Messages are also scrubbed of
+the server's own paths (its config folder, ledger and table files).
 
 **The run-time limit** (``query_timeout_s``) can only trip while the work runs, and the work
 charges the budget before it reads any data: a request that answers 504 may have been charged,
@@ -47,7 +48,7 @@ from typing import IO, Any
 from pinqpy.errors import BudgetExceededError, PinqError
 from pinqpy.remote.protocol import API_PREFIX, dumps, encode_error, encode_result, loads
 from pinqpy.remote.server.replay import LimitExceeded, TableNotFound, check_depth
-from pinqpy.remote.server.state import AnalystState, ServerState
+from pinqpy.remote.server.state import AnalystState, BadArguments, ServerState
 
 __all__ = ["INTERNAL_ERROR", "MAX_JSON_DEPTH", "UNAUTHORIZED", "create_app"]
 
@@ -92,12 +93,13 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
     from starlette.routing import Route
 
     limits = state.limits
-    routes: dict[str, tuple[str, Callable[[AnalystState, Any], Any], bool]] = {
-        f"{API_PREFIX}/session": ("GET", state.session_doc, False),
-        f"{API_PREFIX}/budget": ("GET", state.budget_doc, False),
-        f"{API_PREFIX}/audit": ("GET", state.audit, True),
-        f"{API_PREFIX}/aggregate": ("POST", state.aggregate, True),
-        f"{API_PREFIX}/sql": ("POST", state.sql, True),
+    # path -> (HTTP method, the state's operation, whether its result is encode_result'ed)
+    routes: dict[str, tuple[str, str, bool]] = {
+        f"{API_PREFIX}/session": ("GET", "session_doc", False),
+        f"{API_PREFIX}/budget": ("GET", "budget_doc", False),
+        f"{API_PREFIX}/audit": ("GET", "audit", True),
+        f"{API_PREFIX}/aggregate": ("POST", "aggregate", True),
+        f"{API_PREFIX}/sql": ("POST", "sql", True),
     }
     scrub = _scrubber(state)
 
@@ -144,12 +146,18 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
                 raise _Refusal(
                     404, _error(f"no such endpoint; the endpoints are under {API_PREFIX}/")
                 )
-            want, fn, wrap = route
+            want, operation, wrap = route
+            fn = getattr(state, operation)
             if method != want and not (method == "HEAD" and want == "GET"):
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
             doc: Any = None
             if want == "POST":
-                doc = loads(await read_body(request), limits.max_request_bytes)
+                # A body trickling in holds no worker, but it is bounded in time all the same.
+                with anyio.move_on_after(limits.query_timeout_s) as reading:
+                    raw = await read_body(request)
+                if reading.cancelled_caught:
+                    raise _Refusal(408, _error("the request body took too long to arrive"))
+                doc = loads(raw, limits.max_request_bytes)
                 check_depth(doc, MAX_JSON_DEPTH)
             with anyio.fail_after(limits.query_timeout_s):
                 body = await anyio.to_thread.run_sync(
@@ -159,6 +167,8 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
         except _Refusal as r:
             return fail(r.status, r.error)
         except PinqError as err:
+            if isinstance(err, BadArguments):
+                _log_fault(log, method, path, err.__cause__)
             return fail(_status(err), encode_error(err))
         except TimeoutError:
             return fail(
@@ -170,13 +180,20 @@ def create_app(state: ServerState, *, log: IO[str] | None = None) -> Any:
             )
         except RecursionError:
             return fail(422, _error("the request nests more deeply than this server accepts"))
-        except Exception:
-            stream = log if log is not None else sys.stderr
-            print(f"pinqpy server: internal error answering {method} {path}:", file=stream)
-            traceback.print_exc(file=stream)
+        except Exception as exc:
+            _log_fault(log, method, path, exc)
             return fail(500, _error(INTERNAL_ERROR))
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+
+
+def _log_fault(log: IO[str] | None, method: str, path: str, exc: BaseException | None) -> None:
+    """The trace of a fault, for the curator's console only."""
+    stream = log if log is not None else sys.stderr
+    print(f"pinqpy server: fault answering {method} {path}:", file=stream)
+    if exc is not None:
+        traceback.print_exception(exc, file=stream)
+    stream.flush()
 
 
 def _bearer(header: str | None) -> str | None:

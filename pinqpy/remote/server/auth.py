@@ -27,7 +27,7 @@ import secrets
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from pinqpy.errors import PinqError
@@ -60,7 +60,7 @@ class TokenStore:
         self.path = Path(path)
         self.analysts = frozenset(analysts)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._hashes: tuple[tuple[str, bytes], ...] = ()
 
     # -- the file ------------------------------------------------------------------------
@@ -120,18 +120,35 @@ class TokenStore:
                 f"[analysts.{name}] section first"
             )
         token = new_token()
-        with self._lock:
+        with self._lock, self._file_lock():
             hashes = self.read()
             hashes[name] = hash_token(token)
             self._write(hashes)
         return token
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Serialise read-change-write across processes (two curators' ``--add-analyst`` at
+        once must not lose a token), by an advisory lock on a file beside the tokens file."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: one writer at a time is assumed
+            yield
+            return
+        fd = os.open(str(self.path) + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     # -- verifying -----------------------------------------------------------------------
     def _current(self) -> tuple[tuple[str, bytes], ...]:
         """The hashes of the config's analysts, reread when the file changed."""
         try:
             st = self.path.stat()
-            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+            # ctime changes with the contents and with the file's mode or owner too.
+            stamp: tuple[int, ...] | None = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             stamp = None
         with self._lock:

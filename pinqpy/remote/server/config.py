@@ -19,10 +19,11 @@ The schema::
     max_request_bytes = 1000000        # a request body larger than this is refused (413)
     max_plan_nodes = 500               # nodes of one plan (422)
     max_plan_depth = 64                # nesting of one plan (422)
-    max_keys = 100000                  # partition keys, argmax candidates, public keys (422)
+    max_keys = 100000                  # partition keys, candidates of argmax or quantile (422)
     max_public_rows = 100000           # rows of one public table sent with a join (422)
     max_sql_chars = 20000              # length of one SQL query (422)
-    query_timeout_s = 60               # run time of one request (504, after the charge)
+    query_timeout_s = 60               # run time of one request (504, after the charge);
+                                       # also the time its body may take to arrive (408)
 
     [tables.pums]                      # the table's name, as analysts and SQL see it
     source = "csv"                     # csv | parquet | duckdb | spark

@@ -37,9 +37,11 @@ read off the raw data before anything is decoded.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -71,11 +73,13 @@ from pinqpy.remote.protocol import decode_frame
 from pinqpy.remote.server.config import Limits
 
 __all__ = [
+    "DECODING_ERRORS",
     "LimitExceeded",
     "PartitionRegistry",
     "Replayer",
     "TableNotFound",
     "check_depth",
+    "decoding",
     "public_tables",
 ]
 
@@ -89,6 +93,22 @@ class TableNotFound(PinqError):
 
 class LimitExceeded(PinqError):
     """A request over one of the server's limits (its size, plan size, key counts)."""
+
+
+#: What a reader of JSON data may raise on a shape it did not expect (a dict where text
+#: belongs, say): the request is malformed, never the server at fault.
+DECODING_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
+
+@contextlib.contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Report any failure to read the request's ``what`` as a malformed request."""
+    try:
+        yield
+    except PinqError:
+        raise
+    except DECODING_ERRORS:
+        raise PinqError(f"the request's {what} is malformed") from None
 
 
 def check_depth(data: Any, limit: int, what: str = "the request") -> None:
@@ -170,7 +190,8 @@ class Replayer(PlanVisitor[Relation]):
     def relation(self, data: Any) -> Relation:
         """The checked relation of a plan's JSON data."""
         self.check_size(data)
-        plan = plan_from_data(data)
+        with decoding("plan"):
+            plan = plan_from_data(data)
         return self.visit(plan)
 
     def check_size(self, data: Any) -> None:
@@ -220,7 +241,9 @@ class Replayer(PlanVisitor[Relation]):
             parent_text = canonical_plan(parent.plan, lambda t: t.id, parent.catalog)
         except NotCanonical:
             return ref, rel
-        identity = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}"
+        text = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}"
+        # Kept by its hash: the text of a partition with many keys is long.
+        identity = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         agent = self.registry.agent(identity, fresh)
         if agent is fresh:
             return ref, rel
@@ -268,7 +291,11 @@ class Replayer(PlanVisitor[Relation]):
             key = check_keys([node.key], ref.key_columns, rel.schema)[0]
         except PinqError:
             key = node.key
-        if key not in frozenset(ref.keys):
+        try:
+            listed = key in frozenset(ref.keys)
+        except TypeError:  # an unhashable key (the JSON form allows a mapping)
+            listed = False
+        if not listed:
             raise PinqError("a part's key is not one of its partition's keys")
         memo_key = ("part", id(ref), key)
         hit = self._memo.get(memo_key)  # type: ignore[call-overload]
@@ -339,7 +366,8 @@ def public_tables(data: Any, limits: Limits) -> dict[str, pd.DataFrame]:
         raise PinqError("public must be an object of public tables by id")
     out = {}
     for pid, table in data.items():
-        frame = decode_frame(table)
+        with decoding("public table"):
+            frame = decode_frame(table)
         if len(frame) > limits.max_public_rows:
             raise LimitExceeded(
                 f"a public table has {len(frame)} rows; this server accepts at most "

@@ -25,7 +25,10 @@ Test hooks: the server never turns one on for a request. A server started in tes
 curator's environment) runs every request under that hook, one request at a time; with
 ``seed=N`` the source is re-seeded with ``N`` before each request, so a request's answer is
 the local answer under ``pinqpy.testing.seed(N)``. A server not in testing mode refuses to
-answer while a hook is somehow in force (:class:`HookActive`).
+answer while a hook is somehow in force (:class:`HookActive`). The hooks are process-wide
+(module state of :mod:`pinqpy.noise.source`, under its lock), not per thread: a hook set for
+one request is in force in every worker thread, which is why testing mode runs requests one
+at a time, and why no request may ever set one.
 """
 
 from __future__ import annotations
@@ -51,14 +54,17 @@ from pinqpy.engines.registry import Wrapped, read_file, wrap
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.nodes import Source
 from pinqpy.plan.serialize import plan_to_data
 from pinqpy.remote.protocol import decode_args, decode_value
 from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import AnalystSpec, ServerConfig, TableSpec
 from pinqpy.remote.server.replay import (
+    DECODING_ERRORS,
     LimitExceeded,
     PartitionRegistry,
     Replayer,
+    decoding,
     public_tables,
 )
 
@@ -66,8 +72,10 @@ __all__ = [
     "FRAME_METHODS",
     "PARTITION_METHODS",
     "AnalystState",
+    "BadArguments",
     "HookActive",
     "ServerState",
+    "base_relation",
     "cost_doc",
     "open_table",
     "parse_testing",
@@ -78,6 +86,12 @@ FRAME_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax", "select
 PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax")
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
+
+
+class BadArguments(PinqError):
+    """An aggregation that failed on its arguments with a Python error rather than a pinqpy
+    one. The analyst is told which kind of error, never its text; the curator's log has the
+    trace (``__cause__``)."""
 
 
 class HookActive(Exception):
@@ -113,14 +127,18 @@ def open_table(spec: TableSpec) -> Wrapped:
         return read_file(str(spec.path), spec.format or "parquet", "spark", schema=schema)
     import duckdb
 
+    # The database is attached read-only to a connection of the server's own, where pinqpy
+    # can make the views it reads through; the curator's file is never written.
+    con = duckdb.connect()
+    path = str(spec.database).replace("'", "''")
     try:
-        con = duckdb.connect(str(spec.database), read_only=True)
+        con.execute(f"ATTACH '{path}' AS curated (READ_ONLY)")
     except duckdb.Error as err:
         raise PinqError(
             f"the duckdb database {str(spec.database)!r} of table {spec.name!r} cannot be "
             f"opened ({type(err).__name__})"
         ) from None
-    return wrap(spec.table, "duckdb", con, schema)
+    return wrap(f"curated.{spec.table}", "duckdb", con, schema)
 
 
 @dataclass
@@ -131,14 +149,31 @@ class AnalystState:
     session: Session
     budgets: dict[str, Budget]
     registry: PartitionRegistry = field(default_factory=PartitionRegistry)
+    sources: dict[str, Relation] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for t in self.spec.tables:
+            self.sources[t] = base_relation(self.session.table(t)._rel)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def tables(self) -> dict[str, Relation]:
-        """The server's relation of each granted table, by name."""
-        return {t: self.session.table(t)._rel for t in self.spec.tables}
+        """The relation a plan's ``Source`` of each granted table stands for, by name: the
+        table itself, before any step the session's frame adds on top (a configured
+        ``max_rows`` is a ``BoundContributions`` node of the plan the analyst is handed,
+        which the analyst's plan holds and replay rebuilds)."""
+        return self.sources
+
+
+def base_relation(rel: Relation) -> Relation:
+    """The relation of the one ``Source`` under a registered table's plan (the same node
+    object every time, so plans of one table share it as they do locally)."""
+    node = rel.plan
+    while not isinstance(node, Source):
+        (node,) = node.children
+    return Relation(node, rel.catalog)
 
 
 class ServerState:
@@ -151,6 +186,7 @@ class ServerState:
         self.tokens = TokenStore(config.tokens, config.analysts)
         self.tokens.load()
         self._serial = threading.Lock()
+        self._engine_lock = threading.Lock()
         self.ledger = Ledger(config.ledger)
         try:
             handles = {name: open_table(spec) for name, spec in config.tables.items()}
@@ -187,7 +223,15 @@ class ServerState:
 
     # -- requests ------------------------------------------------------------------------
     def authenticate(self, token: object) -> AnalystState | None:
-        name = self.tokens.verify(token)
+        """The analyst a token belongs to, or None.
+
+        A tokens file that became unusable while the server runs is the curator's fault, not
+        the caller's: it is raised as a plain error (an internal fault, logged), so nobody
+        without a token learns anything about the server's files."""
+        try:
+            name = self.tokens.verify(token)
+        except PinqError as err:
+            raise RuntimeError(str(err)) from None
         return None if name is None else self.analysts.get(name)
 
     @contextlib.contextmanager
@@ -261,7 +305,8 @@ class ServerState:
                 f"{shown} is not an aggregation of {what}; the aggregations are "
                 + ", ".join(allowed)
             )
-        args = decode_args(body.get("args", {}))
+        with decoding("args"):
+            args = decode_args(body.get("args", {}))
         for name in _LIST_ARGS:
             v = args.get(name)
             if isinstance(v, list | tuple | dict | set):
@@ -273,7 +318,8 @@ class ServerState:
         target: Any = frame
         if partition is not None:
             p = _fields(partition, ("columns",), ("keys",))
-            keys = decode_value(p.get("keys"))
+            with decoding("partition keys"):
+                keys = decode_value(p.get("keys"))
             ref, prel = replayer.partition(rel, p["columns"], keys)
             target = Partition(frame, prel, ref, PrivateFrame._wrap)
         fn = getattr(target, method)
@@ -281,7 +327,21 @@ class ServerState:
             inspect.signature(fn).bind(**args)
         except TypeError as err:
             raise PinqError(f"{method}() was called with bad arguments: {err}") from None
-        return fn(**args)
+        with self._engine(rel.engine != "pandas"):
+            return _call(method, fn, args)
+
+    @contextlib.contextmanager
+    def _engine(self, shared: bool) -> Iterator[None]:
+        """One request at a time on the DuckDB and Spark engines.
+
+        Their tables are read through a connection the whole server shares, and a DuckDB
+        connection refuses concurrent use (it fails mid-query, which would be after the
+        charge). pandas tables are read by each request on its own thread."""
+        if not shared:
+            yield
+            return
+        with self._engine_lock:
+            yield
 
     def _check_count(self, n: int, what: str) -> None:
         if n > self.limits.max_keys:
@@ -300,14 +360,36 @@ class ServerState:
                 f"the query has {len(query)} characters; this server accepts at most "
                 f"{self.limits.max_sql_chars}"
             )
-        epsilon = decode_value(body.get("epsilon"))
-        delta = decode_value(body.get("delta"))
+        with decoding("epsilon or delta"):
+            epsilon = decode_value(body.get("epsilon"))
+            delta = decode_value(body.get("delta"))
         explain = body.get("explain", False)
         if not isinstance(explain, bool):
             raise PinqError("explain must be true or false")
-        if explain:
-            return a.session.explain(query, epsilon, delta)
-        return a.session.sql(query, epsilon, delta)
+        call = {"query": query, "epsilon": epsilon, "delta": delta}
+        # A query may name any granted table.
+        with self._engine(any(r.engine != "pandas" for r in a.tables().values())):
+            if explain:
+                return _call("explain", a.session.explain, call)
+            return _call("sql", a.session.sql, call)
+
+
+def _call(what: str, fn: Any, args: dict[str, Any]) -> Any:
+    """``fn(**args)``, an API call on the analyst's arguments.
+
+    pinqpy refuses bad input with a pinqpy error; a plain Python error escaping the call
+    (a ``TypeError`` from an argument of the wrong kind, say) is the analyst's arguments
+    meeting code that did not expect them, so it is reported as a bad request
+    (:class:`BadArguments`, naming only the kind of error) and logged for the curator.
+    """
+    try:
+        return fn(**args)
+    except PinqError:
+        raise
+    except DECODING_ERRORS as err:
+        raise BadArguments(
+            f"{what}() could not use the arguments it was given ({type(err).__name__})"
+        ) from err
 
 
 def _fields(body: Any, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
