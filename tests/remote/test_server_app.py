@@ -451,3 +451,26 @@ def test_concurrent_requests_on_a_duckdb_table_all_answer(tmp_path):
         assert a.budgets["people"].spent.epsilon == pytest.approx(0.48)
     finally:
         state.close()
+
+
+def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
+    config = default_config(("carol",)) + (
+        '\n[groups.lab]\nbudget = { epsilon = 1, accounting = "pure" }\n'
+        '[analysts.alice]\ntables = ["pums"]\ngroup = "lab"\n'
+        '[analysts.bob]\ntables = ["pums"]\ngroup = "lab"\n'
+    )
+    (tmp_path / "s.toml").write_text(config)
+    state = ServerState(load_config(tmp_path / "s.toml"))
+    try:
+        alice, bob, carol = (state.analysts[n] for n in ("alice", "bob", "carol"))
+        assert alice.budgets["pums"] is bob.budgets["pums"]
+        assert alice.budgets["pums"] is not carol.budgets["pums"]
+        state.aggregate(alice, count_body(epsilon=0.25))
+        (doc,) = state.budget_docs(bob)
+        assert doc["name"] == "group:lab/pums" and doc["accounting"] == "pure"
+        assert doc["spent"] == {"epsilon": "1/4", "delta": "0"}
+        assert carol.budgets["pums"].spent == pq.Cost(0)
+        audit = state.audit(bob)
+        assert list(audit["budget"]) == ["group:lab/pums"]
+    finally:
+        state.close()

@@ -174,7 +174,7 @@ def _serve(
                 f"cannot serve TLS with {cfg.tls_certfile} and {cfg.tls_keyfile} "
                 f"({type(e).__name__}: {e}); check the certificate and key files"
             ) from None
-        _banner(cfg, url, testing, demo_token, out)
+        _banner(cfg, url, testing, demo_token, set(state.tokens.load()), out)
         server = uvicorn.Server(config)
         server.run(sockets=[sock])
         return 0
@@ -183,7 +183,12 @@ def _serve(
 
 
 def _banner(
-    cfg: ServerConfig, url: str, testing: str | None, demo_token: str | None, out: IO[str]
+    cfg: ServerConfig,
+    url: str,
+    testing: str | None,
+    demo_token: str | None,
+    with_token: set[str],
+    out: IO[str],
 ) -> None:
     from pinqpy.core.version import __version__
 
@@ -193,7 +198,9 @@ def _banner(
     tables = ", ".join(f"{n} ({t.source}, {t.engine})" for n, t in cfg.tables.items())
     print(f"tables: {tables}", file=out)
     analysts = ", ".join(
-        f"{n} ({'group ' + a.group if a.group else 'own budget'}: {', '.join(a.tables)})"
+        f"{n} ({'group ' + a.group if a.group else 'own budget'}: {', '.join(a.tables)}"
+        + ("" if n in with_token else "; no token yet: --add-analyst " + n)
+        + ")"
         for n, a in cfg.analysts.items()
     )
     print(f"analysts: {analysts}", file=out)
