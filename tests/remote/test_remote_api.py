@@ -475,13 +475,8 @@ def test_configured_max_rows_is_the_table_the_analyst_starts_from(pair: Pair) ->
     pair.same("visits", lambda f: f.groupby("pid").agg(n="COUNT(*)").sum("n", 0.5, (0, 3)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the server bounds a table with a configured max_rows twice (the plan's "
-    "BoundContributions is replayed over its already bounded starting relation), so its "
-    "random choice of rows is not the local one",
-)
 def test_configured_max_rows_keeps_the_rows_kept_locally(seeded: Pair) -> None:
+    """The server bounds the table once, as the local frame is: the same random rows."""
     seeded.same("visits", lambda f: f.partition("day").sum("minutes", 0.5))
 
 
