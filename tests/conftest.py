@@ -29,6 +29,13 @@ def shared_csv(name: str, **kwargs: object) -> pd.DataFrame:
 
 
 @pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """The command line keeps its ledger in the user's state directory: each test gets its
+    own (subprocesses inherit it), so no test writes the real home or sees another's spend."""
+    monkeypatch.setenv("PINQPY_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
+@pytest.fixture(autouse=True)
 def _fresh_noise_state():
     """Every test starts with the secure source and noise on, whatever a test did before."""
     import pinqpy as pq

@@ -1,5 +1,12 @@
-"""The ``pinqpy`` command line: ``pinqpy demo``, and ``pinqpy shell`` and ``pinqpy query`` over
-CSV/parquet files (see :mod:`pinqpy.interfaces.tables` for how the files become tables).
+"""The ``pinqpy`` command line: ``pinqpy demo``; ``pinqpy shell`` and ``pinqpy query`` over
+CSV/parquet files (see :mod:`pinqpy.interfaces.tables` for how the files become tables) or,
+with ``--connect URL``, over a pinqpy server's tables; and ``pinqpy serve``, the curator's
+server (:mod:`pinqpy.remote.server`).
+
+Over local files the budgets are kept in a ledger by default (``ledger.db`` in the user's
+state directory, see :mod:`pinqpy.interfaces.state_dir`), so running a command again goes on
+spending the same budget and a repeated query is answered from the ledger at no charge;
+``--ledger PATH`` chooses another file and ``--no-ledger`` forgets them (with a warning).
 
 A user error (a bad file, flag, column or query) is one line on standard error and a
 non-zero exit status (2 for a bad command line, 1 otherwise), never a traceback.
@@ -9,19 +16,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
+import importlib.util
 import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from pinqpy.core.version import __version__
 from pinqpy.demo import main as demo
 from pinqpy.errors import PinqError
+from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, one_line
 from pinqpy.interfaces.output import format_result
-from pinqpy.interfaces.shell import Shell
+from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
 from pinqpy.interfaces.tables import load_session
 
@@ -29,18 +39,22 @@ __all__ = ["COMMANDS", "USAGE", "build_parser", "main"]
 
 COMMANDS = {
     "demo": "a short private query session over the bundled PUMS sample",
-    "shell": "an interactive SQL shell over private CSV/parquet files",
-    "query": "answer one SQL query over private CSV/parquet files",
+    "shell": "an interactive SQL shell over private CSV/parquet files or a pinqpy server",
+    "query": "answer one SQL query over private CSV/parquet files or a pinqpy server",
+    "serve": "serve private tables to analysts over HTTP (needs pinqpy[server])",
 }
 
 USAGE = (
-    "usage: pinqpy {demo,shell,query} ...\n\n"
+    "usage: pinqpy {demo,shell,query,serve} ...\n\n"
     + "\n".join(f"  {name:<7} {text}" for name, text in COMMANDS.items())
     + "\n\nexamples:\n"
     "  pinqpy demo\n"
     "  pinqpy shell people=people.csv --epsilon 1 --bounds age=0:100 --keys sex=0,1\n"
-    '  pinqpy query people=people.csv --epsilon 1 "SELECT COUNT(*) FROM people"\n\n'
-    "Run pinqpy shell --help or pinqpy query --help for every option."
+    '  pinqpy query people=people.csv --epsilon 1 "SELECT COUNT(*) FROM people"\n'
+    "  pinqpy serve server.toml\n"
+    "  PINQPY_TOKEN=... pinqpy shell --connect http://127.0.0.1:8765\n\n"
+    "Budgets of local files are kept in a ledger between runs (--ledger PATH chooses it).\n"
+    "Run pinqpy shell --help, pinqpy query --help or pinqpy serve --help for every option."
 )
 
 
@@ -77,20 +91,33 @@ def _probability(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be a whole number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--port must be from 0 to 65535, not {text!r}")
+    return value
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--epsilon",
         type=_positive("--epsilon"),
-        required=True,
+        default=None,
         metavar="EPS",
-        help="each private table's privacy budget (its own, not shared)",
+        help="each private table's privacy budget (its own, not shared); required with "
+        "local files. With --connect the server keeps the budgets, and this is what each "
+        "query spends",
     )
     parser.add_argument(
         "--delta",
         type=_probability,
-        default=0.0,
+        default=None,
         metavar="DELTA",
-        help="each private table's delta budget (default 0)",
+        help="each private table's delta budget (default 0); with --connect, the delta each "
+        "query may spend",
     )
     parser.add_argument(
         "--bounds",
@@ -132,14 +159,21 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=("pandas", "duckdb", "spark"),
-        default="pandas",
+        default=None,
         help="where private tables are read and aggregated (default: pandas, in memory; "
         "duckdb and spark read the files where they lie)",
     )
     parser.add_argument(
         "--ledger",
         metavar="PATH",
-        help="keep the budgets in this SQLite ledger, so spending carries over between runs",
+        help="keep the budgets and answers in this SQLite ledger (default: ledger.db in "
+        "$PINQPY_STATE_DIR, else the user's state directory, e.g. ~/.local/state/pinqpy)",
+    )
+    parser.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="keep no ledger: budgets start afresh on every run, so repeating a query "
+        "averages its noise away (a warning says so)",
     )
     parser.add_argument(
         "--delta-per-query",
@@ -148,40 +182,76 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         metavar="DELTA",
         help="the delta each query may spend (see --epsilon-per-query for the default)",
     )
+    parser.add_argument(
+        "--connect",
+        metavar="URL",
+        help="ask a pinqpy server (http://HOST:PORT) instead of reading local files; the "
+        f"token is read from ${TOKEN_ENV} (or the --token-env variable), else prompted for",
+    )
+    parser.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help=f"with --connect: the environment variable holding the token (default {TOKEN_ENV})",
+    )
 
 
 _EPILOG = (
     "Files: .csv, .tsv (optionally compressed) and .parquet (with pyarrow). A file larger than "
-    "16 MB shows a progress line on standard error (PINQPY_PROGRESS_BYTES sets the size)."
+    "16 MB shows a progress line on standard error (PINQPY_PROGRESS_BYTES sets the size). "
+    "Budgets are kept in a ledger between runs: a second run goes on spending them, and a "
+    "repeated query is answered again from the ledger at no charge."
+)
+
+# Flags that describe local files; with --connect the server declares its own tables.
+_LOCAL_FLAGS = (
+    ("bounds", "--bounds"),
+    ("keys", "--keys"),
+    ("schema", "--schema"),
+    ("privacy_unit", "--privacy-unit"),
+    ("max_rows", "--max-rows"),
+    ("public", "--public"),
+    ("engine", "--engine"),
+    ("ledger", "--ledger"),
+    ("no_ledger", "--no-ledger"),
 )
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
-    """The argument parser of one command (``shell`` or ``query``)."""
+    """The argument parser of one command (``shell``, ``query`` or ``serve``)."""
+    if command == "serve":
+        return _serve_parser()
     if command == "shell":
         parser = _Parser(
             prog="pinqpy shell",
             description=(
-                "An interactive SQL shell over private files. With standard input not a "
-                "terminal, it reads statements separated by ';' and exits non-zero if any "
-                "failed."
+                "An interactive SQL shell over private files, or over a pinqpy server's "
+                "tables with --connect URL. With standard input not a terminal, it reads "
+                "statements separated by ';' and exits non-zero if any failed."
             ),
             epilog=_EPILOG + " History is kept in $PINQPY_HISTORY (default ~/.pinqpy_history).",
         )
         per_query = (
             "the epsilon each query spends unless it says otherwise (default: a tenth "
-            "of --epsilon; .epsilon changes it)"
+            "of --epsilon, or of the smallest budget with --connect; .epsilon changes it)"
         )
     elif command == "query":
         parser = _Parser(
             prog="pinqpy query",
-            description="Answer one SQL statement over private files.",
+            description=(
+                "Answer one SQL statement over private files, or over a pinqpy server's "
+                "tables with --connect URL."
+            ),
             epilog=_EPILOG,
         )
         per_query = "the epsilon the query spends unless it says otherwise (default: --epsilon)"
     else:
         raise CliError(f"unknown command {command!r}", 2)
-    parser.add_argument("tables", nargs="+", metavar="NAME=PATH", help="a private table to load")
+    parser.add_argument(
+        "tables",
+        nargs="*",
+        metavar="NAME=PATH",
+        help="a private table to load (required unless --connect)",
+    )
     if command == "query":
         parser.add_argument("sql", metavar="QUERY", help="the SQL statement ('-': read stdin)")
     _add_common(parser)
@@ -202,45 +272,203 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _query(args: argparse.Namespace) -> int:
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="pinqpy serve",
+        description=(
+            "Serve private tables to analysts over HTTP: each analyst asks with a token and "
+            "draws on the budgets CONFIG grants; the budgets and answers are kept in the "
+            "ledger CONFIG names. Needs the server extra: pip install 'pinqpy[server]'."
+        ),
+        epilog="CONFIG is a TOML file: [server], [tables.NAME], [groups.NAME] and "
+        "[analysts.NAME] sections (see the pinqpy.remote.server.config documentation).",
+    )
+    parser.add_argument("config", nargs="?", metavar="CONFIG", help="the server's TOML file")
+    parser.add_argument(
+        "--add-analyst",
+        metavar="NAME",
+        help="make a new token for analyst NAME (one of CONFIG's [analysts]) and print it once; "
+        "only its hash is stored",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve the bundled PUMS sample as table pums to one analyst with a fresh token "
+        "(no CONFIG; the budgets last as long as the server)",
+    )
+    parser.add_argument(
+        "--host", metavar="HOST", help="the address to listen on (default: CONFIG's)"
+    )
+    parser.add_argument(
+        "--port", type=_port, metavar="N", help="the port to listen on (0: any free port)"
+    )
+    parser.add_argument("--testing", metavar="MODE", help=argparse.SUPPRESS)
+    return parser
+
+
+def _parse(command: str, rest: Sequence[str]) -> argparse.Namespace:
+    """Parse one command's arguments and check the combinations argparse cannot."""
+    parser = build_parser(command)
+    args = parser.parse_intermixed_args(rest)
+    if command == "serve":
+        if args.demo and args.config:
+            parser.error("--demo serves the bundled sample: give no CONFIG with it")
+        if args.demo and args.add_analyst:
+            parser.error("--demo makes its own analyst and token: give no --add-analyst")
+        if not args.demo and not args.config:
+            parser.error("the following arguments are required: CONFIG (or --demo)")
+        return args
+    if args.connect is not None:
+        check_url(args.connect)
+        if args.tables:
+            parser.error(
+                "--connect asks the server's tables: give no NAME=PATH files "
+                f"(got {' '.join(args.tables)})"
+            )
+        for attr, flag in _LOCAL_FLAGS:
+            if getattr(args, attr):
+                parser.error(f"{flag} describes local files; with --connect the server does")
+        for which in ("epsilon", "delta"):
+            if getattr(args, which) is not None and getattr(args, f"{which}_per_query") is not None:
+                parser.error(
+                    f"with --connect, --{which} is what each query spends: give it or "
+                    f"--{which}-per-query, not both"
+                )
+        return args
+    if args.token_env is not None:
+        parser.error("--token-env goes with --connect URL")
+    if args.ledger is not None and args.no_ledger:
+        parser.error("--ledger PATH and --no-ledger contradict each other: choose one")
+    missing = [
+        name
+        for name, absent in (("NAME=PATH", not args.tables), ("--epsilon", args.epsilon is None))
+        if absent
+    ]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if args.delta is None:
+        args.delta = 0.0
+    if args.engine is None:
+        args.engine = "pandas"
+    return args
+
+
+def _query_text(args: argparse.Namespace) -> str:
     text = sys.stdin.read() if args.sql == "-" else args.sql
     if not text.strip():
         raise CliError("the query is empty", 2)
+    return text
+
+
+def _warn_no_ledger(args: argparse.Namespace) -> None:
+    if args.no_ledger:
+        print(
+            "pinqpy: warning: --no-ledger: budgets will not carry over between runs, so "
+            "repeating a query averages its noise away",
+            file=sys.stderr,
+        )
+
+
+def _query(args: argparse.Namespace) -> int:
+    text = _query_text(args)
+    if args.connect is not None:
+        with _remote(args) as session:
+            epsilon, delta = _remote_defaults(args)
+            return _answer(session, text, epsilon, delta, args.format)
+    _warn_no_ledger(args)
     loaded = load_session(args)
     epsilon = args.epsilon_per_query if args.epsilon_per_query is not None else args.epsilon
     delta = args.delta_per_query if args.delta_per_query is not None else args.delta
+    return _answer(loaded.session, text, epsilon, delta, args.format)
+
+
+def _answer(session: SqlSession, text: str, epsilon: Any, delta: Any, fmt: str) -> int:
     try:
-        result = run_statement(loaded.session, text, epsilon, delta)
+        result = run_statement(session, text, epsilon, delta)
     except PinqError as err:
         raise CliError(one_line(err)) from None
-    print(format_result(result, args.format))
+    print(format_result(result, fmt))
     return 0
 
 
 def _shell(args: argparse.Namespace) -> int:
+    if args.connect is not None:
+        with _remote(args) as session:
+            epsilon, delta = _remote_defaults(args)
+            notes = [f"Connected to {args.connect}: the server keeps the budgets."]
+            return _run_shell(Shell(session, epsilon=epsilon, delta=delta or 0.0, notes=notes))
+    _warn_no_ledger(args)
     loaded = load_session(args)
     epsilon = args.epsilon_per_query
     if epsilon is None:
-        epsilon = _tenth(args.epsilon)
-    delta = args.delta_per_query if args.delta_per_query is not None else _tenth(args.delta)
-    shell = Shell(loaded, epsilon=epsilon, delta=delta)
+        epsilon = tenth(args.epsilon)
+    delta = args.delta_per_query if args.delta_per_query is not None else tenth(args.delta)
+    if loaded.ledger is not None:
+        note = f"Budgets are kept in the ledger {loaded.ledger} (--ledger PATH chooses another)."
+    else:
+        note = "Budgets are not kept: they start afresh on every run (--no-ledger)."
+    return _run_shell(Shell(loaded.session, epsilon=epsilon, delta=delta, notes=[note]))
+
+
+def _run_shell(shell: Shell) -> int:
     if sys.stdin.isatty():
         return shell.interact()
     return shell.run_script(sys.stdin.read())
 
 
-def _tenth(value: float) -> float:
-    """A tenth of ``value``, spelled as a short decimal (0.7 -> 0.07, not 0.06999...).
+def _remote_defaults(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """With --connect: what each query spends (--epsilon or --epsilon-per-query; None lets
+    the shell take a tenth of the smallest budget, and a query its OPTIONS)."""
+    epsilon = args.epsilon_per_query if args.epsilon_per_query is not None else args.epsilon
+    delta = args.delta_per_query if args.delta_per_query is not None else args.delta
+    return epsilon, delta
 
-    >>> _tenth(0.7)
-    0.07
+
+@contextlib.contextmanager
+def _remote(args: argparse.Namespace) -> Any:
+    """The analyst's session on the server ``--connect`` names, closed afterwards.
+
+    The token comes from the environment or a hidden prompt at a terminal, never from the
+    command line (see :mod:`pinqpy.interfaces.connect`).
     """
-    return float(Decimal(repr(value)) / 10)
+    prompt = getpass.getpass if sys.stdin.isatty() else None
+    token = find_token(args.connect, args.token_env, prompt=prompt)
+    session = open_remote(args.connect, token)
+    try:
+        yield session
+    finally:
+        close = getattr(session, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``pinqpy serve``: hand the parsed arguments to the server (imported only here, so the
+    rest of the command line does not need starlette or uvicorn)."""
+    missing = "pinqpy serve needs the server extra: pip install 'pinqpy[server]'"
+    if any(importlib.util.find_spec(m) is None for m in ("starlette", "uvicorn")):
+        raise CliError(missing)
+    try:
+        from pinqpy.remote.server.run import serve_command
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] in ("starlette", "uvicorn"):
+            raise CliError(missing) from None
+        raise
+    status = serve_command(
+        Path(args.config) if args.config else None,
+        add_analyst=args.add_analyst,
+        demo=args.demo,
+        host=args.host,
+        port=args.port,
+        testing=args.testing,
+    )
+    return int(status or 0)
 
 
 def _dispatch(argv: Sequence[str]) -> int:
     if not argv:
-        raise CliError("choose a command: demo, shell or query (see pinqpy --help)", 2)
+        raise CliError("choose a command: demo, shell, query or serve (see pinqpy --help)", 2)
     command, rest = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
         print(USAGE)
@@ -256,8 +484,10 @@ def _dispatch(argv: Sequence[str]) -> int:
             raise CliError(f"demo takes no arguments, got {' '.join(rest)!r}", 2)
         return demo()
     if command not in COMMANDS:
-        raise CliError(f"unknown command {command!r}; choose demo, shell or query", 2)
-    args = build_parser(command).parse_intermixed_args(rest)
+        raise CliError(f"unknown command {command!r}; choose demo, shell, query or serve", 2)
+    args = _parse(command, rest)
+    if command == "serve":
+        return _serve(args)
     return _shell(args) if command == "shell" else _query(args)
 
 

@@ -20,6 +20,22 @@ Options (before the query on the magic's line):
 ``-q/--quiet``      do not display the result (useful with ``-o``)
 ``--``              ends the options (the rest of the line is the query)
 
+A pinqpy server's tables are queried the same way after connecting::
+
+    %pinq connect http://127.0.0.1:8765            # the token from $PINQPY_TOKEN, or asked for
+    %pinq connect https://dp.example.org --token-env LAB_TOKEN
+    %%pinq -e 0.5
+    SELECT COUNT(*) FROM pums
+    %pinq status                                     # where cells run now
+    %pinq disconnect                                 # back to local sessions
+
+While connected, ``%pinq``/``%%pinq`` without ``--session`` run on the server (``--session
+NAME`` still picks a variable: a local Session or a session from ``pq.connect``). The token
+is read from the environment variable ``PINQPY_TOKEN`` (or the one ``--token-env`` names) or
+typed at a hidden prompt, never from the magic's line: a line is saved in the notebook and in
+IPython's history, so ``%pinq connect`` refuses any other argument. Results are the same
+objects as locally; only a ``%pinq`` status line and an error say which server answered.
+
 The magic returns what :meth:`Session.sql` returns, so IPython displays it: a released
 :class:`~pinqpy.NoisyFrame` is shown with a small table of 95% intervals for its noisy
 columns, EXPLAIN as plain text, SHOW/DESCRIBE as DataFrames. A pinqpy error (a syntax error,
@@ -33,14 +49,20 @@ it. The newest session is the one :func:`pinqpy.api.session.newest_session` repo
 
 from __future__ import annotations
 
+import getpass
 import keyword
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinqpy.api.session import Session, newest_session
 from pinqpy.errors import PinqError
+from pinqpy.interfaces.connect import TOKEN_ENV, check_env_name, check_url, find_token, open_remote
+from pinqpy.interfaces.errors import CliError
+
+if TYPE_CHECKING:
+    from pinqpy.interfaces.shell import SqlSession
 
 __all__ = ["PinqMagic", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -73,6 +95,7 @@ _VALUED = {
     "--out": "out",
 }
 _FLAGS = {"-q": "quiet", "--quiet": "quiet"}
+_COMMANDS = ("connect", "disconnect", "status")
 _TOKEN = re.compile(r"\s*(\S+)")
 
 
@@ -135,6 +158,67 @@ def _set_option(opts: MagicOptions, field: str, flag: str, value: str) -> None:
     setattr(opts, field, value)
 
 
+@dataclass
+class ConnectOptions:
+    """The arguments of ``%pinq connect URL [--token-env NAME]``."""
+
+    url: str
+    token_env: str | None = None
+
+
+_CONNECT_ONLY = (
+    "%pinq connect takes the server's address and --token-env NAME only: the token is read "
+    f"from the environment variable {TOKEN_ENV} (or the one --token-env names) or asked for, "
+    "never taken from the line, which the notebook and its history keep"
+)
+
+
+def parse_connect(line: str) -> ConnectOptions:
+    """Parse ``connect URL [--token-env NAME]`` (``line`` starts with ``connect``).
+
+    Anything else on the line is refused without being repeated: it may be a token.
+
+    >>> parse_connect("connect http://127.0.0.1:8765 --token-env LAB_TOKEN")
+    ConnectOptions(url='http://127.0.0.1:8765', token_env='LAB_TOKEN')
+    """
+    words = line.split()[1:]
+    url: str | None = None
+    token_env: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, sep, value = word.partition("=")
+        if name == "--token-env":
+            if not sep:
+                i += 1
+                if i == len(words):
+                    raise MagicUsageError("--token-env needs the NAME of an environment variable")
+                value = words[i]
+            try:
+                token_env = check_env_name(value)
+            except CliError as err:
+                raise MagicUsageError(str(err)) from None
+        elif word.startswith("-") or url is not None:
+            raise MagicUsageError(_CONNECT_ONLY)
+        else:
+            url = word
+        i += 1
+    if url is None:
+        raise MagicUsageError("%pinq connect needs the server's address: %pinq connect URL")
+    try:
+        check_url(url, "%pinq connect")
+    except CliError as err:
+        raise MagicUsageError(str(err)) from None
+    return ConnectOptions(url, token_env)
+
+
+def _speaks_sql(obj: object) -> bool:
+    """Whether ``obj`` has the session protocol (``sql``, ``tables``, ``describe``; see
+    :mod:`pinqpy.interfaces.shell`), as a session from ``pq.connect`` does."""
+    methods = all(callable(getattr(obj, m, None)) for m in ("sql", "describe"))
+    return methods and hasattr(obj, "tables")
+
+
 # -- the magic -----------------------------------------------------------------------------
 class PinqMagic:
     """Run one SQL statement against a pinqpy Session.
@@ -146,23 +230,34 @@ class PinqMagic:
     ``--`` (end of options). Returns the result -- a NoisyFrame shown with its 95% intervals,
     EXPLAIN text, or a DataFrame -- so ``x = %pinq ...`` works. A pinqpy error is printed to
     stderr with its caret, charges nothing, and gives None.
+
+    ``%pinq connect URL [--token-env NAME]`` makes later calls without ``--session`` run on a
+    pinqpy server, ``%pinq disconnect`` returns to local sessions and ``%pinq status`` says
+    where calls run. A session needs only the session protocol of
+    :mod:`pinqpy.interfaces.shell` (``sql``; ``tables`` and ``describe`` complete it).
     """
 
     def __init__(self, shell: Any):
         self.shell = shell
+        #: The server session ``%pinq connect`` opened, and its address; None when local.
+        self.remote: SqlSession | None = None
+        self.remote_url: str | None = None
 
-    def find_session(self, name: str | None) -> Session:
-        """The session named ``name`` in the user namespace, or the default one."""
+    def find_session(self, name: str | None) -> SqlSession:
+        """The session named ``name`` in the user namespace, else the server session
+        ``%pinq connect`` opened, else the default local one."""
         ns = self.shell.user_ns
         if name is not None:
             if name not in ns:
                 raise MagicUsageError(f"--session: no variable named {name!r}")
             found = ns[name]
-            if not isinstance(found, Session):
+            if not isinstance(found, Session) and not _speaks_sql(found):
                 raise MagicUsageError(
                     f"--session: {name!r} is a {type(found).__name__}, not a pinqpy Session"
                 )
-            return found
+            return found  # type: ignore[no-any-return]
+        if self.remote is not None:
+            return self.remote
         noted = newest_session()
         if noted is not None:
             return noted
@@ -181,6 +276,17 @@ class PinqMagic:
     def __call__(self, line: str, cell: str | None = None) -> Any:
         """Run the magic: ``line`` holds the options (and, as a line magic, the query)."""
         from IPython.core.error import UsageError
+
+        words = line.split()
+        command = words[0].lower() if words else ""
+        if command in _COMMANDS:
+            if cell is not None:
+                raise UsageError(f"%pinq {command} is a line magic: write it without %%")
+            try:
+                self.run_command(command, line)
+            except MagicUsageError as err:
+                raise UsageError(str(err)) from None
+            return None
 
         try:
             opts = parse_options(line)
@@ -203,10 +309,77 @@ class PinqMagic:
             result = session.sql(opts.query, epsilon=opts.epsilon, delta=opts.delta)
         except PinqError as err:
             print(f"{type(err).__name__}: {err}", file=sys.stderr)
+            where = self._where(session)
+            if where:
+                print(where, file=sys.stderr)
             return None
         if opts.out is not None:
             self.shell.user_ns[opts.out] = result
         return None if opts.quiet else result
+
+    def _where(self, session: object) -> str | None:
+        """Which server answered, for an error's last line (None for a local session)."""
+        if session is self.remote:
+            return f"(on the pinqpy server {self.remote_url})"
+        if not isinstance(session, Session):
+            return f"(on {session!r})"
+        return None
+
+    # -- connect, disconnect, status --------------------------------------------------------
+    def run_command(self, command: str, line: str) -> None:
+        """``%pinq connect URL [--token-env NAME]``, ``%pinq disconnect``, ``%pinq status``."""
+        if command == "connect":
+            self.connect(parse_connect(line))
+            return
+        if len(line.split()) > 1:
+            raise MagicUsageError(f"%pinq {command} takes no arguments")
+        if command == "disconnect":
+            self.disconnect()
+        else:
+            print(self.status())
+
+    def connect(self, opts: ConnectOptions) -> None:
+        """Open a session on the server; later cells without ``--session`` run there."""
+        try:
+            token = find_token(opts.url, opts.token_env, prompt=getpass.getpass)
+            remote = open_remote(opts.url, token)
+        except CliError as err:
+            raise MagicUsageError(str(err)) from None
+        except PinqError as err:  # the server refused (an unknown token, say) or is unreachable
+            print(f"{type(err).__name__}: {err}", file=sys.stderr)
+            print(f"(connecting to {opts.url}; cells still run where they did)", file=sys.stderr)
+            return
+        self.disconnect(quiet=True)
+        self.remote, self.remote_url = remote, opts.url
+        print(f"pinqpy: {self.status().removeprefix('pinqpy: ')}; %pinq disconnect to leave")
+
+    def disconnect(self, *, quiet: bool = False) -> None:
+        """Close the server session, if any; cells run on local sessions again."""
+        remote, url = self.remote, self.remote_url
+        self.remote = self.remote_url = None
+        if remote is not None:
+            close = getattr(remote, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except PinqError as err:
+                    if not quiet:
+                        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        if not quiet:
+            print(
+                f"pinqpy: disconnected from {url}; cells run on local sessions"
+                if remote is not None
+                else "pinqpy: not connected; cells run on local sessions"
+            )
+
+    def status(self) -> str:
+        """One line: where ``%%pinq`` cells without ``--session`` run now."""
+        if self.remote is not None:
+            return f"pinqpy: cells run on the pinqpy server {self.remote_url} ({self.remote!r})"
+        noted = newest_session()
+        return "pinqpy: cells run on local sessions" + (
+            f" (now {noted!r})" if noted is not None else ""
+        )
 
 
 # -- display -------------------------------------------------------------------------------
@@ -284,6 +457,9 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext pinqpy``: remove the magic and the display formatters."""
     magics = ipython.magics_manager.magics
+    registered = magics["line"].get("pinq")
+    if isinstance(registered, PinqMagic):
+        registered.disconnect(quiet=True)
     magics["line"].pop("pinq", None)
     magics["cell"].pop("pinq", None)
     text, html = _display_types()

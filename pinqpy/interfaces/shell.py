@@ -10,16 +10,40 @@ runs the statements it reads and exits non-zero if any of them failed.
 The pieces that do not need a terminal are usable and testable alone: splitting statements,
 completion and highlighting (:mod:`pinqpy.interfaces.editing`), and :class:`Shell`, which
 answers statements.
+
+The session protocol
+--------------------
+A :class:`Shell` answers over any object with these three members (:class:`SqlSession`),
+which both a local :class:`~pinqpy.Session` and a remote session from ``pq.connect(...)``
+have, so the same shell runs over local files and over a pinqpy server:
+
+``tables``
+    the names of the tables (private and public), a sequence of text;
+``sql(query, epsilon=None, delta=None)``
+    the answer to one statement: a NoisyFrame, an Explanation, or a DataFrame for
+    ``SHOW TABLES`` (columns ``table`` and ``kind``), ``SHOW BUDGET`` (columns ``budget``,
+    ``epsilon``, ``delta``, ``spent_epsilon``, ``spent_delta``, ``remaining_epsilon``,
+    ``remaining_delta``) and ``DESCRIBE``; a user error raises a :class:`~pinqpy.PinqError`;
+``describe(name)``
+    a table's columns, a DataFrame with a ``column`` column.
+
+Everything else the shell shows comes from those: which tables are public from ``SHOW
+TABLES``, the columns it completes from ``describe``, and budgets (``.budget``, the toolbar,
+what a query charged) from ``SHOW BUDGET`` read before and after the statement. A budget
+shared with other processes (one ledger file, or a server's group budget) can also be spent by
+them meanwhile; the charge a footer reports is what the budget's spent grew by.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pandas as pd
 
@@ -40,9 +64,20 @@ from pinqpy.interfaces.editing import (
 from pinqpy.interfaces.errors import one_line
 from pinqpy.interfaces.output import format_result
 from pinqpy.interfaces.statements import run_statement
-from pinqpy.interfaces.tables import LoadedSession
 
-__all__ = ["Shell", "history_path"]
+__all__ = ["BudgetLine", "Shell", "SqlSession", "history_path", "tenth"]
+
+
+class SqlSession(Protocol):
+    """What :class:`Shell` and the notebook magic need of a session (see the module's
+    documentation): a local :class:`~pinqpy.Session` or a remote session both fit."""
+
+    @property
+    def tables(self) -> Sequence[str]: ...
+
+    def sql(self, query: str, epsilon: float | None = None, delta: float | None = None) -> Any: ...
+
+    def describe(self, name: str) -> pd.DataFrame: ...
 
 
 # -- the shell --------------------------------------------------------------------------------
@@ -65,35 +100,104 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-class Shell:
-    """Answers statements and dot-commands over a loaded session, printing as it goes.
+def tenth(value: float) -> float:
+    """A tenth of ``value``, spelled as a short decimal (0.7 -> 0.07, not 0.06999...).
 
-    ``epsilon`` and ``delta`` are what each query spends unless its OPTIONS say otherwise.
+    >>> tenth(0.7)
+    0.07
+    """
+    return float(Decimal(repr(value)) / 10)
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    """One budget as ``SHOW BUDGET`` reports it; ``name`` is its label without the
+    ``budget of`` prefix (the table or tables it covers)."""
+
+    name: str
+    epsilon: float
+    delta: float
+    spent_epsilon: float
+    spent_delta: float
+    remaining_epsilon: float
+    remaining_delta: float
+
+
+class Shell:
+    """Answers statements and dot-commands over a session, printing as it goes.
+
+    ``session`` is anything with the session protocol (:class:`SqlSession`). ``epsilon``
+    and ``delta`` are what each query spends unless its OPTIONS say otherwise; ``epsilon``
+    None means a tenth of the smallest budget's total (as ``pinqpy shell`` does locally).
+    ``notes`` are lines the banner adds (where the budgets are kept).
     """
 
     def __init__(
         self,
-        loaded: LoadedSession,
+        session: SqlSession,
         *,
-        epsilon: float,
+        epsilon: float | None,
         delta: float = 0.0,
+        notes: Sequence[str] = (),
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         level: float = 0.95,
     ):
-        self.loaded = loaded
-        self.epsilon = epsilon
+        self.session = session
         self.delta = delta
         self.level = level
+        self.notes = list(notes)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.done = False
+        self.tables, self.public = self._catalogue()
+        self.budgets = self.read_budgets()
+        if epsilon is None and self.budgets:
+            epsilon = tenth(min(b.epsilon for b in self.budgets))
+        self.epsilon = epsilon
 
     # -- catalogue ----------------------------------------------------------------------
-    @property
-    def tables(self) -> dict[str, list[str]]:
-        """Table name -> its column names (private and public)."""
-        return self.loaded.columns
+    def _catalogue(self) -> tuple[dict[str, list[str]], list[str]]:
+        """Table name -> its column names, and the public tables' names."""
+        names = [str(n) for n in self.session.tables]
+        kinds: dict[str, str] = {}
+        try:
+            shown = self.session.sql("SHOW TABLES")
+            kinds = {str(t): str(k) for t, k in zip(shown["table"], shown["kind"], strict=True)}
+        except (PinqError, KeyError, TypeError):
+            pass
+        columns: dict[str, list[str]] = {}
+        for name in names:
+            try:
+                columns[name] = [str(c) for c in self.session.describe(name)["column"]]
+            except (PinqError, KeyError, TypeError):
+                columns[name] = []
+        return columns, [n for n in names if kinds.get(n) == "public"]
+
+    def read_budgets(self) -> list[BudgetLine]:
+        """Every budget as ``SHOW BUDGET`` reports it now (empty if it cannot be read)."""
+        try:
+            frame = self.session.sql("SHOW BUDGET")
+            records = frame.to_dict("records")
+            return [
+                BudgetLine(
+                    str(r["budget"]).removeprefix("budget of "),
+                    *(
+                        float(r[k])
+                        for k in (
+                            "epsilon",
+                            "delta",
+                            "spent_epsilon",
+                            "spent_delta",
+                            "remaining_epsilon",
+                            "remaining_delta",
+                        )
+                    ),
+                )
+                for r in records
+            ]
+        except (PinqError, KeyError, TypeError, ValueError, AttributeError):
+            return []
 
     def _print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -137,9 +241,9 @@ class Shell:
         """Answer one SQL statement; True when it succeeded."""
         if text.strip().lower() in QUIT_WORDS | HELP_WORDS:
             return self.command(text, where)
-        before = self._spent()
+        before = self.read_budgets()
         try:
-            result = run_statement(self.loaded.session, text, self.epsilon, self.delta)
+            result = run_statement(self.session, text, self.epsilon, self.delta)
         except PinqSyntaxError as err:
             self._error(str(err), where)
             return False
@@ -158,22 +262,24 @@ class Shell:
         self._print()
         return True
 
-    def _spent(self) -> dict[str, Any]:
-        return {name: budget.spent for name, budget in self.loaded.budgets.items()}
-
-    def _footer(self, result: pd.DataFrame, before: Mapping[str, Any]) -> str:
+    def _footer(self, result: pd.DataFrame, before: Sequence[BudgetLine]) -> str:
         rows = len(result)
         parts = [f"{rows} row{'s' if rows != 1 else ''}"]
         if getattr(result, "accuracy", None):
             parts.append(f"± is the half-width of the {self.level:.0%} interval")
+            self.budgets = self.read_budgets()
+            earlier = {b.name: b for b in before}
             charges = []
-            for name, budget in self.loaded.budgets.items():
-                spent = budget.spent
-                eps = spent.epsilon - before[name].epsilon
-                dlt = spent.delta - before[name].delta
+            for budget in self.budgets:
+                was = earlier.get(budget.name)
+                if was is None:
+                    continue
+                eps = budget.spent_epsilon - was.spent_epsilon
+                dlt = budget.spent_delta - was.spent_delta
                 if eps or dlt:
                     cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
-                    charges.append(f"{cost} to {name} ({_fmt(budget.remaining.epsilon)} left)")
+                    left = _fmt(budget.remaining_epsilon)
+                    charges.append(f"{cost} to {budget.name} ({left} left)")
             parts.append(
                 "charged " + "; ".join(charges) if charges else "charged nothing (asked before)"
             )
@@ -246,51 +352,63 @@ class Shell:
     def _tables_text(self) -> str:
         lines = []
         for name, columns in self.tables.items():
-            kind = "public" if name in self.loaded.public else "private"
+            kind = "public" if name in self.public else "private"
             lines.append(f"{name} ({kind}): {', '.join(columns)}")
         return "\n".join(lines)
 
     def _budget_text(self) -> str:
+        self.budgets = self.read_budgets()
         rows = []
-        for name, budget in self.loaded.budgets.items():
+        for budget in self.budgets:
             row = {
-                "table": name,
-                "epsilon": _fmt(budget.total.epsilon),
-                "spent": _fmt(budget.spent.epsilon),
-                "left": _fmt(budget.remaining.epsilon),
+                "table": budget.name,
+                "epsilon": _fmt(budget.epsilon),
+                "spent": _fmt(budget.spent_epsilon),
+                "left": _fmt(budget.remaining_epsilon),
             }
-            if budget.total.delta:
+            if budget.delta:
                 row |= {
-                    "delta": _fmt(budget.total.delta),
-                    "delta spent": _fmt(budget.spent.delta),
-                    "delta left": _fmt(budget.remaining.delta),
+                    "delta": _fmt(budget.delta),
+                    "delta spent": _fmt(budget.spent_delta),
+                    "delta left": _fmt(budget.remaining_delta),
                 }
             rows.append(row)
         table = format_result(pd.DataFrame(rows), "table")
+        return f"{table}\n({self._default_text()}; .epsilon changes it)"
+
+    def _default_text(self) -> str:
+        if self.epsilon is None:
+            return "each query says what it spends: OPTIONS (epsilon = ...)"
         default = f"each query spends epsilon {_fmt(self.epsilon)}"
         if self.delta:
             default += f" and delta {_fmt(self.delta)}"
-        return f"{table}\n({default}; .epsilon changes it)"
+        return default
 
     def toolbar(self) -> str:
-        """The bottom toolbar: the per-query epsilon and what each budget has left."""
-        left = ", ".join(
-            f"{name} {_fmt(b.remaining.epsilon)}" for name, b in self.loaded.budgets.items()
-        )
+        """The bottom toolbar: the per-query epsilon and what each budget had left after the
+        last statement (it is redrawn at every key, so it does not ask the session)."""
+        left = ", ".join(f"{b.name} {_fmt(b.remaining_epsilon)}" for b in self.budgets)
         return f" epsilon per query {_fmt(self.epsilon)} | left: {left} | .help  .quit "
 
     def banner(self) -> str:
         """What the shell prints when it starts."""
-        private = [n for n in self.tables if n not in self.loaded.public]
-        eps = {_fmt(b.total.epsilon) for b in self.loaded.budgets.values()}
-        text = f"pinqpy shell: private tables {', '.join(private)}"
-        if self.loaded.public:
-            text += f"; public tables {', '.join(self.loaded.public)}"
-        text += (
-            f"\nEach private table has its own budget of epsilon {', '.join(sorted(eps))}; "
-            f"a query spends {_fmt(self.epsilon)} unless it says OPTIONS (epsilon = ...).\n"
-            "End statements with ';'. Tab completes. Type .help for help, .quit to leave."
+        private = [n for n in self.tables if n not in self.public]
+        eps = {_fmt(b.epsilon) for b in self.budgets}
+        text = f"pinqpy shell: private tables {', '.join(private) or '(none)'}"
+        if self.public:
+            text += f"; public tables {', '.join(self.public)}"
+        spends = (
+            f"a query spends {_fmt(self.epsilon)} unless it says OPTIONS (epsilon = ...)"
+            if self.epsilon is not None
+            else "a query says what it spends with OPTIONS (epsilon = ...)"
         )
+        if eps:
+            text += f"\nEach private table has its own budget of epsilon {', '.join(sorted(eps))}; "
+        else:
+            text += "\n"
+        text += f"{spends}.\n"
+        text += "".join(f"{note}\n" for note in self.notes)
+        text += "End statements with ';'. Tab completes. Type .help for help, .quit to leave."
         return text
 
     # -- the terminal -------------------------------------------------------------------
@@ -341,7 +459,7 @@ def _prompt_session(shell: Shell) -> Any:
             self, document: Document, complete_event: CompleteEvent
         ) -> Iterator[Completion]:
             for c in complete(
-                document.text_before_cursor, document.text, shell.tables, shell.loaded.public
+                document.text_before_cursor, document.text, shell.tables, shell.public
             ):
                 yield Completion(c.text, start_position=-c.replace, display_meta=c.meta)
 

@@ -3,11 +3,18 @@ shell set, unless the statement's own OPTIONS set them."""
 
 from __future__ import annotations
 
-from pinqpy.api.session import Session
+from typing import Any, Protocol
+
 from pinqpy.sql import ast as q
 from pinqpy.sql.parser import parse_statement
 
 __all__ = ["run_statement"]
+
+
+class _Answers(Protocol):
+    """A session's ``sql`` (see the session protocol in :mod:`pinqpy.interfaces.shell`)."""
+
+    def sql(self, query: str, epsilon: Any = None, delta: Any = None) -> Any: ...
 
 
 def _query_options(text: str) -> set[str]:
@@ -21,7 +28,7 @@ def _query_options(text: str) -> set[str]:
     return {name for name, _ in getattr(statement, "options", ())}
 
 
-def run_statement(session: Session, text: str, epsilon: object, delta: object) -> object:
+def run_statement(session: _Answers, text: str, epsilon: object, delta: object) -> object:
     """``session.sql`` with a default epsilon and delta that a query's OPTIONS override."""
     options = _query_options(text)
     return session.sql(

@@ -1,8 +1,9 @@
 """Turning the command line's table arguments into registered tables of a Session.
 
 Each ``NAME=PATH`` argument loads one file as a private table with its own budget of
-``--epsilon`` (and ``--delta``, kept in the ``--ledger`` when one is given); ``--public
-NAME=PATH`` loads a public table. Metadata flags apply to every private table that has the
+``--epsilon`` (and ``--delta``); ``--public NAME=PATH`` loads a public table. The budgets
+are kept in a ledger (see :func:`ledger_path` and :func:`ledger_budget_name`), so a budget
+goes on where the last run left it. Metadata flags apply to every private table that has the
 column they name::
 
     pinqpy query people=people.csv --epsilon 1 --bounds age=0:100 --keys sex=0,1 \\
@@ -29,15 +30,19 @@ from typing import IO, Any
 import pandas as pd
 
 from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.ledger import Ledger
 from pinqpy.api.session import Session
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import COLUMN_TYPES
 from pinqpy.interfaces.errors import CliError, one_line
 from pinqpy.interfaces.files import declare_types, open_table, read_table
+from pinqpy.interfaces.state_dir import STATE_ENV, default_ledger_path, ensure_dir
 
 __all__ = [
     "LoadedSession",
     "TableSpec",
+    "ledger_budget_name",
+    "ledger_path",
     "load_session",
     "parse_assignment",
     "parse_bounds",
@@ -182,12 +187,129 @@ def _convert_keys(keys: Sequence[str], dtype: Any, flag: str) -> list[Hashable]:
 
 @dataclass
 class LoadedSession:
-    """The session the command built, and each private table's own budget."""
+    """The session the command built, each private table's own budget, and the ledger file
+    the budgets are kept in (None with ``--no-ledger``)."""
 
     session: Session
     budgets: dict[str, Budget] = field(default_factory=dict)
     columns: dict[str, list[str]] = field(default_factory=dict)
     public: list[str] = field(default_factory=list)
+    ledger: Path | None = None
+
+
+def ledger_path(args: argparse.Namespace) -> Path | None:
+    """The ledger file the command keeps its budgets in: ``--ledger PATH``, else ``ledger.db``
+    in the user's state directory (created, mode 0700; see :mod:`pinqpy.interfaces.state_dir`),
+    or None with ``--no-ledger``.
+
+    Keeping budgets is the default because a budget that starts afresh on every run is no
+    budget: each run could spend it again on the same question, and averaging k independent
+    Laplace answers shrinks the noise by a factor of sqrt(k), so the released values converge
+    on the true one. With a ledger the k-th identical query is answered from the ledger's
+    cache (the same value, at no charge) and new queries draw down what is left.
+    """
+    if getattr(args, "no_ledger", False):
+        return None
+    given = getattr(args, "ledger", None)
+    if given:
+        return Path(given).expanduser()
+    path = default_ledger_path()
+    try:
+        ensure_dir(path.parent)
+    except OSError as err:
+        raise CliError(
+            f"cannot create the folder {str(path.parent)!r} for the budget ledger "
+            f"({err.strerror or err}); set {STATE_ENV}, or choose a file with --ledger PATH",
+        ) from None
+    return path
+
+
+def ledger_budget_name(spec: TableSpec) -> str:
+    """The name of a private table's budget in the ledger: ``NAME@RESOLVED_PATH``.
+
+    Running the same command again finds the same budget and goes on spending it; two
+    different files that happen to share a name (``people=a/people.csv`` and
+    ``people=b/people.csv``) keep separate budgets. The name covers the table name too, as
+    every ``NAME=PATH`` argument has a budget of its own within one run; so a file loaded
+    under a new name starts a new budget. That is the curator's choice to make (the ledger
+    guards against reruns forgetting, not against its own user), and the audit trail
+    (``SHOW LEDGER``) shows every budget a file was given.
+
+    >>> name = ledger_budget_name(TableSpec("people", Path("people.csv")))
+    >>> name == f"people@{Path.cwd().resolve() / 'people.csv'}"
+    True
+    """
+    return f"{spec.name}@{spec.path.expanduser().resolve()}"
+
+
+def _open_ledger(path: Path) -> Ledger:
+    try:
+        return Ledger(path)
+    except PinqError as err:
+        raise CliError(f"ledger {str(path)!r}: {one_line(err)}") from None
+    except OSError as err:  # pragma: no cover - sqlite reports most of these itself
+        raise CliError(f"ledger {str(path)!r}: {err.strerror or err}") from None
+
+
+def _budget(
+    args: argparse.Namespace, spec: TableSpec, ledger: Ledger | None, path: Path | None
+) -> Budget:
+    """The budget of one private table, opened in the ledger when one is kept.
+
+    A ledger never lets a budget's total change silently (:meth:`Ledger.open_budget`): a
+    rerun with another ``--epsilon`` or ``--delta`` is refused with what to do instead.
+    """
+    epsilon, delta = args.epsilon, args.delta or 0
+    try:
+        requested = Budget(epsilon, delta).total
+    except PinqError as err:
+        raise CliError(f"--epsilon/--delta: {one_line(err)}", 2) from None
+    if ledger is None:
+        return Budget(epsilon, delta, name=spec.name)
+    name = ledger_budget_name(spec)
+    if not _has_budget(ledger, name) and _has_budget(ledger, spec.name):
+        # A ledger written before budgets were named after their files keeps the table's
+        # budget under its bare name: go on spending that one rather than start afresh.
+        name = spec.name
+    try:
+        return Budget(epsilon, delta, ledger=ledger, name=name)
+    except PinqError as err:
+        try:
+            stored = ledger.total(name)
+        except PinqError:
+            stored = None
+        if stored is None or stored == requested:
+            raise CliError(f"ledger {str(path)!r}: {one_line(err)}") from None
+    total = f"epsilon {_spelled(stored.epsilon)}"
+    flags = f"--epsilon {_spelled(stored.epsilon)}"
+    if stored.delta:
+        total += f", delta {_spelled(stored.delta)}"
+        flags += f" --delta {_spelled(stored.delta)}"
+    raise CliError(
+        f"the ledger {str(path)!r} already keeps a budget for table {spec.name} "
+        f"({spec.path.expanduser().resolve()}) with a total of {total}: run with {flags} "
+        "to go on spending it, or keep a separate budget in another file with --ledger PATH",
+        2,
+    )
+
+
+def _has_budget(ledger: Ledger, name: str) -> bool:
+    try:
+        ledger.total(name)
+    except PinqError:
+        return False
+    return True
+
+
+def _spelled(value: object) -> str:
+    """A stored total as a flag value that reads back as the same number.
+
+    >>> from fractions import Fraction
+    >>> _spelled(Fraction(1)), _spelled(Fraction(1, 10)), _spelled(Fraction(1, 10**6))
+    ('1', '0.1', '1e-06')
+    """
+    text = repr(float(value))  # type: ignore[arg-type]
+    return text[:-2] if text.endswith(".0") else text
 
 
 def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> LoadedSession:
@@ -210,12 +332,12 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
     meta = _metadata(args, frames, bounds, keys, units, max_rows)
 
-    loaded = LoadedSession(Session())
-    for n, df in frames.items():
-        try:
-            budget = Budget(args.epsilon, args.delta or 0, ledger=args.ledger, name=n)
-        except PinqError as err:
-            raise CliError(f"--epsilon/--delta: {one_line(err)}", 2) from None
+    path = ledger_path(args)
+    ledger = None if path is None else _open_ledger(path)
+    loaded = LoadedSession(Session(), ledger=path)
+    for spec in private:
+        n, df = spec.name, frames[spec.name]
+        budget = _budget(args, spec, ledger, path)
         try:
             loaded.session.register(n, df, budget=budget, **meta[n])
         except PinqError as err:

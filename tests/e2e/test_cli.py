@@ -242,10 +242,15 @@ def test_demo_still_runs() -> None:
 def test_help() -> None:
     top = pinqpy("--help")
     assert top.returncode == 0
-    assert "shell" in top.stdout and "query" in top.stdout
+    assert "shell" in top.stdout and "query" in top.stdout and "serve" in top.stdout
     sub = pinqpy("query", "--help")
     assert sub.returncode == 0
     assert "--epsilon-per-query" in sub.stdout and "--format" in sub.stdout
+    assert "--ledger" in sub.stdout and "--no-ledger" in sub.stdout
+    assert "--connect" in sub.stdout and "--token-env" in sub.stdout
+    serve = pinqpy("serve", "--help")
+    assert serve.returncode == 0
+    assert "--add-analyst" in serve.stdout and "--demo" in serve.stdout
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINQPY_")}
     env |= {
         "PINQPY_HISTORY": str(tmp_path / "history"),
+        "PINQPY_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
         "PYTHONIOENCODING": "utf-8",
         "PROMPT_TOOLKIT_NO_CPR": "1",
@@ -145,6 +146,10 @@ def terminal(tmp_path: Path, people_csv: Path):
 
 
 def test_a_query_shows_its_table_and_quit_exits_cleanly(terminal: Terminal, tmp_path: Path):
+    # The banner says where the budgets are kept between runs.
+    banner = terminal.screen.replace("\n", "")
+    assert "Budgets are kept in the ledger" in banner
+    assert str(tmp_path / "state" / "ledger.db") in banner
     terminal.send("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex;\r")
     start = terminal.mark
     terminal.expect(r"charged epsilon 0\.1 to people \(0\.9 left\)")
@@ -302,3 +307,82 @@ def test_piped_quit_stops_and_all_good_exits_zero(people_csv: Path, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "people" in proc.stdout
     assert proc.stderr == ""
+
+
+# -- over a pinqpy server ---------------------------------------------------------------------
+
+# Loaded at the shell's start-up (sitecustomize): ``pq.connect`` answered by a local Session
+# over PUMS, accepting one token, so the terminal side of ``--connect`` runs without a server.
+STAND_IN = """
+import sys, types
+
+def connect(url, token=None, **kwargs):
+    import pinqpy as pq
+    from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+
+    if token != "s3cret-token":
+        raise pq.PinqError("a valid analyst token is required (Authorization: Bearer <token>)")
+    session = pq.Session()
+    session.register("pums", load_pums(), budget=pq.Budget(epsilon=2.0),
+                     bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    return session
+
+module = types.ModuleType("pinqpy.remote.client.session")
+module.connect = connect
+sys.modules["pinqpy.remote.client.session"] = module
+"""
+
+
+def test_connect_asks_for_the_token_hidden_and_runs_the_same_shell(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    url = "http://127.0.0.1:9"
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "pinqpy", "shell", "--connect", url],
+        env=environment(tmp_path, TERM="xterm", PYTHONPATH=str(site)),
+        dimensions=(40, 160),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+    )
+    term = Terminal(child)
+    term.expect(re.escape(f"pinqpy token for {url}: "))
+    start = term.mark
+    term.send("s3cret-token\r")
+    term.expect(r"pinqpy shell: private tables pums")
+    assert "s3cret-token" not in term.since(start)  # typed without echo
+    term.expect(re.escape(f"Connected to {url}: the server keeps the budgets."))
+    term.expect(r"pinqpy>")
+    term.send("SELECT COUNT(*) FROM pums;\r")
+    term.expect(r"charged epsilon 0\.2 to pums \(1\.8 left\)")  # a tenth of the budget
+    term.send("SELECT COUNT(*) FROM pu\t")
+    term.expect(r"pums")
+    term.send(" WHERE ag\t")
+    term.expect(r"age")
+    term.send(" > 30;\r")
+    term.expect(r"charged epsilon 0\.2 to pums \(1\.6 left\)")
+    term.send(".quit\r")
+    assert term.finish() == 0
+    assert "s3cret-token" not in term.screen
+
+
+def test_connect_with_a_wrong_token_is_one_line(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STAND_IN)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinqpy", "shell", "--connect", "http://127.0.0.1:9"],
+        input="SELECT COUNT(*) FROM pums;\n",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=environment(tmp_path, PYTHONPATH=str(site), PINQPY_TOKEN="wrong"),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "pinqpy: error: a valid analyst token is required (Authorization: Bearer <token>)\n"
+    )
+    assert proc.stdout == ""

@@ -349,3 +349,238 @@ def test_parse_options(line: str, expected: magic.MagicOptions) -> None:
 def test_parse_options_refuses(line: str) -> None:
     with pytest.raises(magic.MagicUsageError):
         magic.parse_options(line)
+
+
+# -- a pinqpy server: %pinq connect / disconnect / status -----------------------------------
+URL = "http://127.0.0.1:8765"
+TOKEN = "tok-" + "x" * 40
+
+
+class RemoteStandIn:
+    """A server session's stand-in for the magic's argument handling: the session protocol
+    answered by a local Session over a table the notebook's own session does not have."""
+
+    def __init__(self, url: str, token: str):
+        self.url, self.token = url, token
+        self.budget = pq.Budget(epsilon=1.0)
+        self._session = pq.Session()
+        self._session.register(
+            "pums", load_pums(), budget=self.budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS
+        )
+        sessions._note_session(self._session)  # as if it were not there: see the fixture
+        self.closed = False
+        self.asked: list[tuple[str, Any, Any]] = []
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self._session.tables)
+
+    def sql(self, query: str, epsilon: Any = None, delta: Any = None) -> Any:
+        self.asked.append((query, epsilon, delta))
+        return self._session.sql(query, epsilon=epsilon, delta=delta)
+
+    def describe(self, name: str) -> pd.DataFrame:
+        return self._session.describe(name)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"RemoteSession({self.url!r}, analyst='alice')"
+
+
+@pytest.fixture
+def servers(
+    shell: Any, session: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[RemoteStandIn]]:
+    """``pinqpy.remote.client.session.connect`` replaced by a recorder of RemoteStandIns."""
+    import sys
+    import types
+
+    made: list[RemoteStandIn] = []
+
+    def connect(url: str, token: str | None = None, **kwargs: Any) -> RemoteStandIn:
+        remote = RemoteStandIn(url, str(token))
+        sessions._note_session(session)  # the notebook's own session stays the default
+        made.append(remote)
+        return remote
+
+    fake = types.ModuleType("pinqpy.remote.client.session")
+    fake.connect = connect  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pinqpy.remote.client.session", fake)
+    monkeypatch.delenv("PINQPY_TOKEN", raising=False)
+    yield made
+    shell.magics_manager.magics["line"]["pinq"].disconnect(quiet=True)
+
+
+def test_connect_runs_later_cells_on_the_server(
+    shell: Any, servers: list[RemoteStandIn], monkeypatch: pytest.MonkeyPatch, pums: Any
+) -> None:
+    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
+    res, out = run(shell, f"%pinq connect {URL}")
+    assert res.success, out.stderr
+    [remote] = servers
+    assert (remote.url, remote.token) == (URL, TOKEN)
+    assert out.stdout.startswith(f"pinqpy: cells run on the pinqpy server {URL}")
+    assert "%pinq disconnect" in out.stdout
+    assert TOKEN not in out.stdout + out.stderr
+
+    with pq.testing.no_noise():
+        res, out = run(shell, "%%pinq -e 0.5\nSELECT COUNT(*) AS n FROM pums")
+    assert res.success and isinstance(res.result, pq.NoisyFrame), out.stderr
+    assert float(res.result["n"].iloc[0]) == len(pums)
+    assert remote.asked == [("SELECT COUNT(*) AS n FROM pums", 0.5, None)]
+    assert remote.budget.spent.epsilon == 0.5
+    assert shell.user_ns["budget"].spent.epsilon == 0  # the local session was not asked
+    assert URL not in out.stdout  # a result looks the same wherever it was computed
+
+    res, out = run(shell, "%pinq status")
+    assert out.stdout.strip() == (
+        f"pinqpy: cells run on the pinqpy server {URL} (RemoteSession('{URL}', analyst='alice'))"
+    )
+    res, out = run(shell, "%pinq disconnect")
+    assert remote.closed
+    assert out.stdout.strip() == f"pinqpy: disconnected from {URL}; cells run on local sessions"
+    with pq.testing.no_noise():
+        value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
+    assert float(value["n"].iloc[0]) == len(pums)
+    assert shell.user_ns["budget"].spent.epsilon == 0.1
+    _, out = run(shell, "%pinq status")
+    assert out.stdout.startswith("pinqpy: cells run on local sessions (now Session(")
+
+
+def test_an_error_on_the_server_says_which_server(
+    shell: Any, servers: list[RemoteStandIn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
+    shell.run_line_magic("pinq", f"connect {URL}")
+    res, out = run(shell, "%%pinq -e 0.1\nSELECT COUNT(*) FROM pums WHERE agee > 3")
+    assert res.success and res.result is None
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
+    assert lines[-1] == f"(on the pinqpy server {URL})"
+    assert "Traceback" not in out.stderr
+    assert servers[0].budget.spent.epsilon == 0
+
+
+def test_connect_reads_the_named_variable_or_asks(
+    shell: Any, servers: list[RemoteStandIn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import getpass
+
+    monkeypatch.setenv("LAB_TOKEN", "lab-token")
+    shell.run_line_magic("pinq", f"connect {URL} --token-env LAB_TOKEN")
+    shell.run_line_magic("pinq", "connect https://dp.example.org --token-env=LAB_TOKEN")
+    asked: list[str] = []
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: asked.append(prompt) or " typed ")
+    shell.run_line_magic("pinq", f"connect {URL}")
+    assert [(r.url, r.token) for r in servers] == [
+        (URL, "lab-token"),
+        ("https://dp.example.org", "lab-token"),
+        (URL, "typed"),
+    ]
+    assert asked == [f"pinqpy token for {URL}: "]
+    assert servers[0].closed and servers[1].closed  # a new connection replaces the last
+    assert not servers[2].closed
+
+
+def test_no_way_to_ask_for_a_token_is_a_usage_error(
+    shell: Any, servers: list[RemoteStandIn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import getpass
+
+    def no_stdin(prompt: str) -> str:
+        raise NotImplementedError("this frontend does not support input requests")
+
+    monkeypatch.setattr(getpass, "getpass", no_stdin)
+    res, out = run(shell, f"%pinq connect {URL}")
+    assert not res.success
+    assert "UsageError" in out.stderr
+    assert "set the environment variable PINQPY_TOKEN" in out.stderr
+    assert servers == []
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (f"connect {URL} {TOKEN}", "never taken from the line"),
+        (f"connect {URL} --token {TOKEN}", "never taken from the line"),
+        (f"connect {URL} --token={TOKEN}", "never taken from the line"),
+        (f"connect {TOKEN}", "takes the server's address"),
+        (f"connect {URL} --token-env {TOKEN}.", "not the token itself"),
+        ("connect", "needs the server's address"),
+        (f"connect http://alice:{TOKEN}@h:1", "no credentials"),
+        (f"connect {URL} --token-env", "--token-env needs the NAME"),
+        ("disconnect now", "takes no arguments"),
+    ],
+)
+def test_connect_refuses_tokens_on_the_line(
+    shell: Any,
+    servers: list[RemoteStandIn],
+    monkeypatch: pytest.MonkeyPatch,
+    line: str,
+    fragment: str,
+) -> None:
+    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
+    res, out = run(shell, f"%pinq {line}")
+    assert not res.success
+    assert "UsageError" in out.stderr and fragment in out.stderr, out.stderr
+    assert TOKEN not in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr
+    assert servers == []
+
+
+def test_connect_is_a_line_magic(shell: Any, servers: list[RemoteStandIn]) -> None:
+    res, out = run(shell, f"%%pinq connect {URL}\nSELECT COUNT(*) FROM pums")
+    assert not res.success
+    assert "line magic" in out.stderr
+    assert servers == []
+
+
+def test_a_refused_connection_leaves_cells_where_they_ran(
+    shell: Any, session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    def refuse(url: str, token: str | None = None, **kwargs: Any) -> Any:
+        raise pq.PinqError("a valid analyst token is required (Authorization: Bearer <token>)")
+
+    fake = types.ModuleType("pinqpy.remote.client.session")
+    fake.connect = refuse  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pinqpy.remote.client.session", fake)
+    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
+    res, out = run(shell, f"%pinq connect {URL}")
+    assert res.success and res.result is None
+    assert out.stderr.splitlines() == [
+        "PinqError: a valid analyst token is required (Authorization: Bearer <token>)",
+        f"(connecting to {URL}; cells still run where they did)",
+    ]
+    _, out = run(shell, "%pinq status")
+    assert out.stdout.startswith("pinqpy: cells run on local sessions")
+
+
+def test_session_option_takes_a_server_session_variable(
+    shell: Any, servers: list[RemoteStandIn], session: Any
+) -> None:
+    remote = RemoteStandIn(URL, TOKEN)
+    sessions._note_session(session)
+    shell.user_ns["s2"] = remote
+    with pq.testing.no_noise():
+        res, out = run(shell, "%%pinq -s s2 -e 0.2\nSELECT COUNT(*) AS n FROM pums")
+    assert res.success and isinstance(res.result, pq.NoisyFrame), out.stderr
+    assert remote.budget.spent.epsilon == 0.2
+    _, out = run(shell, "%%pinq -s s2 -e 0.2\nSELECT COUNT(*) FROM nobody")
+    assert out.stderr.splitlines()[-1] == f"(on RemoteSession('{URL}', analyst='alice'))"
+
+
+def test_unloading_closes_the_connection(
+    shell: Any, servers: list[RemoteStandIn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
+    shell.run_line_magic("pinq", f"connect {URL}")
+    shell.run_line_magic("unload_ext", "pinqpy")
+    shell.run_line_magic("load_ext", "pinqpy")
+    assert servers[0].closed
+    _, out = run(shell, "%pinq status")
+    assert out.stdout.startswith("pinqpy: cells run on local sessions")
