@@ -23,6 +23,7 @@ from pinqpy.core.version import __version__ as __version__
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
+from pinqpy.remote.client.session import connect
 from pinqpy.results.labels import NoisyLabel
 from pinqpy.results.tables import NoisyFrame, NoisySeries
 from pinqpy.results.values import NoisyCount, NoisyValue
@@ -45,6 +46,7 @@ __all__ = [
     "PrivateFrame",
     "Session",
     "col",
+    "connect",
     "func",
     "lit",
     "testing",

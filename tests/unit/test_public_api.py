@@ -20,6 +20,7 @@ EXPECTED = {
     "PrivateFrame",
     "Session",
     "col",
+    "connect",
     "func",
     "lit",
     "testing",
