@@ -63,7 +63,7 @@ def default_config(analysts: Sequence[str] = ("alice",)) -> str:
 
 
 def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pinqpy.remote.server.run", *args]
+    return [sys.executable, "-m", "pinqpy", "serve", *args]
 
 
 def _env() -> dict[str, str]:

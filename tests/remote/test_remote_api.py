@@ -411,13 +411,6 @@ def test_parts_charge_the_max_as_locally(pair: Pair) -> None:
     assert pair.budgets["pums"].spent.epsilon - before == Fraction(6, 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the server keeps one partition agent per analyst for each (plan, columns, "
-    "keys), so two partition() calls of the same frame share one largest part; locally each "
-    "call is a partition of its own (the remote charge is the smaller one, and still bounds "
-    "the privacy loss)",
-)
 def test_two_partition_calls_are_two_partitions_as_locally(pair: Pair) -> None:
     def twice(f: pq.PrivateFrame) -> list[Any]:
         first = f.where("age > 64").partition("sex")

@@ -130,18 +130,34 @@ def test_shared_nodes_stay_shared(server, client):
 def test_a_partition_asked_again_draws_on_the_same_agent(server, client):
     budget, _, _ = server
     registry = PartitionRegistry()
+    # One row per person (a deterministic parent): parts asked one request at a time share
+    # the partition's agent, which charges the larger part, as one local partition does.
+    per_person = client.groupby("pid").agg(n="COUNT(*)")
+    parts = per_person.partition("n", keys=[1, 2, 3])
+    one = replayer(server, registry).relation(plan_to_data(parts[1]._plan))
+    two = replayer(server, registry).relation(plan_to_data(parts[2]._plan))
+    pq.PrivateFrame._wrap(one).count(epsilon=0.3)
+    pq.PrivateFrame._wrap(two).count(epsilon=0.5)
+    assert budget.spent.epsilon == pq.Cost(0.5).epsilon  # the larger part, not the sum
+    # Other keys are another partition, with an agent of its own.
+    other = per_person.partition("n", keys=[1])
+    o = replayer(server, registry).relation(plan_to_data(other[1]._plan))
+    pq.PrivateFrame._wrap(o).count(epsilon=0.25)
+    assert budget.spent.epsilon == pq.Cost(0.75).epsilon
+    assert len(registry) == 2
+
+
+def test_parts_of_a_randomly_cut_frame_pay_for_every_request(server, client):
+    # bound_contributions draws its cut afresh on every read, so parts asked in two requests
+    # are not disjoint pieces of one dataset: each request pays (see draws_afresh).
+    budget, _, _ = server
+    registry = PartitionRegistry()
     parts = client.bound_contributions(1).partition("sex", keys=["F", "M"])
     f = replayer(server, registry).relation(plan_to_data(parts["F"]._plan))
     m = replayer(server, registry).relation(plan_to_data(parts["M"]._plan))
     pq.PrivateFrame._wrap(f).count(epsilon=0.3)
     pq.PrivateFrame._wrap(m).count(epsilon=0.5)
-    assert budget.spent.epsilon == pq.Cost(0.5).epsilon  # the larger part, not the sum
-    # Other keys are another partition, with an agent of its own.
-    other = client.bound_contributions(1).partition("sex", keys=["F"])
-    o = replayer(server, registry).relation(plan_to_data(other["F"]._plan))
-    pq.PrivateFrame._wrap(o).count(epsilon=0.25)
-    assert budget.spent.epsilon == pq.Cost(0.75).epsilon
-    assert len(registry) == 2
+    assert budget.spent.epsilon == pq.Cost(0.8).epsilon
 
 
 def _node(data, kind):
@@ -303,3 +319,20 @@ def test_a_part_key_outside_its_partition_is_refused(server, client):
             replayer(server).relation(data)
     bounded = server[1].bound_contributions(1)._rel
     assert isinstance(replayer(server).partition(bounded, ["sex"], None)[0], PartitionRef)
+
+
+def test_two_partition_calls_are_two_partitions_and_ids_are_text(server, client):
+    budget, _, _ = server
+    registry = PartitionRegistry()
+    per_person = client.groupby("pid").agg(n="COUNT(*)")
+    first = per_person.partition("n", keys=[1, 2])
+    second = per_person.partition("n", keys=[1, 2])
+    for parts, key in ((first, 1), (second, 2)):
+        rel = replayer(server, registry).relation(plan_to_data(parts[key]._plan))
+        pq.PrivateFrame._wrap(rel).count(epsilon=0.25)
+    assert budget.spent.epsilon == pq.Cost(0.5).epsilon  # as locally: two partitions
+    assert len(registry) == 2
+    parent = replayer(server, registry).relation(plan_to_data(per_person._plan))
+    with pytest.raises(pq.PinqError, match="id must be text"):
+        replayer(server, registry).partition(parent, "n", [1, 2], name=["x"])
+    assert budget.spent.epsilon == pq.Cost(0.5).epsilon

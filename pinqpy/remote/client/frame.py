@@ -328,6 +328,7 @@ class RemotePartition(Partition[PrivateFrame]):
         partition = {
             "columns": list(self._ref.key_columns),
             "keys": protocol.encode_value(list(self._ref.keys)),
+            "id": self._ref.agent,
         }
         doc = _request(self._rel, method, arguments, partition)
         return frame._link.result("POST", "/aggregate", doc)

@@ -140,6 +140,12 @@ class PartitionRegistry:
     agent. The text is the server's, from the replayed plan, so a client cannot name another
     partition's agent. A plan without canonical text gets a fresh agent (charged in full).
 
+    The key also holds the name the client gave the partition (its ``PartitionRef.agent``),
+    so two ``partition(...)`` calls are two partitions, charged as locally. A forged name can
+    only pick among this analyst's partitions of the very same rows by the very same keys
+    (where sharing one agent is parallel composition over one split) or make a new one
+    (charged afresh): never less than a partition's own rule.
+
     The registry holds at most ``capacity`` agents, dropping the least recently used: a
     dropped agent's partition gets a fresh agent the next time, which charges the parent
     anew (more than needed, never less).
@@ -220,7 +226,7 @@ class Replayer(PlanVisitor[Relation]):
             depth.append(d)
 
     def partition(
-        self, parent: Relation, columns: object, keys: object
+        self, parent: Relation, columns: object, keys: object, name: object = None
     ) -> tuple[PartitionRef, Relation]:
         """``parent.partition(columns, keys)`` with the agent kept in the registry."""
         if isinstance(columns, list):
@@ -241,7 +247,9 @@ class Replayer(PlanVisitor[Relation]):
             parent_text = canonical_plan(parent.plan, lambda t: t.id, parent.catalog)
         except NotCanonical:
             return ref, rel
-        text = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}"
+        if name is not None and not isinstance(name, str):
+            raise PinqError("a partition's id must be text")
+        text = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}|{name!r}"
         # Kept by its hash: the text of a partition with many keys is long.
         identity = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         agent = self.registry.agent(identity, fresh)
@@ -281,7 +289,7 @@ class Replayer(PlanVisitor[Relation]):
     def _partition_of(self, ref: PartitionRef) -> tuple[PartitionRef, Relation]:
         def make() -> tuple[PartitionRef, Relation]:
             parent = self.visit(ref.parent)
-            return self.partition(parent, ref.key_columns, list(ref.keys))
+            return self.partition(parent, ref.key_columns, list(ref.keys), ref.agent)
 
         return self._once(ref, make)  # type: ignore[no-any-return]
 

@@ -13,13 +13,10 @@ real one). ``--testing no-noise`` / ``--testing seed=N`` (not shown in ``--help`
 request under that test hook, so tests can compare remote and local answers; they are
 accepted only when ``PINQPY_TESTING=1`` is set in the server's own environment, and the
 banner then says loudly that answers are not private.
-
-Also runnable as ``python -m pinqpy.remote.server.run CONFIG [options]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -35,7 +32,7 @@ from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import ServerConfig, load_config
 from pinqpy.remote.server.state import ServerState, parse_testing
 
-__all__ = ["add_arguments", "demo_config", "main", "serve_command"]
+__all__ = ["demo_config", "serve_command"]
 
 #: The environment switch the test hooks need (the value pinqpy.testing.SWITCH names).
 TESTING_SWITCH = "PINQPY_TESTING"
@@ -68,7 +65,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def serve_command(
-    config: str | None,
+    config: str | os.PathLike[str] | None,
     *,
     add_analyst: str | None = None,
     demo: bool = False,
@@ -214,37 +211,3 @@ def _banner(
         print(f"token: {demo_token}", file=out)
         print(f'pq.connect("{url}", token="{demo_token}")', file=out)
     out.flush()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``pinqpy serve`` (shared with the command line's subcommand)."""
-    parser.add_argument("config", nargs="?", help="the server's TOML config file")
-    parser.add_argument(
-        "--add-analyst", metavar="NAME", help="make a token for analyst NAME, print it, and exit"
-    )
-    parser.add_argument(
-        "--demo", action="store_true", help="serve the bundled PUMS sample with a demo analyst"
-    )
-    parser.add_argument("--host", help="the address to listen on (default: the config's)")
-    parser.add_argument("--port", type=int, help="the port (0: any free port)")
-    parser.add_argument("--testing", help=argparse.SUPPRESS)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="pinqpy serve", description="Serve private tables to untrusted analysts."
-    )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return serve_command(
-        args.config,
-        add_analyst=args.add_analyst,
-        demo=args.demo,
-        host=args.host,
-        port=args.port,
-        testing=args.testing,
-    )
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -317,10 +317,10 @@ class ServerState:
         frame = PrivateFrame._wrap(rel)
         target: Any = frame
         if partition is not None:
-            p = _fields(partition, ("columns",), ("keys",))
+            p = _fields(partition, ("columns",), ("keys", "id"))
             with decoding("partition keys"):
                 keys = decode_value(p.get("keys"))
-            ref, prel = replayer.partition(rel, p["columns"], keys)
+            ref, prel = replayer.partition(rel, p["columns"], keys, p.get("id"))
             target = Partition(frame, prel, ref, PrivateFrame._wrap)
         fn = getattr(target, method)
         try:
