@@ -74,6 +74,7 @@ def test_wheel_installs_and_answers_sql_in_a_fresh_venv(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "pinqpy/grammar/pinqpy.lark" in names
     assert "pinqpy/data/PUMS.csv" in names
+    assert "pinqpy/data/server-demo.toml" in names  # the sample server config
     # Every module of every layer ships (a folder without __init__.py would be left out).
     modules = {p.relative_to(REPO).as_posix() for p in (REPO / "pinqpy").rglob("*.py")}
     assert modules <= set(names), sorted(modules - set(names))

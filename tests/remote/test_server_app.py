@@ -294,11 +294,15 @@ def test_the_parts_of_a_partition_asked_one_by_one_charge_the_largest(app):
     assert spent(state) == pq.Cost(0.75)  # every part grew by 0.25
 
 
-@pytest.mark.parametrize("source", ["duckdb", "parquet"])
-def test_duckdb_and_parquet_sources(tmp_path, source):
-    pytest.importorskip("duckdb" if source == "duckdb" else "pyarrow")
+@pytest.mark.parametrize("source", ["duckdb", "parquet", "spark"])
+def test_duckdb_parquet_and_spark_sources(tmp_path, source):
+    pytest.importorskip({"duckdb": "duckdb", "parquet": "pyarrow", "spark": "pyspark"}[source])
     rows = load_pums()
-    if source == "duckdb":
+    engine = source if source != "parquet" else "duckdb"
+    if source == "spark":
+        rows.to_parquet(tmp_path / "people.parquet")
+        table = 'source = "spark"\npath = "people.parquet"\nformat = "parquet"'
+    elif source == "duckdb":
         import duckdb
 
         con = duckdb.connect(str(tmp_path / "census.duckdb"))
@@ -323,7 +327,7 @@ budget = {{ epsilon = 1 }}
     state = ServerState(load_config(tmp_path / "s.toml"), testing="no-noise")
     try:
         a = state.analysts["alice"]
-        assert a.session.table("people").engine == "duckdb"
+        assert a.session.table("people").engine == engine
         with state.hooks():  # as each request runs: here, with noise off
             got = state.sql(a, {"query": "SELECT COUNT(*) AS n FROM people WHERE age >= 65",
                                 "epsilon": 0.5})  # fmt: skip
