@@ -1,0 +1,214 @@
+"""The README's "Serving untrusted analysts" section runs as written, against real servers.
+
+The snippets are read from README.md itself. The only substitutions are the ones a reader
+makes: the port the test server listens on for 8765, the token the server printed for
+``<TOKEN>``, and ``python -m pinqpy`` for the ``pinqpy`` command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("httpx")
+
+import pinqpy as pq
+from pinqpy.demo import PUMS_PATH
+
+REPO = Path(__file__).resolve().parents[2]
+SECTION = "## Serving untrusted analysts"
+PINQPY = [sys.executable, "-m", "pinqpy"]
+
+
+def section() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    return text[start : end if end >= 0 else len(text)]
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section(), flags=re.S)
+
+
+def commands(block: str) -> list[list[str]]:
+    """The commands of a bash block, comments dropped, ``pinqpy`` as ``python -m pinqpy``."""
+    out = []
+    for line in block.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            out.append(PINQPY + words[1:] if words[0] == "pinqpy" else words)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.pop("PINQPY_TESTING", None)  # a real server, as a curator starts it
+        self.log = cwd / f"server-{self.port}.log"
+        self.out = self.log.open("w")
+        self.proc = subprocess.Popen(
+            [*argv, "--port", str(self.port)], cwd=cwd, env=env, stdout=self.out,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                urllib.request.urlopen(self.url + "/v1/session", timeout=2)
+            except urllib.error.HTTPError as err:
+                if err.code == 401:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        self.out.flush()
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    (quick,) = [b for b in blocks("bash") if "--demo" in b]
+    install, serve = commands(quick)
+    assert install == ["pip", "install", "'pinqpy[server]'"]
+    assert serve == [*PINQPY, "serve", "--demo"]
+    server = Server(serve, tmp_path)
+    try:
+        tokens = re.findall(r"^token: (\S+)$", server.output(), flags=re.M)
+        assert len(tokens) == 1, server.output()
+        assert f'pq.connect("{server.url}", token="{tokens[0]}")' in server.output()
+        yield server, tokens[0]
+    finally:
+        server.stop()
+
+
+def run_python(block: str, port: int, token: str) -> dict[str, object]:
+    code = block.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace("<TOKEN>", token)
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    return scope
+
+
+def test_quick_start(demo: tuple[Server, str]) -> None:
+    server, token = demo
+    quick = blocks("python")[0]
+    assert len([line for line in quick.splitlines() if line.strip()]) == 4
+    scope = run_python(quick, server.port, token)
+    s = scope["s"]
+    assert isinstance(s.table("pums").count(epsilon=0.1), int)  # the README's count, cached
+    answer = s.sql("SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex", epsilon=0.2)
+    assert isinstance(answer, pd.DataFrame) and list(answer["n"].index) == [0, 1]
+    assert s.budget.spent.epsilon == pytest.approx(0.3)  # the two README queries, once each
+    s.close()
+
+
+def test_three_ways_in_python(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    server, token = demo
+    monkeypatch.setenv("PINQPY_TOKEN", token)
+    (block,) = [b for b in blocks("python") if "PINQPY_TOKEN" in b]
+    scope = run_python(block, server.port, token)
+    s = scope["s"]
+    assert isinstance(s.audit(), pd.DataFrame)
+    assert s.budget.remaining.epsilon < s.budget.total.epsilon
+    s.close()
+
+
+def test_config_and_add_analyst(tmp_path: Path) -> None:
+    (config,) = blocks("toml")
+    shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")  # "path" is relative to the config file
+    (tmp_path / "server.toml").write_text(config)
+    (add, serve) = commands(next(b for b in blocks("bash") if "--add-analyst" in b))
+    tokens = {}
+    for name in ("alice", "bob"):
+        argv = [*add[:-1], name]
+        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        (tokens[name],) = re.findall(r"^token: (\S+)$", out.stdout, flags=re.M)
+    stored = (tmp_path / "pinqpy-tokens.json").read_text()
+    assert all(tok not in stored for tok in tokens.values())  # hashes only
+    assert (tmp_path / "pinqpy-tokens.json").stat().st_mode & 0o777 == 0o600
+    server = Server(serve, tmp_path)
+    try:
+        out = server.output()
+        assert "pums" in out and "alice" in out and "bob" in out
+        alice = pq.connect(server.url, token=tokens["alice"])
+        bob = pq.connect(server.url, token=tokens["bob"])
+        alice.table("pums").count(epsilon=0.1)
+        bob.table("pums").count(epsilon=0.25)
+        assert alice.budget.total.epsilon == 1 and alice.budget.spent.epsilon == 0.1
+        assert bob.budget.total.epsilon == 2 and bob.budget.spent.epsilon == 0.25
+        alice.close()
+        bob.close()
+    finally:
+        server.stop()
+    assert (tmp_path / "pinqpy-ledger.db").exists()
+
+
+def test_config_block_loads(tmp_path: Path) -> None:
+    from pinqpy.remote.server.config import load_config
+
+    (block,) = blocks("toml")
+    shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")
+    (tmp_path / "server.toml").write_text(block)
+    config = load_config(tmp_path / "server.toml")
+    assert config.port == 8765 and config.ledger == tmp_path / "pinqpy-ledger.db"
+    assert set(config.tables) == {"pums"} and set(config.analysts) == {"alice", "bob"}
+
+
+def test_limits_table_gives_the_defaults() -> None:
+    from pinqpy.remote.server.config import Limits
+
+    shown: dict[str, float] = {}
+    for line in section().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 3:
+            names = re.findall(r"`(\w+)`", cells[0])
+            values = [float(v.replace(",", "")) for v in cells[1].split(", ")]
+            shown.update(zip(names, values, strict=True))
+    assert shown == {k: float(v) for k, v in Limits().as_dict().items()}
+
+
+def test_sample_config_has_the_keys_shown() -> None:
+    """Every key the README's config shows (the group aside: the sample has none) is one the
+    bundled sample sets too, so the README's block is the sample's shape."""
+    sample = tomllib.loads((REPO / "pinqpy" / "data" / "server-demo.toml").read_text())
+    shown = tomllib.loads(blocks("toml")[0])
+    assert set(shown["server"]) <= set(sample["server"])
+    assert set(shown["tables"]["pums"]) <= set(sample["tables"]["pums"])
+    assert set(shown["analysts"]["alice"]) <= set(sample["analysts"]["demo"])
