@@ -210,5 +210,6 @@ def test_sample_config_has_the_keys_shown() -> None:
     sample = tomllib.loads((REPO / "pinqpy" / "data" / "server-demo.toml").read_text())
     shown = tomllib.loads(blocks("toml")[0])
     assert set(shown["server"]) <= set(sample["server"])
+    assert (sample["server"]["host"], sample["server"]["port"]) == ("127.0.0.1", 8765)  # --demo
     assert set(shown["tables"]["pums"]) <= set(sample["tables"]["pums"])
     assert set(shown["analysts"]["alice"]) <= set(sample["analysts"]["demo"])
