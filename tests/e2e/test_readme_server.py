@@ -62,12 +62,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def curator_env() -> dict[str, str]:
+    """The environment of a curator's command: this checkout's pinqpy, no testing switch."""
+    env = dict(os.environ)
+    env.pop("PINQPY_TESTING", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
 class Server:
     def __init__(self, argv: list[str], cwd: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
-        env.pop("PINQPY_TESTING", None)  # a real server, as a curator starts it
+        env = curator_env()
         self.log = cwd / f"server-{self.port}.log"
         self.out = self.log.open("w")
         self.proc = subprocess.Popen(
@@ -157,7 +164,7 @@ def test_config_and_add_analyst(tmp_path: Path) -> None:
     tokens = {}
     for name in ("alice", "bob"):
         argv = [*add[:-1], name]
-        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        out = subprocess.run(argv, cwd=tmp_path, env=curator_env(), capture_output=True, text=True)
         assert out.returncode == 0, out.stdout + out.stderr
         (tokens[name],) = re.findall(r"^token: (\S+)$", out.stdout, flags=re.M)
     stored = (tmp_path / "pinqpy-tokens.json").read_text()
