@@ -78,6 +78,8 @@ import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
 
 HERE = Path(__file__).resolve().parent
+# The server and the client processes import the same pinqpy as this process.
+PKG_ROOT = Path(pq.__file__).resolve().parents[1]
 TABLE = "pums"
 STARTUP_TIMEOUT_S = 60.0
 
@@ -134,10 +136,22 @@ def write_config(folder: Path, analysts: Sequence[str], args: argparse.Namespace
     return path
 
 
+def child_env() -> dict[str, str]:
+    """The environment of the server and client processes: this process's pinqpy, and no
+    testing switch (the server runs as a curator runs it)."""
+    env = dict(os.environ)
+    env.pop("PINQPY_TESTING", None)
+    env["PYTHONPATH"] = str(PKG_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
 def serve_command() -> list[str]:
     """``python -m pinqpy serve``, or the server module itself when the CLI has no ``serve``."""
     probe = subprocess.run(
-        [sys.executable, "-m", "pinqpy", "serve", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "pinqpy", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
     )
     if probe.returncode == 0:
         return [sys.executable, "-m", "pinqpy", "serve"]
@@ -145,7 +159,9 @@ def serve_command() -> list[str]:
 
 
 def add_analyst(cmd: list[str], config: Path, name: str) -> str:
-    out = subprocess.run([*cmd, str(config), "--add-analyst", name], capture_output=True, text=True)
+    out = subprocess.run(
+        [*cmd, str(config), "--add-analyst", name], capture_output=True, text=True, env=child_env()
+    )
     if out.returncode != 0:
         raise SystemExit(f"--add-analyst {name} failed:\n{out.stdout}{out.stderr}")
     for line in out.stdout.splitlines():
@@ -193,6 +209,7 @@ def start_server(cmd: list[str], config: Path, host: str) -> Server:
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
+        env=child_env(),
     )
     server = Server(proc, f"http://{host}:{port}")
 
@@ -301,20 +318,34 @@ def throughput(
     server: Server, tokens: Sequence[str], clients: int, first_block: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """(b), (c): ``clients`` processes asking charged counts for ``--duration`` seconds.
-    Client ``i`` asks the epsilons of block ``first_block + i``, used by no other run."""
-    start_at = time.time() + 5.0 + clients  # time for every client to start and warm up
+    Client ``i`` asks the epsilons of block ``first_block + i``, used by no other run. Each
+    client says READY once it has connected and warmed up; then all are sent one start time."""
     procs = []
     for i in range(clients):
         spec = {
             "url": server.url,
             "token": tokens[0] if args.shared_analyst else tokens[i],
             "worker": first_block + i,
-            "start_at": start_at,
             "duration": args.duration,
             "warmup": args.warmup,
         }
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env()
+            )
+        )
+    for p in procs:
+        assert p.stdout is not None and p.stdin is not None
+        if p.stdout.readline().strip() != "READY":
+            for q in procs:
+                q.kill()
+            raise SystemExit(f"a client process failed to start (exit {p.wait()})")
+    start_at = time.time() + 0.2
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(f"{start_at!r}\n")
+        p.stdin.flush()
     while time.time() < start_at:
         time.sleep(0.01)
     cpu0 = server.cpu_seconds()
@@ -329,7 +360,6 @@ def throughput(
                 break
         else:
             raise SystemExit(f"a client process failed (exit {p.returncode})")
-    late = [d for d in done if d["started_late"]]
     queries = sum(d["queries"] for d in done)
     times = [t for d in done for t in d["times"]]
     res = {
@@ -341,7 +371,6 @@ def throughput(
         "qps": queries / args.duration,
         "server_cpu_ms_per_query": (cpu1 - cpu0) * 1e3 / max(queries, 1),
         "errors": sum(d["errors"] for d in done),
-        "clients_started_late": len(late),
         **summary(times),
     }
     emit(res)
@@ -356,10 +385,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     for _ in range(spec["warmup"]):
         frame.count(epsilon=epsilon_of(w, k))
         k += 1
-    started_late = time.time() > spec["start_at"]
-    while time.time() < spec["start_at"]:
+    print("READY", flush=True)
+    start_at = float(sys.stdin.readline())
+    while time.time() < start_at:
         time.sleep(0.001)
-    end = spec["start_at"] + spec["duration"]
+    end = start_at + spec["duration"]
     times, errors = [], 0
     while True:
         t0 = time.perf_counter()
@@ -375,7 +405,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             break
         times.append(t1 - t0)
     session.close()
-    return {"queries": len(times), "times": times, "errors": errors, "started_late": started_late}
+    return {"queries": len(times), "times": times, "errors": errors}
 
 
 # -- reporting -------------------------------------------------------------------------------
@@ -436,11 +466,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     ]
     for r in results:
         if r["measure"] == "throughput":
-            late = (
-                f" ({r['clients_started_late']} started late)" if r["clients_started_late"] else ""
-            )
             lines.append(
-                f"| {r['clients']}{late} | {r['qps']:.0f} | {ms(r['median_ms'])} "
+                f"| {r['clients']} | {r['qps']:.0f} | {ms(r['median_ms'])} "
                 f"| {ms(r['p95_ms'])} | {ms(r['server_cpu_ms_per_query'])} | {r['errors']} |"
             )
     lines += [
