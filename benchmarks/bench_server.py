@@ -2,7 +2,7 @@
 small queries one server answers per second.
 
 Run: ``python benchmarks/bench_server.py`` (needs ``pip install 'pinqpy[server]'``; about
-a minute and a half with the defaults).
+two minutes with the defaults).
 
 It writes a config for the bundled PUMS sample (table ``pums``, the demo's public facts) into
 a temporary directory, with one analyst per client and a budget of ``--budget-epsilon``
@@ -21,17 +21,19 @@ with 401, and then measures:
     Then the same question repeated (``--calls`` times, one epsilon): answered from the cache,
     charged nothing. Median and 95th percentile of the calls, after ``--warmup`` untimed
     ones; the added latency is remote minus local with a ledger.
-(b) **Throughput, one client.** A client process asks charged counts back to back for
-    ``--duration`` seconds; reported: queries per second, the per-query latency, and the
-    server's CPU time per query (from ``/proc``).
+(b) **Throughput, one client.** A client process asks counts back to back for
+    ``--duration`` seconds, charged ones (a distinct epsilon each), then cached ones (one
+    question repeated); reported: queries per second, the per-query latency, and the CPU
+    time per query of the server (from ``/proc``) and of the client.
 (c) **Throughput, concurrent clients.** The same with ``--clients`` processes (default 8)
-    started together, each with its own analyst and budget (``--shared-analyst``: all on one
+    asking at once, each with its own analyst and budget (``--shared-analyst``: all on one
     analyst and one budget, so every charge contends for the same ledger rows).
 
-Client processes are fresh interpreters (this file with ``--worker``); each connects and
-warms up before a common start time. The server, the clients and the benchmark share the
-machine: on 2 cores the client processes take CPU from the server, so (c) is a lower bound
-of what a server on its own machine sustains.
+Client processes are fresh interpreters (this file with ``--worker``); each connects, asks
+``--warmup`` untimed queries and says READY, and then all are given one start time. The
+server, the clients and the benchmark share the machine: on 2 cores the client processes
+take CPU from the server, so (c) is a lower bound of what a server on its own machine
+sustains.
 
 Output: a markdown report on standard output (also written to ``--out``), and with
 ``--json PATH`` one JSON object per measurement (JSON lines), each with the 1-minute load
@@ -39,12 +41,14 @@ average at its end.
 
 Flags:
   --calls N            timed calls per latency measurement (default 300)
-  --warmup N           untimed calls before each latency measurement (default 20)
+  --warmup N           untimed calls before each latency measurement and in each client
+                       process before the start (default 20)
   --duration S         seconds of each throughput measurement (default 10)
   --clients N[,N...]   concurrent client processes for (c) (default 8; (b) is always 1)
   --shared-analyst     all clients use one analyst (one budget) instead of one each
   --budget-epsilon E   each analyst's total epsilon (default 1e6; delta 1e-6)
-  --engine NAME        the engine the server reads the table with (default pandas)
+  --engine NAME        pandas or duckdb: how the server reads the CSV file, and the local
+                       side (default pandas)
   --host H             where the server listens (default 127.0.0.1)
   --keep DIR           write the config, tokens and ledgers to DIR and keep them
   --server-log PATH    save the server's output there
@@ -315,9 +319,15 @@ def latency(server: Server, token: str, folder: Path, args: argparse.Namespace) 
 
 
 def throughput(
-    server: Server, tokens: Sequence[str], clients: int, first_block: int, args: argparse.Namespace
+    server: Server,
+    tokens: Sequence[str],
+    clients: int,
+    first_block: int,
+    charged: bool,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """(b), (c): ``clients`` processes asking charged counts for ``--duration`` seconds.
+    """(b), (c): ``clients`` processes asking counts for ``--duration`` seconds, each charged
+    (a distinct epsilon every time) or each answered from the cache (one question repeated).
     Client ``i`` asks the epsilons of block ``first_block + i``, used by no other run. Each
     client says READY once it has connected and warmed up; then all are sent one start time."""
     procs = []
@@ -326,6 +336,7 @@ def throughput(
             "url": server.url,
             "token": tokens[0] if args.shared_analyst else tokens[i],
             "worker": first_block + i,
+            "charged": charged,
             "duration": args.duration,
             "warmup": args.warmup,
         }
@@ -365,11 +376,13 @@ def throughput(
     res = {
         "measure": "throughput",
         "clients": clients,
+        "charged": charged,
         "shared_analyst": bool(args.shared_analyst),
         "duration_s": args.duration,
         "queries": queries,
         "qps": queries / args.duration,
         "server_cpu_ms_per_query": (cpu1 - cpu0) * 1e3 / max(queries, 1),
+        "client_cpu_ms_per_query": sum(d["cpu_s"] for d in done) * 1e3 / max(queries, 1),
         "errors": sum(d["errors"] for d in done),
         **summary(times),
     }
@@ -382,8 +395,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     session = pq.connect(spec["url"], token=spec["token"])
     frame = session.table(TABLE)
     w, k = spec["worker"], 0
+
+    def epsilon() -> float:  # charged: a new question each time; else always the same one
+        return epsilon_of(w, k) if spec["charged"] else epsilon_of(w, 99_999)
+
     for _ in range(spec["warmup"]):
-        frame.count(epsilon=epsilon_of(w, k))
+        frame.count(epsilon=epsilon())
         k += 1
     print("READY", flush=True)
     start_at = float(sys.stdin.readline())
@@ -391,10 +408,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.001)
     end = start_at + spec["duration"]
     times, errors = [], 0
+    cpu0 = time.process_time()
     while True:
         t0 = time.perf_counter()
         try:
-            frame.count(epsilon=epsilon_of(w, k))
+            frame.count(epsilon=epsilon())
         except pq.PinqError:
             errors += 1
         t1 = time.perf_counter()
@@ -404,8 +422,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if time.time() > end:  # a query that ends after the window is not counted
             break
         times.append(t1 - t0)
+    cpu = time.process_time() - cpu0
     session.close()
-    return {"queries": len(times), "times": times, "errors": errors}
+    return {"queries": len(times), "times": times, "errors": errors, "cpu_s": cpu}
 
 
 # -- reporting -------------------------------------------------------------------------------
@@ -457,24 +476,29 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     )
     lines += [
         "",
-        f"## Throughput: charged counts for {args.duration:g} s"
+        f"## Throughput: counts for {args.duration:g} s"
         + (" (all clients on one analyst)" if args.shared_analyst else ""),
         "",
-        "| client processes | queries/s | latency median | latency p95 | server CPU per query "
-        "| errors |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| queries | client processes | queries/s | latency median | latency p95 "
+        "| CPU per query: server | clients | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if r["measure"] == "throughput":
+            kind = "charged" if r["charged"] else "cached"
             lines.append(
-                f"| {r['clients']} | {r['qps']:.0f} | {ms(r['median_ms'])} "
-                f"| {ms(r['p95_ms'])} | {ms(r['server_cpu_ms_per_query'])} | {r['errors']} |"
+                f"| {kind} | {r['clients']} | {r['qps']:.0f} | {ms(r['median_ms'])} "
+                f"| {ms(r['p95_ms'])} | {ms(r['server_cpu_ms_per_query'])} "
+                f"| {ms(r['client_cpu_ms_per_query'])} | {r['errors']} |"
             )
     lines += [
         "",
         "Every charged query is one committed ledger transaction (one `fdatasync`), on the "
         "server as in the ledgered local column; a cached one reads the ledger and charges "
-        "nothing. The client processes share the cores with the server.",
+        "nothing. CPU per query is the user and system time of the server process, and of "
+        "all client processes together, over the measured window, divided by the queries "
+        "answered: the client processes share the cores with the server, so with N clients "
+        "the server gets only part of the machine.",
         "",
     ]
     return "\n".join(lines)
@@ -505,7 +529,7 @@ def main() -> int:
     ap.add_argument("--clients", type=parse_clients, default=[8], help="e.g. 8 or 2,4,8")
     ap.add_argument("--shared-analyst", action="store_true", help="one analyst for all clients")
     ap.add_argument("--budget-epsilon", type=float, default=1e6, help="each analyst's epsilon")
-    ap.add_argument("--engine", choices=("pandas", "duckdb", "spark"), default="pandas")
+    ap.add_argument("--engine", choices=("pandas", "duckdb"), default="pandas")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--keep", type=Path, default=None, help="keep config and ledgers in DIR")
     ap.add_argument("--server-log", type=Path, default=None, help="save the server's output")
@@ -537,9 +561,10 @@ def main() -> int:
         try:
             results = latency(server, tokens[0], folder, args)
             block = 3  # epsilon blocks 0-2 belong to the latency measurement
-            for n in [1] + [n for n in args.clients if n != 1]:
-                results.append(throughput(server, tokens, n, block, args))
-                block += n
+            for charged in (True, False):
+                for n in [1] + [n for n in args.clients if n != 1]:
+                    results.append(throughput(server, tokens, n, block, charged, args))
+                    block += n
         finally:
             server.stop()
             if args.server_log is not None:
