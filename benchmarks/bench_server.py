@@ -20,7 +20,9 @@ with 401, and then measures:
     is charged (one committed ledger transaction each) and none is answered from the cache.
     Then the same question repeated (``--calls`` times, one epsilon): answered from the cache,
     charged nothing. Median and 95th percentile of the calls, after ``--warmup`` untimed
-    ones; the added latency is remote minus local with a ledger.
+    ones; the added latency is remote minus local with a ledger. The calls are made in
+    ``--rounds`` rounds, each timing every side in turn, so that the machine's load (shared
+    with other work) falls on every side alike.
 (b) **Throughput, one client.** A client process asks counts back to back for
     ``--duration`` seconds, charged ones (a distinct epsilon each), then cached ones (one
     question repeated); reported: queries per second, the per-query latency, and the CPU
@@ -30,7 +32,7 @@ with 401, and then measures:
     analyst and one budget, so every charge contends for the same ledger rows).
 
 Client processes are fresh interpreters (this file with ``--worker``); each connects, asks
-``--warmup`` untimed queries and says READY, and then all are given one start time. The
+``--client-warmup`` untimed queries and says READY, and then all are given one start time. The
 server, the clients and the benchmark share the machine: on 2 cores the client processes
 take CPU from the server, so (c) is a lower bound of what a server on its own machine
 sustains.
@@ -41,8 +43,9 @@ average at its end.
 
 Flags:
   --calls N            timed calls per latency measurement (default 300)
-  --warmup N           untimed calls before each latency measurement and in each client
-                       process before the start (default 20)
+  --warmup N           untimed calls of each side before the latency rounds (default 50)
+  --rounds N           rounds the latency calls are split into (default 5)
+  --client-warmup N    untimed calls in each client process before the start (default 20)
   --duration S         seconds of each throughput measurement (default 10)
   --clients N[,N...]   concurrent client processes for (c) (default 8; (b) is always 1)
   --shared-analyst     all clients use one analyst (one budget) instead of one each
@@ -287,20 +290,28 @@ def latency(server: Server, token: str, folder: Path, args: argparse.Namespace) 
         ("local, ledgered budget", ledgered, 1),
         ("remote (pq.connect)", remote, 2),
     ]
-    for label, frame, block in sides:
-        times = timed_calls(
-            lambda k, f=frame, b=block: f.count(epsilon=epsilon_of(b, k)),
-            args.calls,
-            args.warmup,
-            0,
-        )
-        results.append({"measure": "latency", "side": label, "charged": True, **summary(times)})
-        emit(results[-1])
-    for label, frame, block in sides:
-        eps = epsilon_of(block, 99_999)
-        times = timed_calls(lambda k, f=frame, e=eps: f.count(epsilon=e), args.calls, 1, 0)
-        results.append({"measure": "latency", "side": label, "charged": False, **summary(times)})
-        emit(results[-1])
+    per_round = max(1, args.calls // args.rounds)
+    for charged in (True, False):
+        times: dict[str, list[float]] = {label: [] for label, _, _ in sides}
+        for r in range(args.rounds):
+            for label, frame, block in sides:
+                if charged:  # a new question each call: block, then call number
+
+                    def call(k: int, f: Any = frame, b: int = block) -> object:
+                        return f.count(epsilon=epsilon_of(b, k))
+                else:  # one question, asked (and charged) once in the warm-up
+
+                    def call(k: int, f: Any = frame, b: int = block) -> object:
+                        return f.count(epsilon=epsilon_of(b, 99_999))
+
+                warm = (args.warmup if charged else 1) if r == 0 else 0
+                offset = r * (per_round + args.warmup)
+                times[label] += timed_calls(call, per_round, warm, offset)
+        for label, _, _ in sides:
+            results.append(
+                {"measure": "latency", "side": label, "charged": charged, **summary(times[label])}
+            )
+            emit(results[-1])
     session.close()
     by = {(r["side"], r["charged"]): r for r in results}
     for charged in (True, False):
@@ -338,7 +349,7 @@ def throughput(
             "worker": first_block + i,
             "charged": charged,
             "duration": args.duration,
-            "warmup": args.warmup,
+            "warmup": args.client_warmup,
         }
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
         procs.append(
@@ -455,7 +466,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"The 1-minute load average at the end of each measurement had median "
         f"{statistics.median(loads):.1f} and max {max(loads):.1f}.",
         "",
-        f"## Latency of one `count` ({args.calls} calls after {args.warmup} warm-ups)",
+        f"## Latency of one `count` ({args.rounds} rounds of {args.calls // args.rounds} "
+        f"calls per side, after {args.warmup} warm-ups)",
         "",
         "| side | charged (distinct epsilons) | | cached (one question repeated) | |",
         "|---|---:|---:|---:|---:|",
@@ -524,7 +536,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--calls", type=int, default=300, help="timed calls per latency figure")
-    ap.add_argument("--warmup", type=int, default=20, help="untimed calls before timing")
+    ap.add_argument("--warmup", type=int, default=50, help="untimed calls before timing")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the latency calls")
+    ap.add_argument(
+        "--client-warmup", type=int, default=20, help="untimed calls per client process"
+    )
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
     ap.add_argument("--clients", type=parse_clients, default=[8], help="e.g. 8 or 2,4,8")
     ap.add_argument("--shared-analyst", action="store_true", help="one analyst for all clients")
@@ -540,8 +556,8 @@ def main() -> int:
     if args.worker:
         print("RESULT " + json.dumps(worker(json.loads(args.worker))), flush=True)
         return 0
-    if args.calls < 1 or args.duration <= 0:
-        ap.error("--calls and --duration must be positive")
+    if args.rounds < 1 or args.calls < args.rounds or args.duration <= 0:
+        ap.error("--rounds and --duration must be positive, --calls at least --rounds")
     JSON_OUT = args.json
     if JSON_OUT is not None:
         JSON_OUT.unlink(missing_ok=True)
