@@ -8,10 +8,10 @@ It writes a config for the bundled PUMS sample (table ``pums``, the demo's publi
 a temporary directory, with one analyst per client and a budget of ``--budget-epsilon``
 each: the demo's own budget would run out long before the measurements end. It registers
 the analysts with ``pinqpy serve CONFIG --add-analyst NAME`` (one token each, read from the
-``token:`` line), starts ``python -m pinqpy serve CONFIG --port P`` on a free port of
-``--host`` as a real process (the module form ``python -m pinqpy.remote.server.run`` when the
-``serve`` subcommand is missing), waits until the server answers an unauthenticated request
-with 401, and then measures:
+``token:`` line), starts ``python -m pinqpy serve CONFIG --port 0`` as a real process (the
+module form ``python -m pinqpy.remote.server.run`` when the ``serve`` subcommand is
+missing), reads the free port it took on ``--host`` from its ``listening on`` line, waits
+until it answers an unauthenticated request with 401, and then measures:
 
 (a) **Added latency.** ``count`` of the whole table, ``--calls`` times, through
     ``pq.connect(url, token=...)``, against the same count asked locally of the same CSV file
@@ -66,7 +66,6 @@ import json
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -84,7 +83,6 @@ from typing import Any
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
 
-HERE = Path(__file__).resolve().parent
 # The server and the client processes import the same pinqpy as this process.
 PKG_ROOT = Path(pq.__file__).resolve().parents[1]
 TABLE = "pums"
@@ -95,7 +93,7 @@ STARTUP_TIMEOUT_S = 60.0
 def epsilon_of(worker: int, k: int) -> float:
     """The ``k``-th epsilon of client ``worker``: 0.01 plus a step of 1e-8, with a block of
     10**5 steps per client, so no two calls of one analyst (or of a shared one) ask the same
-    question, and each costs about 0.01 to 0.02."""
+    question, and each costs about 0.01 to 0.03."""
     return (10**6 + worker * 10**5 + k) / 10**8
 
 
@@ -178,12 +176,6 @@ def add_analyst(cmd: list[str], config: Path, name: str) -> str:
     raise SystemExit(f"no 'token:' line in the output of --add-analyst {name}:\n{out.stdout}")
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     proc: subprocess.Popen[str]
@@ -209,16 +201,17 @@ class Server:
 
 
 def start_server(cmd: list[str], config: Path, host: str) -> Server:
-    port = free_port(host)
+    """Start the server on a free port (``--port 0``; the banner's ``listening on`` line
+    names it) and wait until it refuses a request without a token."""
     proc = subprocess.Popen(
-        [*cmd, str(config), "--host", host, "--port", str(port)],
+        [*cmd, str(config), "--host", host, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
         env=child_env(),
     )
-    server = Server(proc, f"http://{host}:{port}")
+    server = Server(proc, "")
 
     def drain() -> None:  # a full pipe would stall the server (it may log every request)
         assert proc.stdout is not None
@@ -234,6 +227,9 @@ def start_server(cmd: list[str], config: Path, host: str) -> Server:
             m = re.search(r"listening on (https?://\S+)", line)
             if m:
                 server.url = m.group(1).rstrip("/")
+        if not server.url:
+            time.sleep(0.1)
+            continue
         try:
             urllib.request.urlopen(server.url + "/v1/session", timeout=2)
         except urllib.error.HTTPError as err:
