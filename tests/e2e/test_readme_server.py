@@ -43,7 +43,21 @@ def section() -> str:
 
 
 def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", section(), flags=re.S)
+    """The section's fenced code blocks in language ``lang`` ("" for a bare fence)."""
+    found: list[str] = []
+    current: list[str] | None = None
+    keep = False
+    for line in section().splitlines():
+        if line.startswith("```"):
+            if current is None:  # an opening fence
+                current, keep = [], line[3:].strip() == lang
+            else:
+                if keep:
+                    found.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    return found
 
 
 def commands(block: str) -> list[list[str]]:
@@ -154,6 +168,52 @@ def test_three_ways_in_python(demo: tuple[Server, str], monkeypatch: pytest.Monk
     assert isinstance(s.audit(), pd.DataFrame)
     assert s.budget.remaining.epsilon < s.budget.total.epsilon
     s.close()
+
+
+def test_three_ways_in_notebook(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    server, token = demo
+    monkeypatch.setenv("PINQPY_TOKEN", token)
+    (block,) = [b for b in blocks("") if "%pinq connect" in b]
+    lines = [
+        line.replace("127.0.0.1:8765", f"127.0.0.1:{server.port}") for line in block.split("\n")
+    ]
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=cfg)
+    try:
+        with capture_output() as out:
+            for line in filter(None, lines):
+                assert shell.run_cell(line, store_history=False).success, out.stderr
+            done = shell.run_cell("%%pinq -e 0.1\nSELECT COUNT(*) AS n FROM pums")
+        assert done.success and isinstance(done.result, pd.DataFrame), out.stderr
+        assert list(done.result.columns) == ["n"]
+    finally:
+        shell.run_cell("%pinq disconnect", store_history=False)
+        shell.run_line_magic("unload_ext", "pinqpy")
+
+
+def test_three_ways_in_shell(demo: tuple[Server, str]) -> None:
+    server, token = demo
+    url = f"http://127.0.0.1:{server.port}"
+    text = section().replace("127.0.0.1:8765", f"127.0.0.1:{server.port}")
+    assert f"`pinqpy shell --connect {url}`" in text
+    env = {**curator_env(), "PINQPY_TOKEN": token}  # the analyst's machine: a token, no data
+    shell = subprocess.run(
+        [*PINQPY, "shell", "--connect", url],
+        input="SELECT COUNT(*) AS n FROM pums;\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    assert re.search(r"^\s*\d+ ± \d+\s*$", shell.stdout, re.M), shell.stdout  # a noisy count
+    assert "charged epsilon" in shell.stdout and token not in shell.stdout + shell.stderr
 
 
 def test_config_and_add_analyst(tmp_path: Path) -> None:
