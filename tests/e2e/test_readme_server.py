@@ -1,8 +1,9 @@
 """The README's "Serving untrusted analysts" section runs as written, against real servers.
 
-The snippets are read from README.md itself. The only substitutions are the ones a reader
-makes: the port the test server listens on for 8765, the token the server printed for
-``<TOKEN>``, and ``python -m pinqpy`` for the ``pinqpy`` command.
+The snippets are read from README.md itself: the quick start, the config and its commands,
+and the three ways in (Python, the notebook magic, the shell). The only substitutions are
+the ones a reader makes: the port the test server listens on for 8765, the token the server
+printed for ``<TOKEN>``, and ``python -m pinqpy`` (this checkout's) for ``pinqpy``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -70,14 +70,9 @@ def commands(block: str) -> list[list[str]]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def curator_env() -> dict[str, str]:
-    """The environment of a curator's command: this checkout's pinqpy, no testing switch."""
+def child_env() -> dict[str, str]:
+    """The environment of a command the README shows: this checkout's pinqpy, and no testing
+    switch (a curator's server and an analyst's shell run without one)."""
     env = dict(os.environ)
     env.pop("PINQPY_TESTING", None)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
@@ -85,17 +80,23 @@ def curator_env() -> dict[str, str]:
 
 
 class Server:
+    """The README's server command, run with ``--port 0`` (a free port, which its banner's
+    ``listening on`` line names) until it refuses a request without a token."""
+
     def __init__(self, argv: list[str], cwd: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = curator_env()
-        self.log = cwd / f"server-{self.port}.log"
+        self.log = cwd / "server.log"
         self.out = self.log.open("w")
         self.proc = subprocess.Popen(
-            [*argv, "--port", str(self.port)], cwd=cwd, env=env, stdout=self.out,
+            [*argv, "--port", "0"], cwd=cwd, env=child_env(), stdout=self.out,
             stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 60
+        while (
+            found := re.search(r"^listening on (http://127\.0\.0\.1:(\d+))$", self.output(), re.M)
+        ) is None:
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
+            time.sleep(0.1)
+        self.url, self.port = found.group(1), int(found.group(2))
         while True:
             assert self.proc.poll() is None, self.log.read_text()
             try:
@@ -202,7 +203,7 @@ def test_three_ways_in_shell(demo: tuple[Server, str]) -> None:
     url = f"http://127.0.0.1:{server.port}"
     text = section().replace("127.0.0.1:8765", f"127.0.0.1:{server.port}")
     assert f"`pinqpy shell --connect {url}`" in text
-    env = {**curator_env(), "PINQPY_TOKEN": token}  # the analyst's machine: a token, no data
+    env = {**child_env(), "PINQPY_TOKEN": token}  # the analyst's machine: a token, no data
     shell = subprocess.run(
         [*PINQPY, "shell", "--connect", url],
         input="SELECT COUNT(*) AS n FROM pums;\n",
@@ -224,7 +225,7 @@ def test_config_and_add_analyst(tmp_path: Path) -> None:
     tokens = {}
     for name in ("alice", "bob"):
         argv = [*add[:-1], name]
-        out = subprocess.run(argv, cwd=tmp_path, env=curator_env(), capture_output=True, text=True)
+        out = subprocess.run(argv, cwd=tmp_path, env=child_env(), capture_output=True, text=True)
         assert out.returncode == 0, out.stdout + out.stderr
         (tokens[name],) = re.findall(r"^token: (\S+)$", out.stdout, flags=re.M)
     stored = (tmp_path / "pinqpy-tokens.json").read_text()
