@@ -1,0 +1,283 @@
+"""The README's "Serving untrusted analysts" section runs as written, against real servers.
+
+The snippets are read from README.md itself: the quick start, the config and its commands,
+and the three ways in (Python, the notebook magic, the shell). The only substitutions are
+the ones a reader makes: the port the test server listens on for 8765, the token the server
+printed for ``<TOKEN>``, and ``python -m pinqpy`` (this checkout's) for ``pinqpy``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("httpx")
+
+import pinqpy as pq
+from pinqpy.demo import PUMS_PATH
+
+REPO = Path(__file__).resolve().parents[2]
+SECTION = "## Serving untrusted analysts"
+PINQPY = [sys.executable, "-m", "pinqpy"]
+
+
+def section() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    return text[start : end if end >= 0 else len(text)]
+
+
+def blocks(lang: str) -> list[str]:
+    """The section's fenced code blocks in language ``lang`` ("" for a bare fence)."""
+    found: list[str] = []
+    current: list[str] | None = None
+    keep = False
+    for line in section().splitlines():
+        if line.startswith("```"):
+            if current is None:  # an opening fence
+                current, keep = [], line[3:].strip() == lang
+            else:
+                if keep:
+                    found.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def commands(block: str) -> list[list[str]]:
+    """The commands of a bash block, comments dropped, ``pinqpy`` as ``python -m pinqpy``."""
+    out = []
+    for line in block.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            out.append(PINQPY + words[1:] if words[0] == "pinqpy" else words)
+    return out
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a command the README shows: this checkout's pinqpy, and no testing
+    switch (a curator's server and an analyst's shell run without one)."""
+    env = dict(os.environ)
+    env.pop("PINQPY_TESTING", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Server:
+    """The README's server command, run with ``--port 0`` (a free port, which its banner's
+    ``listening on`` line names) until it refuses a request without a token."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.log = cwd / "server.log"
+        self.out = self.log.open("w")
+        self.proc = subprocess.Popen(
+            [*argv, "--port", "0"], cwd=cwd, env=child_env(), stdout=self.out,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while (
+            found := re.search(r"^listening on (http://127\.0\.0\.1:(\d+))$", self.output(), re.M)
+        ) is None:
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
+            time.sleep(0.1)
+        self.url, self.port = found.group(1), int(found.group(2))
+        while True:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                urllib.request.urlopen(self.url + "/v1/session", timeout=2)
+            except urllib.error.HTTPError as err:
+                if err.code == 401:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        self.out.flush()
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    (quick,) = [b for b in blocks("bash") if "--demo" in b]
+    install, serve = commands(quick)
+    assert install == ["pip", "install", "'pinqpy[server]'"]
+    assert serve == [*PINQPY, "serve", "--demo"]
+    server = Server(serve, tmp_path)
+    try:
+        tokens = re.findall(r"^token: (\S+)$", server.output(), flags=re.M)
+        assert len(tokens) == 1, server.output()
+        assert f'pq.connect("{server.url}", token="{tokens[0]}")' in server.output()
+        yield server, tokens[0]
+    finally:
+        server.stop()
+
+
+def run_python(block: str, port: int, token: str) -> dict[str, object]:
+    code = block.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace("<TOKEN>", token)
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    return scope
+
+
+def test_quick_start(demo: tuple[Server, str]) -> None:
+    server, token = demo
+    quick = blocks("python")[0]
+    assert len([line for line in quick.splitlines() if line.strip()]) == 4
+    scope = run_python(quick, server.port, token)
+    s = scope["s"]
+    assert isinstance(s.table("pums").count(epsilon=0.1), int)  # the README's count, cached
+    answer = s.sql("SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex", epsilon=0.2)
+    assert isinstance(answer, pd.DataFrame) and list(answer["n"].index) == [0, 1]
+    assert s.budget.spent.epsilon == pytest.approx(0.3)  # the two README queries, once each
+    s.close()
+
+
+def test_three_ways_in_python(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    server, token = demo
+    monkeypatch.setenv("PINQPY_TOKEN", token)
+    (block,) = [b for b in blocks("python") if "PINQPY_TOKEN" in b]
+    scope = run_python(block, server.port, token)
+    s = scope["s"]
+    assert isinstance(s.audit(), pd.DataFrame)
+    assert s.budget.remaining.epsilon < s.budget.total.epsilon
+    s.close()
+
+
+def test_three_ways_in_notebook(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from traitlets.config import Config
+
+    server, token = demo
+    monkeypatch.setenv("PINQPY_TOKEN", token)
+    (block,) = [b for b in blocks("") if "%pinq connect" in b]
+    lines = [
+        line.replace("127.0.0.1:8765", f"127.0.0.1:{server.port}") for line in block.split("\n")
+    ]
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=cfg)
+    try:
+        with capture_output() as out:
+            for line in filter(None, lines):
+                assert shell.run_cell(line, store_history=False).success, out.stderr
+            done = shell.run_cell("%%pinq -e 0.1\nSELECT COUNT(*) AS n FROM pums")
+        assert done.success and isinstance(done.result, pd.DataFrame), out.stderr
+        assert list(done.result.columns) == ["n"]
+    finally:
+        shell.run_cell("%pinq disconnect", store_history=False)
+        shell.run_line_magic("unload_ext", "pinqpy")
+
+
+def test_three_ways_in_shell(demo: tuple[Server, str]) -> None:
+    server, token = demo
+    url = f"http://127.0.0.1:{server.port}"
+    text = section().replace("127.0.0.1:8765", f"127.0.0.1:{server.port}")
+    assert f"`pinqpy shell --connect {url}`" in text
+    env = {**child_env(), "PINQPY_TOKEN": token}  # the analyst's machine: a token, no data
+    shell = subprocess.run(
+        [*PINQPY, "shell", "--connect", url],
+        input="SELECT COUNT(*) AS n FROM pums;\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    assert re.search(r"^\s*\d+ ± \d+\s*$", shell.stdout, re.M), shell.stdout  # a noisy count
+    assert "charged epsilon" in shell.stdout and token not in shell.stdout + shell.stderr
+
+
+def test_config_and_add_analyst(tmp_path: Path) -> None:
+    (config,) = blocks("toml")
+    shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")  # "path" is relative to the config file
+    (tmp_path / "server.toml").write_text(config)
+    (add, serve) = commands(next(b for b in blocks("bash") if "--add-analyst" in b))
+    tokens = {}
+    for name in ("alice", "bob"):
+        argv = [*add[:-1], name]
+        out = subprocess.run(argv, cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        (tokens[name],) = re.findall(r"^token: (\S+)$", out.stdout, flags=re.M)
+    stored = (tmp_path / "pinqpy-tokens.json").read_text()
+    assert all(tok not in stored for tok in tokens.values())  # hashes only
+    assert (tmp_path / "pinqpy-tokens.json").stat().st_mode & 0o777 == 0o600
+    server = Server(serve, tmp_path)
+    try:
+        out = server.output()
+        assert "pums" in out and "alice" in out and "bob" in out
+        alice = pq.connect(server.url, token=tokens["alice"])
+        bob = pq.connect(server.url, token=tokens["bob"])
+        alice.table("pums").count(epsilon=0.1)
+        bob.table("pums").count(epsilon=0.25)
+        assert alice.budget.total.epsilon == 1 and alice.budget.spent.epsilon == 0.1
+        assert bob.budget.total.epsilon == 2 and bob.budget.spent.epsilon == 0.25
+        alice.close()
+        bob.close()
+    finally:
+        server.stop()
+    assert (tmp_path / "pinqpy-ledger.db").exists()
+
+
+def test_config_block_loads(tmp_path: Path) -> None:
+    from pinqpy.remote.server.config import load_config
+
+    (block,) = blocks("toml")
+    shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")
+    (tmp_path / "server.toml").write_text(block)
+    config = load_config(tmp_path / "server.toml")
+    assert config.port == 8765 and config.ledger == tmp_path / "pinqpy-ledger.db"
+    assert set(config.tables) == {"pums"} and set(config.analysts) == {"alice", "bob"}
+
+
+def test_limits_table_gives_the_defaults() -> None:
+    from pinqpy.remote.server.config import Limits
+
+    shown: dict[str, float] = {}
+    for line in section().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 3:
+            names = re.findall(r"`(\w+)`", cells[0])
+            values = [float(v.replace(",", "")) for v in cells[1].split(", ")]
+            shown.update(zip(names, values, strict=True))
+    assert shown == {k: float(v) for k, v in Limits().as_dict().items()}
+
+
+def test_sample_config_has_the_keys_shown() -> None:
+    """Every key the README's config shows (the group aside: the sample has none) is one the
+    bundled sample sets too, so the README's block is the sample's shape."""
+    sample = tomllib.loads((REPO / "pinqpy" / "data" / "server-demo.toml").read_text())
+    shown = tomllib.loads(blocks("toml")[0])
+    assert set(shown["server"]) <= set(sample["server"])
+    assert (sample["server"]["host"], sample["server"]["port"]) == ("127.0.0.1", 8765)  # --demo
+    assert set(shown["tables"]["pums"]) <= set(sample["tables"]["pums"])
+    assert set(shown["analysts"]["alice"]) <= set(sample["analysts"]["demo"])
