@@ -8,10 +8,9 @@ It writes a config for the bundled PUMS sample (table ``pums``, the demo's publi
 a temporary directory, with one analyst per client and a budget of ``--budget-epsilon``
 each: the demo's own budget would run out long before the measurements end. It registers
 the analysts with ``pinqpy serve CONFIG --add-analyst NAME`` (one token each, read from the
-``token:`` line), starts ``python -m pinqpy serve CONFIG --port 0`` as a real process (the
-module form ``python -m pinqpy.remote.server.run`` when the ``serve`` subcommand is
-missing), reads the free port it took on ``--host`` from its ``listening on`` line, waits
-until it answers an unauthenticated request with 401, and then measures:
+``token:`` line), starts ``python -m pinqpy serve CONFIG --port 0`` as a real process,
+reads the free port it took on ``--host`` from its ``listening on`` line, waits until it
+answers an unauthenticated request with 401, and then measures:
 
 (a) **Added latency.** ``count`` of the whole table, ``--calls`` times, through
     ``pq.connect(url, token=...)``, against the same count asked locally of the same CSV file
@@ -151,16 +150,8 @@ def child_env() -> dict[str, str]:
 
 
 def serve_command() -> list[str]:
-    """``python -m pinqpy serve``, or the server module itself when the CLI has no ``serve``."""
-    probe = subprocess.run(
-        [sys.executable, "-m", "pinqpy", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-    )
-    if probe.returncode == 0:
-        return [sys.executable, "-m", "pinqpy", "serve"]
-    return [sys.executable, "-m", "pinqpy.remote.server.run"]
+    """``python -m pinqpy serve`` under this interpreter."""
+    return [sys.executable, "-m", "pinqpy", "serve"]
 
 
 def add_analyst(cmd: list[str], config: Path, name: str) -> str:
