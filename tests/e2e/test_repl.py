@@ -311,37 +311,23 @@ def test_piped_quit_stops_and_all_good_exits_zero(people_csv: Path, tmp_path: Pa
 
 # -- over a pinqpy server ---------------------------------------------------------------------
 
-# Loaded at the shell's start-up (sitecustomize): ``pq.connect`` answered by a local Session
-# over PUMS, accepting one token, so the terminal side of ``--connect`` runs without a server.
-STAND_IN = """
-import sys, types
 
-def connect(url, token=None, **kwargs):
-    import pinqpy as pq
-    from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    """A real ``pinqpy serve`` process on 127.0.0.1: PUMS as ``pums``, analyst ``alice``
+    with a budget of epsilon 10."""
+    from tests.remote.harness import start_server
 
-    if token != "s3cret-token":
-        raise pq.PinqError("a valid analyst token is required (Authorization: Bearer <token>)")
-    session = pq.Session()
-    session.register("pums", load_pums(), budget=pq.Budget(epsilon=2.0),
-                     bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
-    return session
-
-module = types.ModuleType("pinqpy.remote.client.session")
-module.connect = connect
-sys.modules["pinqpy.remote.client.session"] = module
-"""
+    with start_server(tmp_path_factory.mktemp("server")) as srv:
+        yield srv
 
 
-def test_connect_asks_for_the_token_hidden_and_runs_the_same_shell(tmp_path: Path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(STAND_IN)
-    url = "http://127.0.0.1:9"
+def test_connect_asks_for_the_token_hidden_and_runs_the_same_shell(tmp_path: Path, server):
+    url, token = server.url, server.tokens["alice"]
     child = pexpect.spawn(
         sys.executable,
         ["-m", "pinqpy", "shell", "--connect", url],
-        env=environment(tmp_path, TERM="xterm", PYTHONPATH=str(site)),
+        env=environment(tmp_path, TERM="xterm"),
         dimensions=(40, 160),
         encoding="utf-8",
         timeout=TIMEOUT,
@@ -349,35 +335,34 @@ def test_connect_asks_for_the_token_hidden_and_runs_the_same_shell(tmp_path: Pat
     term = Terminal(child)
     term.expect(re.escape(f"pinqpy token for {url}: "))
     start = term.mark
-    term.send("s3cret-token\r")
+    term.send(token + "\r")
     term.expect(r"pinqpy shell: private tables pums")
-    assert "s3cret-token" not in term.since(start)  # typed without echo
+    assert token not in term.since(start)  # typed without echo
     term.expect(re.escape(f"Connected to {url}: the server keeps the budgets."))
     term.expect(r"pinqpy>")
     term.send("SELECT COUNT(*) FROM pums;\r")
-    term.expect(r"charged epsilon 0\.2 to pums \(1\.8 left\)")  # a tenth of the budget
+    term.expect(r"charged epsilon 1 to pums \(9 left\)")  # a tenth of the budget
     term.send("SELECT COUNT(*) FROM pu\t")
     term.expect(r"pums")
     term.send(" WHERE ag\t")
     term.expect(r"age")
     term.send(" > 30;\r")
-    term.expect(r"charged epsilon 0\.2 to pums \(1\.6 left\)")
+    term.expect(r"charged epsilon 1 to pums \(8 left\)")
+    term.send("SELECT COUNT(*) FROM pums WHERE agee > 3;\r")
+    term.expect(r"\^")  # the server's error, with its caret under the fault
     term.send(".quit\r")
     assert term.finish() == 0
-    assert "s3cret-token" not in term.screen
+    assert token not in term.screen
 
 
-def test_connect_with_a_wrong_token_is_one_line(tmp_path: Path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(STAND_IN)
+def test_connect_with_a_wrong_token_is_one_line(tmp_path: Path, server):
     proc = subprocess.run(
-        [sys.executable, "-m", "pinqpy", "shell", "--connect", "http://127.0.0.1:9"],
+        [sys.executable, "-m", "pinqpy", "shell", "--connect", server.url],
         input="SELECT COUNT(*) FROM pums;\n",
         capture_output=True,
         text=True,
         encoding="utf-8",
-        env=environment(tmp_path, PYTHONPATH=str(site), PINQPY_TOKEN="wrong"),
+        env=environment(tmp_path, PINQPY_TOKEN="wrong"),
         timeout=60,
         check=False,
     )
