@@ -59,7 +59,7 @@ from pinqpy.engines.sources import (
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
 from pinqpy.plan.catalog import Catalog
-from pinqpy.plan.nodes import PlanNode, Source
+from pinqpy.plan.nodes import PlanNode, Source, walk
 
 __all__ = [
     "ENGINES",
@@ -792,16 +792,9 @@ def type_sources(plan: PlanNode) -> dict[str, str]:
 
 # -- choosing the executor -------------------------------------------------------------------
 def _sources(plan: PlanNode, catalog: Catalog) -> Iterator[Any]:
-    stack = [plan]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in walk(plan):
         if isinstance(node, Source):
             yield catalog.data(node.table)
-        stack.extend(node.children)
 
 
 def _home(data: Any) -> tuple[str, Any]:

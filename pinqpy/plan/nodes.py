@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -42,6 +42,7 @@ __all__ = [
     "Source",
     "TableRef",
     "Where",
+    "walk",
 ]
 
 T = TypeVar("T")
@@ -333,3 +334,17 @@ def node_kinds() -> list[type[PlanNode]]:
 for _cls in node_kinds():
     if _cls._visit not in PlanVisitor.__abstractmethods__:  # pragma: no cover - import guard
         raise TypeError(f"plan node {_cls.__name__} has no visitor method {_cls._visit}")
+
+
+def walk(plan: PlanNode) -> Iterator[PlanNode]:
+    """Every node of ``plan`` once, parents before children (a node the plan uses twice, as
+    in ``f.concat(f)``, is yielded once); a part's partitioned plan is among its children."""
+    stack = [plan]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(node.children)

@@ -31,6 +31,7 @@ from pinqpy.plan.nodes import (
     SetOp,
     Source,
     Where,
+    walk,
 )
 
 __all__ = ["INF", "Lineage", "StabilityVisitor", "draws_afresh", "lineage_of"]
@@ -176,14 +177,7 @@ def draws_afresh(plan: PlanNode) -> bool:
     partition's agent then charges every read on its own (see
     :class:`pinqpy.accounting.agents.PartitionAgent`).
     """
-    seen: set[int] = set()
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, BoundContributions) or (isinstance(node, Join) and node.bounds):
-            return True
-        stack.extend(node.children)
-    return False
+    return any(
+        isinstance(node, BoundContributions) or (isinstance(node, Join) and node.bounds)
+        for node in walk(plan)
+    )

@@ -77,16 +77,22 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
-def config_text(paths: dict[str, Path]) -> str:
+def config_text(
+    paths: dict[str, Path],
+    tables: dict[str, dict[str, Any]] = TABLES,
+    epsilon: float = EPSILON,
+) -> str:
+    """A server config: each of ``tables`` a CSV file of ``paths`` with its public facts, all
+    granted to analyst alice with a budget of ``epsilon`` (and ``DELTA``) each."""
     lines = ["[server]", 'host = "127.0.0.1"', ""]
-    for name, facts in TABLES.items():
+    for name, facts in tables.items():
         lines += [f"[tables.{name}]", 'source = "csv"', f"path = {_toml(str(paths[name]))}"]
         lines += [f"{key} = {_toml(value)}" for key, value in facts.items()]
         lines.append("")
     lines += [
         "[analysts.alice]",
-        f"tables = {_toml(list(TABLES))}",
-        f"budget = {{ epsilon = {EPSILON}, delta = {DELTA} }}",
+        f"tables = {_toml(list(tables))}",
+        f"budget = {{ epsilon = {epsilon}, delta = {DELTA} }}",
     ]
     return "\n".join(lines) + "\n"
 

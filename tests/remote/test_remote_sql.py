@@ -32,7 +32,7 @@ import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
 from pinqpy.remote.client.session import RemoteSession
 from tests.remote.harness import start_server
-from tests.remote.test_remote_api import _toml, assert_same
+from tests.remote.test_remote_api import assert_same, config_text
 from tests.sql.conftest import BIG_EPSILON, Case, load_cases, persons_df, visits_df
 from tests.sql.test_fixtures import _kwargs, check_error, check_plan, check_result
 
@@ -70,20 +70,6 @@ def _paths(directory: Path) -> dict[str, Path]:
         "visits": visits,
         "visits_all": visits,
     }
-
-
-def _config(paths: dict[str, Path]) -> str:
-    lines = ["[server]", 'host = "127.0.0.1"', ""]
-    for name, facts in TABLES.items():
-        lines += [f"[tables.{name}]", 'source = "csv"', f"path = {_toml(str(paths[name]))}"]
-        lines += [f"{key} = {_toml(value)}" for key, value in facts.items()]
-        lines.append("")
-    lines += [
-        "[analysts.alice]",
-        f"tables = {_toml(list(TABLES))}",
-        f"budget = {{ epsilon = {BIG_EPSILON}, delta = {DELTA} }}",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -142,7 +128,7 @@ def envs(
     session for the fixtures' own checks (which charge as they go)."""
     directory = tmp_path_factory.mktemp("remote_sql")
     paths = _paths(directory)
-    server = start_server(directory, _config(paths), testing="no-noise")
+    server = start_server(directory, config_text(paths, TABLES, BIG_EPSILON), testing="no-noise")
     with pq.connect(server.url, token=server.tokens["alice"]) as session:
         yield RemoteEnv(session), _local(paths), _local(paths)
     server.stop()

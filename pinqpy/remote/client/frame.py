@@ -37,7 +37,7 @@ from pinqpy.api.partition import Partition
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Expr
 from pinqpy.pipeline.relation import Relation
-from pinqpy.plan.nodes import PlanNode, PublicJoin
+from pinqpy.plan.nodes import PublicJoin, walk
 from pinqpy.plan.serialize import plan_to_data
 from pinqpy.plan.stability import INF
 from pinqpy.remote import protocol
@@ -106,16 +106,9 @@ def _public_tables(rel: Relation) -> dict[str, Any]:
     """Every public table the plan joins, as ``{id: encode_frame(rows)}``: the snapshot the
     client's checks used, so the server checks the same rows (and recomputes everything)."""
     out: dict[str, Any] = {}
-    stack: list[PlanNode] = [rel.plan]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in walk(rel.plan):
         if isinstance(node, PublicJoin) and node.public.id not in out:
             out[node.public.id] = protocol.encode_frame(rel.catalog.public_data(node.public))
-        stack.extend(node.children)
     return out
 
 
