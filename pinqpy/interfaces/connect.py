@@ -14,7 +14,6 @@ IPython's history.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -115,13 +114,6 @@ def find_token(
 
 def open_remote(url: str, token: str) -> SqlSession:
     """``pq.connect(url, token=token)``: the analyst's session on a pinqpy server."""
-    missing = "connecting to a pinqpy server needs the client extra: pip install 'pinqpy[client]'"
-    if importlib.util.find_spec("httpx") is None:
-        raise CliError(missing)
-    try:
-        from pinqpy.remote.client.session import connect
-    except ModuleNotFoundError as err:
-        if (err.name or "").split(".")[0] == "httpx":
-            raise CliError(missing) from None
-        raise
+    from pinqpy.remote.client.session import connect
+
     return connect(url, token=token)

@@ -329,21 +329,6 @@ def test_connect_usage_errors(
     assert connections == []
 
 
-def test_connect_without_the_client_extra(
-    connections: list[tuple[str, str, StandIn]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "httpx" else real(name, *a)
-    )
-    assert main(["query", "--connect", URL, "SHOW TABLES"]) == 1
-    assert "pip install 'pinqpy[client]'" in capsys.readouterr().err
-    assert connections == []
-
-
 def test_shell_connect_runs_the_same_shell_over_the_protocol(
     connections: list[tuple[str, str, StandIn]],
     monkeypatch: pytest.MonkeyPatch,

@@ -12,7 +12,8 @@ exactly as a PrivateFrame), ``sql``, ``explain``, ``describe``, the budgets and 
 trail. When it is made it reads, once, what the server grants this analyst (``GET
 /v1/session``): each table's starting plan with the curator's public facts, and its budget.
 
-This module imports no HTTP library: httpx is imported when a connection is made.
+The client speaks HTTP with the standard library (:mod:`pinqpy.remote.client.transport`):
+connecting needs no extra package.
 """
 
 from __future__ import annotations
