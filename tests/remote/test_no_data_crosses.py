@@ -2,8 +2,8 @@
 value, no exact row count or aggregate, no server path and no fingerprint of the data.
 
 The server runs as in production (real noise, a ledger). Every body the client receives is
-recorded by an httpx response hook, before the client decodes it, so nothing the client does
-afterwards can hide a leak.
+recorded as the transport reads it off the connection, before the client decodes it, so
+nothing the client does afterwards can hide a leak.
 
 Exact figures are looked for only where noise makes a coincidence (all but) impossible. Sums
 and means are released on a lattice whose grid is a power of two, and every secret number
@@ -16,20 +16,19 @@ subsets asked at larger epsilons are hundreds of rows away from the whole table'
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
 
 import pinqpy as pq
 from pinqpy.pipeline import answers
+from pinqpy.remote.client.transport import Transport
 from tests.remote.harness import start_server
 
 N_ROWS = 1237
@@ -136,14 +135,16 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     server = start_server(directory, CONFIG.format(states=json.dumps(STATES)), analysts=("carol",))
     bodies: list[bytes] = []
 
-    def record(response: httpx.Response) -> None:
-        response.read()
-        bodies.append(response.content)
+    real = Transport._exchange
 
-    real = httpx.Client
+    def record(self: Transport, method: str, path: str, body: bytes | None) -> Any:
+        status, content = real(self, method, path, body)
+        bodies.append(content)
+        return status, content
+
     with pytest.MonkeyPatch.context() as mp:
-        # Every client the session makes records each body it receives, the first included.
-        mp.setattr(httpx, "Client", functools.partial(real, event_hooks={"response": [record]}))
+        # Every request of the session records the body it receives, the first included.
+        mp.setattr(Transport, "_exchange", record)
         with pq.connect(server.url, token=server.tokens["carol"]) as s:
             session_queries(s)
     local = pq.PrivateFrame.from_csv(directory / "people.csv", pq.Budget(1), name="people")

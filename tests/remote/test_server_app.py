@@ -208,7 +208,7 @@ def test_demo_serves_pums_and_prints_the_token_and_connect_line():
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificate")
-def test_tls_serves_https_with_the_configured_certificate(tmp_path):
+def test_tls_serves_https_with_the_configured_certificate(tmp_path, monkeypatch):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
@@ -231,6 +231,13 @@ def test_tls_serves_https_with_the_configured_certificate(tmp_path):
             assert r.status_code == 200 and r.json()["result"]["analyst"] == "alice"
         with pytest.raises(httpx.TransportError):  # not over plain http
             httpx.get(server.url.replace("https", "http") + "/v1/session", timeout=5)
+        # pq.connect verifies the certificate against the system's trust store, which
+        # SSL_CERT_FILE extends (a curator's own authority, say)
+        with pytest.raises(pq.PinqError, match="cannot be reached"):
+            pq.connect(server.url, token=server.tokens["alice"], timeout=10)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        with pq.connect(server.url, token=server.tokens["alice"]) as s:
+            assert s.analyst == "alice" and s.table("pums").count(epsilon=0.5) > 0
     finally:
         server.stop()
 
