@@ -233,9 +233,10 @@ def expr_from_data(d: Any) -> Expr:
     """The expression :func:`expr_to_data` wrote."""
     if not isinstance(d, dict):
         raise BadJson("an expression is a JSON object")
-    cls = _EXPR_KINDS.get(d.get("type"))  # type: ignore[arg-type]
+    kind = d.get("type")
+    cls = _EXPR_KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise BadJson(f"unknown expression node {d.get('type')!r}")
+        raise BadJson(f"unknown expression node {str(kind)[:40]!r}")
     spec = _EXPR_FIELDS[cls]
     extra = set(d) - set(spec) - {"type", "pos"}
     if extra:

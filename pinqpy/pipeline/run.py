@@ -131,7 +131,10 @@ def select_keys(
     (:class:`~pinqpy.noise.keyselect.KeySelectionMechanism`), charged (epsilon, delta) times
     the stability. ``max_groups=G`` first limits every person of a user-level relation to G
     distinct keys."""
-    cols = (columns,) if isinstance(columns, str) else tuple(columns)
+    try:
+        cols = (columns,) if isinstance(columns, str) else tuple(columns)
+    except TypeError:
+        raise PinqError("select_keys takes a column name or a list of column names") from None
     cols = rel.check_columns(cols)
     m = KeySelectionMechanism(check_eps(epsilon), check_delta(delta, "delta"))
     unit = rel.privacy_unit

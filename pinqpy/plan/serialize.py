@@ -306,7 +306,8 @@ class _Reader:
                 raise BadJson(f"a node's {shape} is a {type(got).__name__}")
             return got
         if shape in ("table", "public"):
-            found = (self.tables if shape == "table" else self.public).get(x)
+            table_id = x if isinstance(x, str) else None
+            found = (self.tables if shape == "table" else self.public).get(table_id)
             if found is None:
                 raise BadJson(f"a node names a {shape} table {x!r} that the plan does not list")
             return found
@@ -347,9 +348,10 @@ class _Reader:
     def node(self, data: Any) -> object:
         if not isinstance(data, dict):
             raise BadJson("a plan node is a JSON object")
-        cls = _KINDS.get(data.get("type"))  # type: ignore[arg-type]
+        kind = data.get("type")
+        cls = _KINDS.get(kind) if isinstance(kind, str) else None
         if cls is None:
-            raise BadJson(f"unknown plan node {data.get('type')!r}")
+            raise BadJson(f"unknown plan node {str(kind)[:40]!r}")
         spec = _NODE_FIELDS[cls]
         d = _fields(data, spec, f"{cls.__name__} node")
         return cls(**{name: self.decode(shape, d[name]) for name, shape in spec.items()})

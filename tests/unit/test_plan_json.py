@@ -31,7 +31,7 @@ from pinqpy.plan import nodes
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
 from pinqpy.plan.facts import facts_of
 from pinqpy.plan.meta import ColumnId, FrameMeta, internal_names
-from pinqpy.plan.serialize import from_json, to_json
+from pinqpy.plan.serialize import from_json, plan_from_data, plan_to_data, to_json
 from pinqpy.plan.stability import lineage_of
 from tests.sql.conftest import load_cases, make_env
 from tests.unit.test_adversarial_stability import (
@@ -418,3 +418,22 @@ def test_no_private_value_in_the_json() -> None:
 def test_malformed_json_is_a_pinq_error(text: str) -> None:
     with pytest.raises(pq.PinqError):
         from_json(text)
+
+
+def test_a_kind_or_table_id_that_is_not_text_is_a_pinqpy_error():
+    df = pd.DataFrame({"age": [30, 40]})
+    frame = pq.PrivateFrame(df, pq.Budget(1)).where("age > 1")
+    data = plan_to_data(frame._plan)
+    for node in ({**data["nodes"][0], "table": {"x": 1}}, {**data["nodes"][0], "type": ["W"]}):
+        with pytest.raises(pq.PinqError):
+            plan_from_data({**data, "nodes": [node, *data["nodes"][1:]]})
+    with pytest.raises(pq.PinqError, match="unknown expression node"):
+        expr_json.expr_from_data({"type": {"Column": 1}})
+
+
+def test_select_keys_with_columns_that_are_not_names_is_a_pinqpy_error():
+    budget = pq.Budget(1, 1e-6)
+    frame = pq.PrivateFrame(pd.DataFrame({"city": ["a", "b"]}), budget)
+    with pytest.raises(pq.PinqError, match="column name"):
+        frame.select_keys(True, epsilon=0.5, delta=1e-7)  # type: ignore[arg-type]
+    assert budget.spent == pq.Cost(0)
