@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
+    "AGGREGATE_SPELLINGS",
     "SCALAR_FUNCTIONS",
     "Between",
     "Binary",
@@ -36,14 +37,56 @@ __all__ = [
     "Literal",
     "Pos",
     "Unary",
+    "canonical_aggregate",
     "contains_aggregate",
     "negate",
     "quote_identifier",
 ]
 
 AGGREGATE_FUNCTIONS: frozenset[str] = frozenset(
-    {"COUNT", "SUM", "AVG", "MEDIAN", "PERCENTILE", "QUANTILE", "VARIANCE", "STDDEV", "MIN", "MAX"}
+    {
+        "COUNT",
+        "SUM",
+        "AVG",
+        "MEDIAN",
+        "PERCENTILE",
+        "QUANTILE",
+        "VARIANCE",
+        "STDDEV",
+        "VAR_POP",
+        "STDDEV_POP",
+        "MIN",
+        "MAX",
+        # Other systems' spellings (AGGREGATE_SPELLINGS says what each one is).
+        "VAR",
+        "VAR_SAMP",
+        "STD",
+        "STDDEV_SAMP",
+        "PERCENTILE_CONT",
+    }
 )
+
+# Spellings of BigQuery, SmartNoise and PostgreSQL and the aggregate each one is: VARIANCE and
+# STDDEV are the sample forms (divide by n - 1), as in those systems; VAR_POP and STDDEV_POP
+# divide by n. PERCENTILE_CONT(x, p) takes its arguments in PERCENTILE's order.
+AGGREGATE_SPELLINGS: dict[str, str] = {
+    "VAR": "VARIANCE",
+    "VAR_SAMP": "VARIANCE",
+    "STD": "STDDEV",
+    "STDDEV_SAMP": "STDDEV",
+    "PERCENTILE_CONT": "PERCENTILE",
+}
+
+
+def canonical_aggregate(name: str) -> str:
+    """The aggregate a spelling names (upper-case).
+
+    >>> canonical_aggregate("var_samp"), canonical_aggregate("VAR_POP")
+    ('VARIANCE', 'VAR_POP')
+    """
+    upper = name.upper()
+    return AGGREGATE_SPELLINGS.get(upper, upper)
+
 
 SCALAR_FUNCTIONS: frozenset[str] = frozenset(
     {
@@ -297,10 +340,21 @@ class Expr:
 
 @dataclass(frozen=True)
 class Column(Expr):
-    """A column reference; ``table`` is set for qualified names (``v.visits``)."""
+    """A column reference; ``table`` is set for qualified names (``v.visits``).
+
+    ``path`` is how a SQL statement spelled the reference: each dotted part (``schema``,
+    ``table``, ``name``) with whether it was quoted. SQL matches an unquoted part
+    case-insensitively and a quoted one exactly; a Column with no path (built in Python or
+    parsed from an expression string) names its column exactly. The path takes no part in
+    equality, hashing or JSON: the SQL compiler replaces every such reference by the exact
+    column it resolves to before anything else sees it.
+    """
 
     name: str
     table: str | None = None
+    path: tuple[tuple[str, bool], ...] = field(
+        default=(), compare=False, repr=False, kw_only=True
+    )
 
     def _render(self, out: _Sql) -> None:
         if self.table is not None:

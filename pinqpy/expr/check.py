@@ -17,6 +17,7 @@ unknown column 'agee'; did you mean 'age'?
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 
 from pinqpy.errors import PinqError, PinqSyntaxError
@@ -36,11 +37,19 @@ from pinqpy.expr.ast import (
     Like,
     Literal,
     Unary,
+    canonical_aggregate,
     depth,
 )
 from pinqpy.expr.types import CAST_TYPES, NUMERIC_TYPES, ColumnType, type_of_value
 
-__all__ = ["FUNCTION_ARITY", "check_expression", "constant_value", "infer_type", "resolve_column"]
+__all__ = [
+    "FUNCTION_ARITY",
+    "check_expression",
+    "constant_value",
+    "infer_type",
+    "read_untyped_literals",
+    "resolve_column",
+]
 
 # Allowed argument counts (None: any number from the minimum up).
 FUNCTION_ARITY: dict[str, tuple[int, ...] | tuple[int, None]] = {
@@ -79,10 +88,17 @@ FUNCTION_ARITY: dict[str, tuple[int, ...] | tuple[int, None]] = {
     "MEDIAN": (1, 3),
     "VARIANCE": (1, 3),
     "STDDEV": (1, 3),
+    "VAR_POP": (1, 3),
+    "STDDEV_POP": (1, 3),
+    "VAR": (1, 3),
+    "VAR_SAMP": (1, 3),
+    "STD": (1, 3),
+    "STDDEV_SAMP": (1, 3),
     "MIN": (1, 3),
     "MAX": (1, 3),
     "PERCENTILE": (2, 4),
     "QUANTILE": (2, 4),
+    "PERCENTILE_CONT": (2, 4),
 }
 
 _ARG_HINTS = {
@@ -93,11 +109,45 @@ _ARG_HINTS = {
     "STDDEV": " (x, or x, lower, upper)",
     "MIN": " (x, or x, lower, upper)",
     "MAX": " (x, or x, lower, upper)",
+    "VAR_POP": " (x, or x, lower, upper)",
+    "STDDEV_POP": " (x, or x, lower, upper)",
+    "VAR": " (x, or x, lower, upper)",
+    "VAR_SAMP": " (x, or x, lower, upper)",
+    "STD": " (x, or x, lower, upper)",
+    "STDDEV_SAMP": " (x, or x, lower, upper)",
     "PERCENTILE": " (x, q, or x, q, lower, upper)",
     "QUANTILE": " (x, q, or x, q, lower, upper)",
+    "PERCENTILE_CONT": " (x, p, or x, p, lower, upper)",
     "SUBSTR": " (s, start[, length])",
     "SUBSTRING": " (s, start[, length])",
     "ROUND": " (x[, digits])",
+}
+
+# Functions of other systems that pinqpy spells differently (or refuses), with what works.
+_OTHER_FUNCTIONS = {
+    "NVL": "COALESCE(x, y)",
+    "IFNULL": "COALESCE(x, y)",
+    "ISNULL": "COALESCE(x, y) or x IS NULL",
+    "LEN": "LENGTH(s)",
+    "CHAR_LENGTH": "LENGTH(s)",
+    "CHARACTER_LENGTH": "LENGTH(s)",
+    "MOD": "a % b",
+    "DIV": "FLOOR(a / b)",
+    "TRUNC": "FLOOR(x) or CAST(x AS INT)",
+    "TRUNCATE": "FLOOR(x) or CAST(x AS INT)",
+    "APPROX_COUNT_DISTINCT": "COUNT(DISTINCT x)",
+    "COUNTIF": "COUNT(CASE WHEN condition THEN 1 END)",
+    "APPROX_QUANTILES": "PERCENTILE(x, p)",
+    "APPROX_PERCENTILE": "PERCENTILE(x, p)",
+    "PERCENTILE_APPROX": "PERCENTILE(x, p)",
+    "PERCENTILE_DISC": "PERCENTILE(x, p)",
+    "STDEV": "STDDEV(x)",
+    "STDEVP": "STDDEV_POP(x)",
+    "VARP": "VAR_POP(x)",
+    "STRING_AGG": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
+    "ARRAY_AGG": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
+    "GROUP_CONCAT": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
+    "LISTAGG": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
 }
 
 _COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
@@ -341,6 +391,18 @@ class _Checker:
     # -- calls ----------------------------------------------------------------------------
     def call(self, e: Call) -> ColumnType:
         name = e.name.upper()
+        if name in ("RAND", "RANDOM"):
+            raise self.error(
+                e,
+                f"{name}() is not supported: a random value per row could not be reproduced "
+                "from the query, and a private answer needs no randomness of yours; the noisy "
+                "aggregates (COUNT, SUM, AVG, ...) already add the noise",
+            )
+        if name == "PI":  # PI() itself is read as its value
+            raise self.error(e, "PI() takes no arguments")
+        if name in _OTHER_FUNCTIONS:
+            hint = _OTHER_FUNCTIONS[name]
+            raise self.error(e, f"unknown function '{e.name}': pinqpy writes {hint}")
         if name not in FUNCTION_ARITY:
             hint = _suggest(name, sorted(FUNCTION_ARITY))
             raise self.error(
@@ -380,6 +442,7 @@ class _Checker:
             self.in_aggregate = False
         if name == "COUNT":
             return "int"
+        name = canonical_aggregate(name)
         if name in ("MIN", "MAX") and t == "datetime":
             raise self.error(e.args[0], f"{name} of a datetime is not supported; it needs numbers")
         self.need(e.args[0], t, tuple(NUMERIC_TYPES), f"{name} needs numbers")
@@ -552,3 +615,63 @@ def parse_and_check(
         ctype = check_expression(precise, schema, text=text, allow_aggregates=allow_aggregates)
     # Unreachable unless the two parses disagree; answer with the positioned one.
     return precise, ctype
+
+
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*\Z")
+_FLOAT_TEXT = re.compile(
+    r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\s*\Z", re.IGNORECASE
+)
+
+
+def read_untyped_literals(
+    expr: Expr, schema: Mapping[str, ColumnType], *, text: str | None = None
+) -> Expr:
+    """``expr`` with each string literal compared with a number read as that number.
+
+    PostgreSQL reads a quoted literal compared with an integer or float expression as a
+    constant of that type (``age > '30'`` is ``age > 30``); so do comparisons, ``IN`` lists
+    and ``BETWEEN``. The literal is a constant of the query, so reading it needs no data, and
+    one that does not spell a number of the type (``age > '30.5'`` for an integer, ``'abc'``)
+    is a :class:`PinqSyntaxError` pointing at it.
+
+    >>> from pinqpy.expr.parser import parse_expression
+    >>> read_untyped_literals(parse_expression("age BETWEEN '18' AND 30"), {"age": "int"}).to_sql()
+    'age BETWEEN 18 AND 30'
+    """
+
+    def read(node: Expr, other: Expr) -> Expr:
+        if not (isinstance(node, Literal) and isinstance(node.value, str)):
+            return node
+        target = infer_type(other, schema)
+        if target not in ("int", "float"):
+            return node
+        raw = node.value
+        if target == "int" and _INT_TEXT.match(raw):
+            return Literal(int(raw), pos=node.pos)
+        if target == "float" and _FLOAT_TEXT.match(raw):
+            return Literal(float(raw), pos=node.pos)
+        what = "an integer" if target == "int" else "a number"
+        message = (
+            f"{node.to_sql()} is compared with {other.to_sql()}, of type {target}, but it is "
+            f"not {what}; write the number without quotes"
+        )
+        if node.pos is not None and text is not None:
+            raise PinqSyntaxError(message, text=text, line=node.pos.line, column=node.pos.column)
+        raise PinqSyntaxError(message)
+
+    def fix(node: Expr) -> Expr:
+        if isinstance(node, Binary) and node.op in _COMPARISONS:
+            left, right = read(node.left, node.right), read(node.right, node.left)
+            if left is not node.left or right is not node.right:
+                return Binary(node.op, left, right, pos=node.pos)
+        elif isinstance(node, InList):
+            items = tuple(read(item, node.operand) for item in node.items)
+            if items != node.items or any(a is not b for a, b in zip(items, node.items)):
+                return InList(node.operand, items, node.negated, pos=node.pos)
+        elif isinstance(node, Between):
+            low, high = read(node.low, node.operand), read(node.high, node.operand)
+            if low is not node.low or high is not node.high:
+                return Between(node.operand, low, high, node.negated, pos=node.pos)
+        return node
+
+    return expr.transform(fix)

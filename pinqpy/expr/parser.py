@@ -20,6 +20,7 @@ subtree into an expression with :func:`tree_to_expr`.
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 import lark
@@ -125,7 +126,12 @@ class _ToExpr:
 
     Written as an explicit walk, not a lark Transformer, so callers can convert subtrees of
     a larger tree and so deep left-nested chains (``a OR b OR ...``) use one frame per level.
+    With ``spelling`` (SQL statements) each column reference keeps how it was written
+    (:attr:`Column.path`), for SQL's case-insensitive matching of unquoted names.
     """
+
+    def __init__(self, spelling: bool = False) -> None:
+        self.spelling = spelling
 
     def convert(self, node: Tree | Token) -> Expr:
         if isinstance(node, Token):
@@ -163,11 +169,23 @@ class _ToExpr:
         return Literal(None, pos=_pos(t.meta))
 
     def _column(self, t: Tree) -> Expr:
-        return Column(self._ident(t.children[0]), pos=_pos(t.meta))
+        return Column(self._ident(t.children[0]), pos=_pos(t.meta), path=self._path(t))
 
     def _qualified_column(self, t: Tree) -> Expr:
-        table, name = t.children
-        return Column(self._ident(name), self._ident(table), pos=_pos(t.meta))
+        # table.name, or schema.table.name (the schema is kept only in the path).
+        table, name = t.children[-2:]
+        return Column(
+            self._ident(name), self._ident(table), pos=_pos(t.meta), path=self._path(t)
+        )
+
+    def _path(self, t: Tree) -> tuple[tuple[str, bool], ...]:
+        if not self.spelling:
+            return ()
+        out = []
+        for node in t.children:
+            tok = node.children[0] if isinstance(node, Tree) else node
+            out.append((_identifier(tok), tok.type != "NAME"))  # type: ignore[arg-type]
+        return tuple(out)
 
     @staticmethod
     def _ident(node: Tree | Token) -> str:
@@ -220,7 +238,29 @@ class _ToExpr:
         args: tuple[Expr, ...] = ()
         if len(t.children) > 1:
             args = tuple(self.convert(c) for c in t.children[1].children)  # type: ignore[union-attr]
+        if name == "PI" and not args and not distinct:
+            # PI() is a constant: every consumer (bounds, SQL generators) sees a literal.
+            return Literal(math.pi, pos=_pos(t.meta))
         return Call(name, args, distinct=distinct, pos=_pos(t.meta))
+
+    def _within_group(self, t: Tree) -> Expr:
+        """PostgreSQL's ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``: ``PERCENTILE_CONT(x,
+        p)``. Only the ordered-set aggregates take this form."""
+        call_node, order = t.children
+        call = self.convert(call_node)
+        pos = _pos(t.meta)
+        if not (
+            isinstance(call, Call)
+            and call.name == "PERCENTILE_CONT"
+            and len(call.args) == 1
+            and not call.distinct
+        ):
+            raise _located(
+                "WITHIN GROUP (ORDER BY x) follows PERCENTILE_CONT(p) only; pinqpy writes "
+                "PERCENTILE(x, p)",
+                call.pos or pos,
+            )
+        return Call(call.name, (self.convert(order), call.args[0]), pos=call.pos or pos)
 
     def _call_distinct(self, t: Tree) -> Expr:
         return self._call(t, True)
@@ -270,15 +310,38 @@ class _ToExpr:
         return self.convert(t.children[0])
 
 
-def tree_to_expr(tree: Tree | Token) -> Expr:
+class _Located(PinqSyntaxError):
+    """A conversion error whose position the caller attaches (it alone has the text)."""
+
+    def __init__(self, message: str, pos: Pos | None) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+def _located(message: str, pos: Pos | None) -> _Located:
+    return _Located(message, pos)
+
+
+def tree_to_expr(tree: Tree | Token, *, spelling: bool = False, text: str | None = None) -> Expr:
     """Convert an ``expr`` subtree of a parse tree from :func:`pinqpy.core.grammar.get_parser`.
+
+    ``spelling`` keeps how each column reference was written (SQL statements); ``text`` is
+    the source, for errors that point into it.
 
     >>> from pinqpy.core.grammar import get_parser
     >>> tree_to_expr(get_parser("expression_start").parse("a + 1")).to_sql()
     'a + 1'
     """
     try:
-        return _ToExpr().convert(tree)
+        return _ToExpr(spelling).convert(tree)
+    except _Located as err:
+        pos = err.pos
+        raise PinqSyntaxError(
+            err.message,
+            text=text if pos is not None else None,
+            line=pos.line if pos is not None else None,
+            column=pos.column if pos is not None else None,
+        ) from None
     except RecursionError:
         raise PinqSyntaxError("the expression is nested too deeply") from None
 
@@ -411,9 +474,9 @@ def parse_expression(text: str, *, positions: bool = True) -> Expr:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_cached(text: str) -> Expr:
-    return tree_to_expr(parse_tree(text, _EXPRESSION_START))
+    return tree_to_expr(parse_tree(text, _EXPRESSION_START), text=text)
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_fast(text: str) -> Expr:
-    return tree_to_expr(parse_tree(text, _EXPRESSION_START, positions=False))
+    return tree_to_expr(parse_tree(text, _EXPRESSION_START, positions=False), text=text)

@@ -126,20 +126,31 @@ def prepare_mean(
 
 
 def prepare_variance(
-    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object, *, stddev: bool
+    rel: Relation,
+    column: object,
+    epsilon: object,
+    bounds: Any,
+    delta: object,
+    *,
+    stddev: bool,
+    ddof: int = 1,
 ) -> Prepared:
     """A clamped variance or standard deviation
-    (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`)."""
+    (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`): the sample form (``ddof=1``, as
+    SQL's VARIANCE) or the population form (``ddof=0``, VAR_POP)."""
     what = "stddev" if stddev else "variance"
     e, (lo, hi) = _numeric_arg(rel, column, bounds, what)
-    m = mech.VarianceMechanism(check_eps(epsilon), lo, hi, _delta(delta), stddev=stddev)
+    m = mech.VarianceMechanism(check_eps(epsilon), lo, hi, _delta(delta), stddev=stddev, ddof=ddof)
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
+    # The population form is another answer: its own cache entry (the sample form's key is
+    # unchanged).
+    kind = what if m.ddof == 1 else f"{what}_pop"
     return Prepared(
         rel,
         m,
         lambda g: ex.lattice_sums(plan, g, e, lo, hi, squares=True),
         what,
-        _what(what, e),
+        _what(kind, e),
         lambda: ex.validate(plan, e, numeric=True),
         Read(ex, plan, "moments", e, lo, hi),
     )

@@ -13,6 +13,15 @@ from typing import Literal as Lit
 
 from pinqpy.expr.ast import Expr, Pos
 
+# How a name was written: each dotted part and whether it was quoted (``"x"`` or a backtick
+# name). SQL matches an unquoted part case-insensitively, a quoted one exactly; an empty path
+# means the name is matched exactly. Never part of equality.
+Path = tuple[tuple[str, bool], ...]
+
+
+def _path() -> Path:
+    return field(default=(), compare=False, repr=False)  # type: ignore[no-any-return]
+
 __all__ = [
     "Describe",
     "Explain",
@@ -20,6 +29,7 @@ __all__ = [
     "GroupKey",
     "Join",
     "OrderItem",
+    "Path",
     "Query",
     "Select",
     "SelectItem",
@@ -39,6 +49,7 @@ class Star:
     """``*`` or ``t.*`` in a select list."""
 
     table: str | None = None
+    path: Path = _path()
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
@@ -53,10 +64,13 @@ class SelectItem:
 
 @dataclass(frozen=True)
 class TableFrom:
-    """``FROM name [AS alias]``."""
+    """``FROM name [AS alias]``; ``FROM schema.name`` keeps the qualifiers in ``schema``
+    (``FROM project.dataset.t`` has the schema ``("project", "dataset")``)."""
 
     name: str
     alias: str | None = None
+    schema: tuple[str, ...] = ()
+    path: Path = _path()
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
@@ -83,6 +97,7 @@ class Join:
     on: Expr | None = None
     using: tuple[str, ...] | None = None
     bounds: tuple[int, int] | None = None
+    using_paths: tuple[Path, ...] = field(default=(), compare=False, repr=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
@@ -171,6 +186,8 @@ class ShowLedger:
 @dataclass(frozen=True)
 class Describe:
     name: str
+    schema: tuple[str, ...] = ()
+    path: Path = _path()
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 

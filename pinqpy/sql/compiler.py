@@ -15,8 +15,9 @@ every group gets all ``m`` measurements and the budget pays once.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -37,11 +38,18 @@ from pinqpy.expr.ast import (
     IsNull,
     Literal,
     Pos,
+    canonical_aggregate,
     contains_aggregate,
     depth,
 )
 from pinqpy.expr.bounds import derive_bounds, derive_keys
-from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
+from pinqpy.expr.check import (
+    _NOT_CONSTANT,
+    check_expression,
+    constant_value,
+    infer_type,
+    read_untyped_literals,
+)
 from pinqpy.noise.keyselect import KeySelectionMechanism, frame_delta_for
 from pinqpy.pipeline.prepare import (
     Prepared,
@@ -57,7 +65,7 @@ from pinqpy.plan.meta import check_keys, internal_names
 from pinqpy.plan.stability import INF
 from pinqpy.sql import ast as q
 
-__all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release"]
+__all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release", "resolve_table"]
 
 # MIN and MAX are released as private quantiles this close to 0 and 1 (SQL.md): exactly 0 or
 # 1 would make every candidate beyond the extreme value score equally well.
@@ -84,6 +92,9 @@ class _Rel:
     # frame column -> (public table, its column): public keys for GROUP BY, found on demand
     public_values: dict[str, tuple[pd.DataFrame, str]] = field(default_factory=dict)
     describe: str = ""
+    # alias -> the schema an unaliased FROM table was written with (FROM census.pums):
+    # what a column's schema.table.col qualifier is checked against
+    schemas: dict[str | None, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +154,84 @@ def locate(text: str, pattern: str, after: Pos | None = None, group: int = 0) ->
     return Pos(line, column)
 
 
+def _pick(written: str, quoted: bool, names: Iterable[str]) -> list[str]:
+    """The names a written name matches: itself if present, else (unquoted only) every name
+    equal to it ignoring case (PostgreSQL and BigQuery users write names in any case).
+
+    >>> _pick("AGE", False, ["age", "sex"]), _pick("AGE", True, ["age"]), _pick("a", False, ["a", "A"])
+    (['age'], [], ['a'])
+    """
+    names = list(dict.fromkeys(names))
+    if written in names:
+        return [written]
+    if quoted:
+        return []
+    folded = written.casefold()
+    return [n for n in names if n.casefold() == folded]
+
+
+def _part_matches(written: tuple[str, bool], name: str) -> int:
+    """2 for an exact match, 1 for a match ignoring case (unquoted only), 0 for none."""
+    if written[0] == name:
+        return 2
+    return 1 if not written[1] and written[0].casefold() == name.casefold() else 0
+
+
+def _aligned(written: q.Path, parts: tuple[str, ...]) -> int | None:
+    """How many parts match when both are aligned from the right, as far as both go (exact
+    ones counted twice), or None if one of them does not match."""
+    score = 0
+    for w, name in zip(reversed(written), reversed(parts), strict=False):
+        hit = _part_matches(w, name)
+        if not hit:
+            return None
+        score += hit
+    return score
+
+
+def resolve_table(names: Iterable[str], path: q.Path) -> list[str]:
+    """The registered names a written table name (``pums``, ``PUMS.PUMS``, ``dataset.t``)
+    resolves to: one name, none (unknown) or several (ambiguous).
+
+    A registered name is matched part by part from the right (``census.pums`` has the parts
+    ``census`` and ``pums``) as far as both go, unquoted parts ignoring case; so ``pums``
+    matches ``x.pums`` and ``PUMS.PUMS``, and ``census.pums`` matches ``pums``. The full
+    dotted name as registered wins, then a name with as many parts as written, then the
+    most parts matched exactly (``pums`` over ``PUMS`` for ``pums``); a tie is ambiguous.
+
+    >>> resolve_table(["pums", "visits"], (("PUMS", False), ("PUMS", False)))
+    ['pums']
+    >>> resolve_table(["a.t", "b.t"], (("t", False),))
+    ['a.t', 'b.t']
+    """
+    joined = ".".join(part for part, _ in path)
+    best: tuple[int, int, int] | None = None
+    found: list[str] = []
+    for name in dict.fromkeys(names):
+        if name == joined:
+            rank: tuple[int, int, int] = (1, 1, 0)
+        else:
+            parts = tuple(name.split("."))
+            score = _aligned(path, parts)
+            if score is None:
+                continue
+            rank = (0, int(len(parts) == len(path)), score)
+        if best is None or rank > best:
+            best, found = rank, [name]
+        elif rank == best:
+            found.append(name)
+    return found
+
+
+def _column_path(c: Column) -> q.Path:
+    """How a column reference was written; a Column built in Python is matched exactly."""
+    if c.path:
+        return c.path
+    if c.table is None:
+        return ((c.name, True),)
+    return ((c.table, True), (c.name, True))
+
+
 class _Compiler:
     def __init__(self, catalog: Catalog, text: str):
         self.catalog = catalog
@@ -172,18 +261,39 @@ class _Compiler:
 
     def table(self, item: q.TableFrom) -> _Rel:
         alias = item.alias or item.name
-        if item.name in self.catalog.private:
-            frame = self.catalog.private[item.name]
-            return _Rel(frame, scopes={alias: {c: c for c in frame.columns}}, describe=item.name)
-        if item.name in self.catalog.public:
-            df = self.catalog.public[item.name]
-            return _Rel(None, public=df, scopes={alias: {str(c): str(c) for c in df.columns}})
+        schemas = {} if item.alias else {alias: item.schema}
+        name = self.table_name(item.name, item.schema, item.path, item.pos)
+        if name in self.catalog.private:
+            frame = self.catalog.private[name]
+            scopes = {alias: {c: c for c in frame.columns}}
+            return _Rel(frame, scopes=scopes, describe=name, schemas=schemas)
+        df = self.catalog.public[name]
+        scopes = {alias: {str(c): str(c) for c in df.columns}}
+        return _Rel(None, public=df, scopes=scopes, schemas=schemas)
+
+    def table_name(
+        self, name: str, schema: tuple[str, ...], path: q.Path, pos: Pos | None
+    ) -> str:
+        """The registered table a FROM clause names (see :func:`resolve_table`)."""
+        if not path:
+            path = tuple((part, True) for part in (*schema, name))
+        names = list(self.catalog.private) + list(self.catalog.public)
+        found = resolve_table(names, path)
+        written = ".".join(part for part, _ in path)
+        if len(found) > 1:
+            shown = " and ".join(repr(n) for n in found[:2])
+            raise self.syntax(
+                f"table name {written!r} is ambiguous: it matches {shown}; write the name as "
+                'registered, in double quotes ("name") for an exact match',
+                pos,
+            )
+        if found:
+            return found[0]
         import difflib
 
-        names = list(self.catalog.private) + list(self.catalog.public)
-        hint = difflib.get_close_matches(item.name, names, n=1)
+        hint = difflib.get_close_matches(written, names, n=1)
         extra = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise self.syntax(f"unknown table {item.name!r}{extra}", item.pos)
+        raise self.syntax(f"unknown table {written!r}{extra}", pos)
 
     def join(self, j: q.Join) -> _Rel:
         left, right = self.from_item(j.left), self.from_item(j.right)
@@ -299,14 +409,18 @@ class _Compiler:
                 for c, v in right.public_values.items()
             }
         )
-        return _Rel(frame, scopes=scopes, public_values=public_values, describe="join")
+        schemas = {**left.schemas, **right.schemas}
+        return _Rel(
+            frame, scopes=scopes, public_values=public_values, describe="join", schemas=schemas
+        )
 
     def join_keys(self, j: q.Join, left: _Rel, right: _Rel) -> list[tuple[str, str]]:
         if j.using is not None:
             pairs = []
-            for c in j.using:
-                lc = self.lookup(Column(c), left, j.pos)
-                rc = self.lookup(Column(c), right, j.pos)
+            for i, c in enumerate(j.using):
+                col = Column(c, path=j.using_paths[i] if i < len(j.using_paths) else ())
+                lc = self.lookup(col, left, j.pos)
+                rc = self.lookup(col, right, j.pos)
                 pairs.append((lc, rc))
             return pairs
         if j.on is None:
@@ -349,32 +463,76 @@ class _Compiler:
 
     # -- name resolution ----------------------------------------------------------------
     def try_lookup(self, c: Column, rel: _Rel) -> str | None:
-        if c.table is not None:
-            scope = rel.scopes.get(c.table)
-            return None if scope is None else scope.get(c.name)
-        found = {scope[c.name] for scope in rel.scopes.values() if c.name in scope}
-        if len(found) == 1:
-            return found.pop()
-        return None
+        try:
+            return self.lookup(c, rel)
+        except PinqSyntaxError:
+            return None
 
     def lookup(self, c: Column, rel: _Rel, pos: Pos | None = None) -> str:
-        pos = c.pos or pos
-        if c.table is not None:
-            if c.table not in rel.scopes:
-                raise self.syntax(f"unknown table or alias {c.table!r}", pos)
-            scope = rel.scopes[c.table]
-            if c.name not in scope:
-                raise self.syntax(self._unknown(c.name, scope), pos)
-            return scope[c.name]
-        found = {scope[c.name] for scope in rel.scopes.values() if c.name in scope}
-        if not found:
-            every = {k: v for s in rel.scopes.values() for k, v in s.items()}
-            raise self.syntax(self._unknown(c.name, every), pos)
-        if len(found) > 1:
+        """The frame column a reference names."""
+        return self.lookup_name(c, rel, pos)[1]
+
+    def scope_of(self, qualifier: q.Path, rel: _Rel, pos: Pos | None) -> str | None:
+        """The alias a qualifier (``t`` of ``t.x``, ``s.t`` of ``s.t.x``) names."""
+        *schema, table = qualifier
+        aliases = [a for a in rel.scopes if a is not None]
+        hits = [a for a in _pick(table[0], table[1], aliases)]
+        if schema:
+            # schema.table.col: the table must have been written without an alias, and its
+            # written schema must agree as far as both go.
+            hits = [
+                a for a in hits if a in rel.schemas and _aligned(tuple(schema), rel.schemas[a])
+                is not None
+            ]
+        shown = ".".join(part for part, _ in qualifier)
+        if not hits:
+            raise self.syntax(f"unknown table or alias {shown!r}", pos)
+        if len(hits) > 1:
             raise self.syntax(
-                f"column {c.name!r} is ambiguous: qualify it with its table (t.{c.name})", pos
+                f"table or alias {shown!r} is ambiguous: it matches {hits[0]!r} and "
+                f"{hits[1]!r}; write it in double quotes for an exact match",
+                pos,
             )
-        return found.pop()
+        return hits[0]
+
+    def lookup_name(self, c: Column, rel: _Rel, pos: Pos | None = None) -> tuple[str, str]:
+        """The (visible name, frame column) a column reference names.
+
+        An unquoted name matches ignoring case; an exact match wins, and two columns that
+        differ only in case are ambiguous for a name that matches neither exactly."""
+        pos = c.pos or pos
+        path = _column_path(c)
+        written, quoted = path[-1]
+        if len(path) > 1:
+            scopes = [rel.scopes[self.scope_of(path[:-1], rel, pos)]]
+        else:
+            scopes = list(rel.scopes.values())
+        hits = [(written, s[written]) for s in scopes if written in s]
+        if not hits and not quoted:
+            hits = [(v, s[v]) for s in scopes for v in _pick(written, quoted, s)]
+        found = {col for _, col in hits}
+        if not found:
+            every = {k: v for s in scopes for k, v in s.items()}
+            raise self.syntax(self._unknown(written, every), pos)
+        if len(found) > 1:
+            names = sorted({v for v, _ in hits})
+            if len(names) > 1:
+                shown = " and ".join(repr(n) for n in names[:2])
+                raise self.syntax(
+                    f"column {written!r} is ambiguous: it matches {shown}; write the one you "
+                    f'mean in double quotes ("{names[0]}")',
+                    pos,
+                )
+            raise self.syntax(
+                f"column {written!r} is ambiguous: qualify it with its table (t.{written})", pos
+            )
+        return hits[0]
+
+    def output_name(self, e: Expr, rel: _Rel) -> str:
+        """The name of an unaliased output: a column's real name, else the expression."""
+        if isinstance(e, Column):
+            return self.lookup_name(e, rel)[0]
+        return e.to_sql()
 
     @staticmethod
     def _unknown(name: str, scope: Mapping[str, str]) -> str:
@@ -395,7 +553,62 @@ class _Compiler:
                 return Column(self.lookup(node, rel), pos=node.pos)
             return node
 
-        return e.transform(fix)
+        out = e.transform(fix)
+        if rel.frame is not None:
+            # 'age > '30'' reads the literal as the column's type (PostgreSQL's untyped literal).
+            out = read_untyped_literals(out, rel.frame.schema, text=self.text)
+        return out
+
+    def group_keys(self, s: q.Select, rel: _Rel) -> tuple[q.GroupKey, ...] | None:
+        """GROUP BY with ordinals (``GROUP BY 1``) and output aliases (``GROUP BY decade``)
+        replaced by the SELECT item they name.
+
+        As in PostgreSQL, a name that is both a column of the FROM clause and an output alias
+        is the column. An ordinal or alias that names an aggregate (or ``*``) is refused: the
+        groups must be known before the aggregates are.
+        """
+        if s.group_by is None:
+            return None
+        aliases = [item.alias for item in s.items if item.alias is not None]
+        out = []
+        for gk in s.group_by:
+            e, item, what = gk.expr, None, ""
+            if isinstance(e, Literal) and type(e.value) is int:
+                n = e.value
+                if not 1 <= n <= len(s.items):
+                    raise self.syntax(
+                        f"GROUP BY {n}: the SELECT list has {len(s.items)} output(s); a "
+                        "position counts them from 1",
+                        e.pos or gk.pos,
+                    )
+                item, what = s.items[n - 1], f"GROUP BY {n}"
+            elif isinstance(e, Column) and e.table is None and aliases:
+                written, quoted = _column_path(e)[-1]
+                if not self.has_column(e, rel):
+                    hits = _pick(written, quoted, aliases)
+                    if len(hits) > 1:
+                        raise self.syntax(f"GROUP BY {written}: two outputs are named so", e.pos)
+                    if hits:
+                        item = next(i for i in s.items if i.alias == hits[0])
+                        what = f"GROUP BY {written}"
+            if item is None:
+                out.append(gk)
+                continue
+            if isinstance(item.expr, q.Star):
+                raise self.syntax(f"{what} names *, not one output", e.pos or gk.pos)
+            if contains_aggregate(item.expr):
+                raise self.syntax(
+                    f"{what} names {item.expr.to_sql()}, an aggregate; GROUP BY takes the keys "
+                    "the aggregates are computed for",
+                    e.pos or gk.pos,
+                )
+            out.append(dataclasses.replace(gk, expr=item.expr))
+        return tuple(out)
+
+    def has_column(self, c: Column, rel: _Rel) -> bool:
+        """Whether a reference names any column (or several: then it is ambiguous)."""
+        written, quoted = _column_path(c)[-1]
+        return any(_pick(written, quoted, scope) for scope in rel.scopes.values())
 
     def where(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
         """``frame`` filtered by the statement's WHERE clause, if it has one."""
@@ -455,8 +668,9 @@ class _Compiler:
     def inner_select(self, s: q.Select) -> Relation:
         if s.order_by or s.limit is not None:
             raise PrivacyError(
-                "ORDER BY / LIMIT inside a subquery change which rows exist, so the answer "
-                "could depend on one person; apply them to the outermost query"
+                "ORDER BY / LIMIT inside a subquery change which rows exist (so does SELECT "
+                "TOP n), so the answer could depend on one person; apply them to the "
+                "outermost query"
             )
         if s.options:
             raise self.syntax(
@@ -485,9 +699,8 @@ class _Compiler:
         for item in s.items:
             if isinstance(item.expr, q.Star):
                 if item.expr.table is not None:
-                    if item.expr.table not in rel.scopes:
-                        raise self.syntax(f"unknown table or alias {item.expr.table!r}", item.pos)
-                    scopes = [rel.scopes[item.expr.table]]
+                    qualifier = item.expr.path or ((item.expr.table, True),)
+                    scopes = [rel.scopes[self.scope_of(qualifier, rel, item.pos)]]
                 else:
                     scopes = list(rel.scopes.values())
                 for scope in scopes:
@@ -496,7 +709,9 @@ class _Compiler:
                 continue
             e = self.resolve(item.expr, rel)
             self.check(e, frame)
-            name = item.alias or (item.expr.name if isinstance(item.expr, Column) else e.to_sql())
+            name = item.alias or (
+                self.output_name(item.expr, rel) if isinstance(item.expr, Column) else e.to_sql()
+            )
             if name in outputs:
                 raise self.syntax(f"the subquery has two columns named {name!r}; use AS", item.pos)
             outputs[name] = e
@@ -511,7 +726,7 @@ class _Compiler:
     def inner_group(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
         keys: list[tuple[Expr, str]] = []  # (resolved expr, frame column)
         assigns: dict[str, Expr] = {}
-        for gk in s.group_by or ():
+        for gk in self.group_keys(s, rel) or ():
             if gk.keys is not None:
                 raise self.syntax(
                     "a key list (GROUP BY x IN (...)) belongs to the outermost GROUP BY", gk.pos
@@ -537,11 +752,19 @@ class _Compiler:
         def agg_column(call: Call) -> str:
             if call not in agg_names:
                 agg_names[call] = self.tmp("a")
-                if call.name in ("PERCENTILE", "QUANTILE"):
+                name = canonical_aggregate(call.name)
+                if name in ("PERCENTILE", "QUANTILE"):
                     raise self.syntax(
                         f"{call.name} is not available inside a subquery's GROUP BY", call.pos
                     )
-                aggs[agg_names[call]] = Call(call.name, call.args[:1], call.distinct, call.star)
+                if name in ("VAR_POP", "STDDEV_POP"):
+                    sample = "VARIANCE" if name == "VAR_POP" else "STDDEV"
+                    raise self.syntax(
+                        f"{call.name} is not available inside a subquery's GROUP BY; "
+                        f"{sample} (the sample form) is",
+                        call.pos,
+                    )
+                aggs[agg_names[call]] = Call(name, call.args[:1], call.distinct, call.star)
             return agg_names[call]
 
         for item in s.items:
@@ -551,7 +774,7 @@ class _Compiler:
             key_col = next((col for ke, col in keys if ke == e), None)
             if key_col is not None:
                 name = item.alias or (
-                    item.expr.name if isinstance(item.expr, Column) else e.to_sql()
+                    self.output_name(item.expr, rel) if isinstance(item.expr, Column) else e.to_sql()
                 )
                 outputs.append((name, key_col))
                 continue
@@ -585,13 +808,29 @@ class _Compiler:
 
     def resolve_having(self, h: Expr, rel: _Rel, aliases: Mapping[str, str]) -> Expr:
         def fix(node: Expr) -> Expr:
-            if isinstance(node, Column) and node.table is None and node.name in aliases:
-                return Column(aliases[node.name], pos=node.pos)
+            alias = self.alias_named(node, aliases)
+            if alias is not None:
+                return Column(aliases[alias], pos=node.pos)
             if isinstance(node, Column):
                 return Column(self.lookup(node, rel), pos=node.pos)
             return node
 
         return h.transform(fix)
+
+    def alias_named(self, e: Expr, aliases: Iterable[str]) -> str | None:
+        """The output alias an unqualified column reference names, if any (unquoted: any
+        case; two aliases that differ only in case are ambiguous for neither's spelling)."""
+        if not isinstance(e, Column) or e.table is not None:
+            return None
+        written, quoted = _column_path(e)[-1]
+        hits = _pick(written, quoted, aliases)
+        if len(hits) > 1:
+            raise self.syntax(
+                f"{written!r} is ambiguous: it matches the outputs {hits[0]!r} and "
+                f"{hits[1]!r}; write the one you mean in double quotes",
+                e.pos,
+            )
+        return hits[0] if hits else None
 
     # -- the release --------------------------------------------------------------------
     def release(
@@ -626,6 +865,7 @@ class _Compiler:
                 "max_rows=...), not by the query"
             )
         frame = self.where(s, rel, frame)
+        s = dataclasses.replace(s, group_by=self.group_keys(s, rel))
 
         # GROUP BY: public keys, possibly on computed expressions.
         key_exprs: list[Expr] = []
@@ -668,9 +908,7 @@ class _Compiler:
                     "GROUP BY key"
                 )
             e = self.resolve(item.expr, rel)
-            name = item.alias or (
-                item.expr.name if isinstance(item.expr, Column) else item.expr.to_sql()
-            )
+            name = item.alias or self.output_name(item.expr, rel)
             # Names, functions and argument counts first: an unknown function is a syntax
             # error wherever it appears, before any privacy question.
             self.check(e, frame, aggregates=True)
@@ -678,6 +916,12 @@ class _Compiler:
                 out = measure(e)
             else:
                 idx = next((i for i, ke in enumerate(key_exprs) if ke == e), None)
+                if idx is None and not e.columns():
+                    # A constant (SELECT 1 AS one, 'x' AS tag): public, the same in every
+                    # output row, so it reveals nothing and is charged nothing.
+                    outputs.append((self.unique_output(name, outputs, item), e))
+                    aliases[name] = e
+                    continue
                 if idx is None:
                     what = item.expr.to_sql()
                     raise PrivacyError(
@@ -686,9 +930,7 @@ class _Compiler:
                         "in an aggregate or add it to GROUP BY"
                     )
                 out = Column(f"__k{idx}")
-            if any(n == name for n, _ in outputs):
-                raise self.syntax(f"two outputs are named {name!r}; use AS", item.pos)
-            outputs.append((name, out))
+            outputs.append((self.unique_output(name, outputs, item), out))
             aliases[name] = out
 
         def post(e: Expr) -> Expr:
@@ -700,8 +942,9 @@ class _Compiler:
                     calls.append(resolved)
                 return Column(f"__m{calls.index(resolved)}")
             if isinstance(e, Column):
-                if e.table is None and e.name in aliases:
-                    return aliases[e.name]
+                alias = self.alias_named(e, aliases)
+                if alias is not None:
+                    return aliases[alias]
                 col = Column(self.lookup(e, rel), pos=e.pos)
                 idx = next((i for i, ke in enumerate(key_exprs) if ke == col), None)
                 if idx is None:
@@ -713,6 +956,11 @@ class _Compiler:
             return e.map_children(post)
 
         having = post(s.having) if s.having is not None else None
+        if having is not None:
+            # HAVING COUNT(*) > '5': the literal is read as the aggregate's (or key's) type.
+            types = {f"__m{i}": infer_type(c, frame.schema) for i, c in enumerate(calls)}
+            types.update({f"__k{i}": infer_type(k, frame.schema) for i, k in enumerate(key_exprs)})
+            having = read_untyped_literals(having, types, text=self.text)
         order_by = (
             tuple(q.OrderItem(post(o.expr), o.descending, o.pos) for o in s.order_by)
             if s.order_by
@@ -806,6 +1054,13 @@ class _Compiler:
             target_lineage=target_lineage,
         )
 
+    def unique_output(
+        self, name: str, outputs: list[tuple[str, Expr]], item: q.SelectItem
+    ) -> str:
+        if any(n == name for n, _ in outputs):
+            raise self.syntax(f"two outputs are named {name!r}; use AS", item.pos)
+        return name
+
     def public_keys(
         self, gk: q.GroupKey, e: Expr, frame: Relation, rel: _Rel, ctype: str, delta: Fraction
     ) -> list[Hashable] | None:
@@ -841,7 +1096,7 @@ class _Compiler:
         eps: Fraction,
         delta: Fraction | None,
     ) -> Prepared:
-        name = call.name
+        name = canonical_aggregate(call.name)
         args = call.args
         if name == "COUNT":
             if call.star:
@@ -862,8 +1117,19 @@ class _Compiler:
             return prepare_sum(frame, value, eps, bounds, delta)
         if name == "AVG":
             return prepare_mean(frame, value, eps, bounds, delta)
-        if name in ("VARIANCE", "STDDEV"):
-            return prepare_variance(frame, value, eps, bounds, delta, stddev=name == "STDDEV")
+        if name in ("VARIANCE", "STDDEV", "VAR_POP", "STDDEV_POP"):
+            # VARIANCE/STDDEV (and VAR, VAR_SAMP, STD, STDDEV_SAMP) are the sample forms, as
+            # in SQL; the _POP forms divide by n. The same noisy count, sum and sum of squares
+            # serve both (post-processing), so the charge is the same.
+            return prepare_variance(
+                frame,
+                value,
+                eps,
+                bounds,
+                delta,
+                stddev=name in ("STDDEV", "STDDEV_POP"),
+                ddof=0 if name.endswith("_POP") else 1,
+            )
         self.no_delta(call, delta)
         if name == "MEDIAN":
             return prepare_quantile(frame, value, 0.5, eps, bounds, None)

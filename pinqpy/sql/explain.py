@@ -117,6 +117,17 @@ class _Describe(PlanVisitor[str]):
         )
 
 
+def _form(mech: object) -> str:
+    """Which variance a variance mechanism releases: the sample form (VARIANCE, VAR, VAR_SAMP,
+    STDDEV, STD, STDDEV_SAMP) divides the squared deviations by n - 1, the population form
+    (VAR_POP, STDDEV_POP) by n; both come from the same noisy count, sum and sum of squares."""
+    ddof = getattr(mech, "ddof", None)
+    if ddof is None:
+        return ""
+    what = "standard deviation" if getattr(mech, "stddev", False) else "variance"
+    return f" (sample {what}: divides by n - 1)" if ddof else f" (population {what}: divides by n)"
+
+
 def _tree(
     node: PlanNode, depth: int, lines: list[str], describe: _Describe, catalog: Catalog
 ) -> None:
@@ -149,7 +160,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
         unit = " ranks" if "Quantile" in type(mech).__name__ else ""
         lines.append(
             f"  {meas.label:<28} epsilon {Exact.of(Fraction(mech.epsilon))!s:<10} "
-            f"{mech.describe():<44} expected error {err:.4g}{unit}"
+            f"{mech.describe():<44} expected error {err:.4g}{unit}{_form(mech)}"
         )
     if rel.key_selection is not None:
         sel = rel.key_selection[2]

@@ -42,6 +42,7 @@ from pinqpy.sql.ast import (
     GroupKey,
     Join,
     OrderItem,
+    Path,
     Query,
     Select,
     SelectItem,
@@ -133,11 +134,24 @@ def _is_int_literal(tok: Token) -> bool:
     return bool(_DIGITS_RE.match(str(tok)))
 
 
+def _top_node(body: Tree) -> Tree | None:
+    """The ``top`` node of a query body that is one SELECT, if it has one."""
+    if isinstance(body, Tree) and body.data == "select_core":
+        items = body.children[2]
+        if isinstance(items, Tree) and items.children and isinstance(items.children[0], Tree):
+            return items.children[0]
+    return None
+
+
 class _Converter:
     """Walks one statement tree; ``text`` is kept only to build error messages."""
 
     def __init__(self, text: str) -> None:
         self.text = text
+
+    def expr(self, node: Tree | Token) -> Expr:
+        """An expression subtree, keeping how each column reference was spelled."""
+        return tree_to_expr(node, spelling=True, text=self.text)
 
     def error(self, message: str, node: Tree | Token | None) -> PinqSyntaxError:
         line, column = _where(node)
@@ -165,7 +179,10 @@ class _Converter:
                 word,
             )
         if kind == "describe_statement":
-            return Describe(self.ident(t.children[0]), pos=_pos(t.meta))
+            path = self.table_path(t.children[0])
+            return Describe(
+                path[-1][0], tuple(p for p, _ in path[:-1]), path=path, pos=_pos(t.meta)
+            )
         raise self.error(f"unknown statement {kind}", t)  # pragma: no cover - grammar bug
 
     # -- queries --------------------------------------------------------------------------
@@ -177,9 +194,16 @@ class _Converter:
             return body
         order_by = None if order_node is None else self.order_by(order_node)
         limit = None if limit_node is None else self.limit(limit_node)
+        top = _top_node(body_node)
+        if top is not None and limit_node is not None:
+            raise self.error(
+                "SELECT TOP n and LIMIT both cut the rows; write one of them (LIMIT n)",
+                limit_node,
+            )
         # A parenthesised body may carry ORDER BY / LIMIT of its own; sorting or cutting
         # again after a LIMIT is a different query than one clause list, so refuse it.
-        if body.limit is not None and (order_by is not None or limit is not None):
+        # (SELECT TOP n ... ORDER BY ... is one SELECT: it sorts, then keeps n rows.)
+        if body.limit is not None and top is None and (order_by is not None or limit is not None):
             clause = order_node if order_node is not None else limit_node
             raise self.error(
                 "ORDER BY and LIMIT after a parenthesised query that has a LIMIT are not "
@@ -228,13 +252,16 @@ class _Converter:
                     f"expected DIFFERENTIAL_PRIVACY after SELECT WITH, not {word}", word
                 )
             options = self.merge_options((), options_node)
+        top, *item_nodes = items.children
         return Select(
-            items=tuple(self.select_item(c) for c in items.children),
+            items=tuple(self.select_item(c) for c in item_nodes),
             from_=None if from_ is None else self.from_item(from_.children[0]),
-            where=None if where is None else tree_to_expr(where.children[0]),
+            where=None if where is None else self.expr(where.children[0]),
             group_by=None if group is None else self.group_by(group),
-            having=None if having is None else tree_to_expr(having.children[0]),
+            having=None if having is None else self.expr(having.children[0]),
             distinct=quantifier is not None and quantifier.data == "quant_distinct",
+            # SQL Server's SELECT TOP n is LIMIT n (post-processing of the released rows).
+            limit=None if top is None else self.top(top),
             options=options,
             pos=_pos(t.meta),
         )
@@ -245,9 +272,10 @@ class _Converter:
         if t.data == "select_star":
             return SelectItem(Star(pos=pos), pos=pos)
         if t.data == "select_table_star":
-            return SelectItem(Star(self.ident(t.children[0]), pos=pos), pos=pos)
+            path = self.table_path(t.children[0])
+            return SelectItem(Star(path[-1][0], path=path, pos=pos), pos=pos)
         expr_node, alias = t.children
-        return SelectItem(tree_to_expr(expr_node), self.alias(alias), pos=pos)
+        return SelectItem(self.expr(expr_node), self.alias(alias), pos=pos)
 
     def alias(self, t: Tree | None) -> str | None:
         if t is None:
@@ -267,13 +295,40 @@ class _Converter:
             node = node.children[0]
         return _identifier(node)
 
+    @staticmethod
+    def table_path(node: Tree) -> Path:
+        """The parts of a ``table_name`` (or one ``identifier``) and whether each is quoted.
+
+        A backtick name holding dots (BigQuery's ```project.dataset.table```) is its parts,
+        each quoted; a double-quoted name is one part, dots and all (PostgreSQL)."""
+        idents = node.children if node.data == "table_name" else [node]
+        out: list[tuple[str, bool]] = []
+        for ident in idents:
+            tok = ident.children[0] if isinstance(ident, Tree) else ident
+            name = _identifier(tok)
+            if tok.type == "BACKTICK_NAME" and "." in name and all(name.split(".")):
+                out.extend((part, True) for part in name.split("."))
+            else:
+                out.append((name, tok.type != "NAME"))
+        return tuple(out)
+
+    def top(self, t: Tree) -> int:
+        word, tok = t.children
+        if str(word).upper() != "TOP":
+            raise self.error(f"unexpected {word!r} after SELECT: did you mean TOP n?", word)
+        if not _is_int_literal(tok):
+            raise self.error("TOP takes a whole number of rows", tok)
+        return int(tok)
+
     # -- FROM -----------------------------------------------------------------------------
     def from_item(self, t: Tree) -> FromItem:
         kind = t.data
         pos = _pos(t.meta)
         if kind == "table_from":
             name, alias = t.children
-            return TableFrom(self.ident(name), self.alias(alias), pos=pos)
+            path = self.table_path(name)
+            schema = tuple(part for part, _ in path[:-1])
+            return TableFrom(path[-1][0], self.alias(alias), schema, path=path, pos=pos)
         if kind == "subquery_from":
             query, alias = t.children
             return SubqueryFrom(self.query(query), self.alias(alias), pos=pos)
@@ -289,11 +344,13 @@ class _Converter:
         left, right, spec = t.children
         on: Expr | None = None
         using: tuple[str, ...] | None = None
+        using_paths: tuple[Path, ...] = ()
         *using_nodes, bounds_node = spec.children
         if spec.data == "join_on":
-            on = tree_to_expr(using_nodes[0])
+            on = self.expr(using_nodes[0])
         else:
             using = tuple(self.ident(c) for c in using_nodes)
+            using_paths = tuple(self.table_path(c) for c in using_nodes)
         return Join(
             self.from_item(left),
             self.from_item(right),
@@ -301,6 +358,7 @@ class _Converter:
             on=on,
             using=using,
             bounds=None if bounds_node is None else self.join_bounds(bounds_node),
+            using_paths=using_paths,
             pos=pos,
         )
 
@@ -317,7 +375,7 @@ class _Converter:
     def group_by(self, t: Tree) -> tuple[GroupKey, ...]:
         keys = []
         for node in t.children[0].children:
-            e = tree_to_expr(node)
+            e = self.expr(node)
             # `key IN (v1, v2)` lists the public keys of `key` (not a boolean key).
             if isinstance(e, InList) and not e.negated:
                 keys.append(GroupKey(e.operand, e.items, pos=e.pos))
@@ -328,7 +386,7 @@ class _Converter:
     def order_by(self, t: Tree) -> tuple[OrderItem, ...]:
         return tuple(
             OrderItem(
-                tree_to_expr(item.children[0]),
+                self.expr(item.children[0]),
                 descending=item.data == "order_desc",
                 pos=_pos(item.meta),
             )
