@@ -34,7 +34,7 @@ from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql import ast as q
-from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate
+from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate, resolve_table
 from pinqpy.sql.explain import Explanation, explain
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
@@ -166,7 +166,7 @@ class Session:
         if isinstance(statement, q.ShowLedger):
             return self._show_ledger()
         if isinstance(statement, q.Describe):
-            return self.describe(statement.name)
+            return self.describe(self._described(statement, query))
         assert isinstance(compiled, CompiledRelease)
         return run_release(compiled, label=" ".join(query.split())[:120])
 
@@ -221,18 +221,28 @@ class Session:
         if isinstance(statement, q.ShowTables | q.ShowBudget | q.ShowLedger):
             return None
         if isinstance(statement, q.Describe):
-            if statement.name not in self._private and statement.name not in self._public:
-                at = locate(text, r"\bDESC(?:RIBE)?\s+(\S+)", statement.pos, 1)
-                raise PinqSyntaxError(
-                    f"unknown table {statement.name!r}",
-                    text=text,
-                    line=at.line if at else None,
-                    column=at.column if at else None,
-                )
+            self._described(statement, text)
             return None
         query = statement.query if isinstance(statement, q.Explain) else statement
         catalog = Catalog({n: f._rel for n, f in self._private.items()}, self._public)
         return compile_release(catalog, query, text, epsilon, delta)
+
+    def _described(self, statement: q.Describe, text: str) -> str:
+        """The registered table DESCRIBE names (unquoted names in any case, schema.table)."""
+        path = statement.path or tuple((p, True) for p in (*statement.schema, statement.name))
+        found = resolve_table([*self._private, *self._public], path)
+        if len(found) == 1:
+            return found[0]
+        written = ".".join(part for part, _ in path)
+        message = (
+            f"table name {written!r} is ambiguous: it matches {found[0]!r} and {found[1]!r}"
+            if found
+            else f"unknown table {written!r}"
+        )
+        at = locate(text, r"\bDESC(?:RIBE)?\s+(\S+)", statement.pos, 1)
+        raise PinqSyntaxError(
+            message, text=text, line=at.line if at else None, column=at.column if at else None
+        )
 
     # -- catalogue statements -------------------------------------------------------------
     def _budget_names(self) -> dict[object, str]:

@@ -352,9 +352,7 @@ class Column(Expr):
 
     name: str
     table: str | None = None
-    path: tuple[tuple[str, bool], ...] = field(
-        default=(), compare=False, repr=False, kw_only=True
-    )
+    path: tuple[tuple[str, bool], ...] = field(default=(), compare=False, repr=False, kw_only=True)
 
     def _render(self, out: _Sql) -> None:
         if self.table is not None:

@@ -666,7 +666,7 @@ def read_untyped_literals(
                 return Binary(node.op, left, right, pos=node.pos)
         elif isinstance(node, InList):
             items = tuple(read(item, node.operand) for item in node.items)
-            if items != node.items or any(a is not b for a, b in zip(items, node.items)):
+            if any(a is not b for a, b in zip(items, node.items, strict=True)):
                 return InList(node.operand, items, node.negated, pos=node.pos)
         elif isinstance(node, Between):
             low, high = read(node.low, node.operand), read(node.high, node.operand)

@@ -174,9 +174,7 @@ class _ToExpr:
     def _qualified_column(self, t: Tree) -> Expr:
         # table.name, or schema.table.name (the schema is kept only in the path).
         table, name = t.children[-2:]
-        return Column(
-            self._ident(name), self._ident(table), pos=_pos(t.meta), path=self._path(t)
-        )
+        return Column(self._ident(name), self._ident(table), pos=_pos(t.meta), path=self._path(t))
 
     def _path(self, t: Tree) -> tuple[tuple[str, bool], ...]:
         if not self.spelling:
@@ -389,9 +387,11 @@ def syntax_error_from_lark(
         message = f"unexpected {kind + ' ' if kind else ''}'{word}'"
         if word == "=" and _previous_char(text, tok.line, tok.column) == "=":
             message += " (SQL compares with a single '=')"
-        return PinqSyntaxError(
-            message, text=text, line=tok.line, column=tok.column, expected=expected
-        )
+        line, column = tok.line, tok.column
+        hint = _other_syntax(tok, text, expected)
+        if hint is not None:
+            message, line, column = hint
+        return PinqSyntaxError(message, text=text, line=line, column=column, expected=expected)
     if isinstance(exc, UnexpectedToken | UnexpectedEOF):
         names = getattr(exc, "expected", None) or []
         expected = sorted({_describe_terminal(n, parser) for n in names})
@@ -408,6 +408,10 @@ def syntax_error_from_lark(
             message = "unterminated string (strings are written 'like this', with '' for a quote)"
         elif ch in '"`':
             message = "unterminated quoted name"
+        elif ch == "[":
+            message = (
+                '[bracketed] names are not supported: write the name in double quotes ("like this")'
+            )
         else:
             message = f"unexpected character {ch!r}"
         return PinqSyntaxError(
@@ -418,6 +422,62 @@ def syntax_error_from_lark(
             "invalid syntax", text=text, line=getattr(exc, "line", None), column=exc.column
         )
     return PinqSyntaxError("invalid syntax")
+
+
+# Words of other SQL dialects that pinqpy does not take, with the spelling that works.
+_OTHER_SYNTAX = {
+    "OFFSET": "OFFSET is not supported: LIMIT n keeps the first n released rows (ORDER BY "
+    "chooses which)",
+    "FETCH": "FETCH FIRST n ROWS ONLY is written LIMIT n",
+    "OVER": "window functions (OVER) are not supported: aggregate with GROUP BY",
+    "QUALIFY": "QUALIFY is not supported: filter the noisy results with HAVING",
+    "ILIKE": "ILIKE is not supported: write LOWER(x) LIKE 'pattern'",
+    "NULLS": "NULLS FIRST / LAST is not supported: NULL results sort last",
+    "TABLESAMPLE": "TABLESAMPLE is not supported: every answer already reads all the rows",
+    "ROWS": "FETCH FIRST n ROWS ONLY is written LIMIT n",
+}
+
+
+def _other_syntax(tok: Token, text: str, expected: list[str]) -> tuple[str, int, int] | None:
+    """A message naming a construct of another dialect and what pinqpy writes, with where
+    the construct starts, if ``tok`` is part of one."""
+    word = str(tok).upper()
+    at = (tok.line, tok.column)
+    if word in _OTHER_SYNTAX:
+        return _OTHER_SYNTAX[word], *at
+    previous, prev_at = _previous_word(text, tok)
+    if previous in ("OVER", "FETCH"):  # read as an alias, so the next token is the fault
+        return _OTHER_SYNTAX[previous], *prev_at
+    if word == "WITH" and text[: _offset(text, tok.line, tok.column)].strip() == "":
+        message = (
+            "WITH (a common table expression) is not supported: write the subquery in FROM, "
+            "FROM (SELECT ...) AS name"
+        )
+        return message, *at
+    if word == "," and "JOIN" in expected:
+        message = "a comma between tables (FROM a, b) is not supported: write a JOIN b ON a.k = b.k"
+        return message, *at
+    if word in ("TRUE", "FALSE", "UNKNOWN") and previous == "IS":
+        value = word if word != "UNKNOWN" else "NULL"
+        return f"IS {word} is not supported: write x = {value}", *at
+    return None
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    lines = text.split("\n")
+    return sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
+
+
+def _previous_word(text: str, tok: Token) -> tuple[str, tuple[int, int]]:
+    """The word just before ``tok`` (upper-case, "" if none) and its line and column."""
+    before = text[: _offset(text, tok.line, tok.column)].rstrip()
+    m = re.search(r"(\w+)\Z", before)
+    if m is None:
+        return "", (tok.line, tok.column)
+    start = m.start(1)
+    line = before.count("\n", 0, start) + 1
+    column = start - (before.rfind("\n", 0, start) + 1) + 1
+    return m.group(1).upper(), (line, column)
 
 
 @functools.cache

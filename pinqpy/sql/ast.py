@@ -18,10 +18,6 @@ from pinqpy.expr.ast import Expr, Pos
 # means the name is matched exactly. Never part of equality.
 Path = tuple[tuple[str, bool], ...]
 
-
-def _path() -> Path:
-    return field(default=(), compare=False, repr=False)  # type: ignore[no-any-return]
-
 __all__ = [
     "Describe",
     "Explain",
@@ -49,7 +45,7 @@ class Star:
     """``*`` or ``t.*`` in a select list."""
 
     table: str | None = None
-    path: Path = _path()
+    path: Path = field(default=(), compare=False, repr=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
@@ -70,7 +66,7 @@ class TableFrom:
     name: str
     alias: str | None = None
     schema: tuple[str, ...] = ()
-    path: Path = _path()
+    path: Path = field(default=(), compare=False, repr=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
@@ -187,7 +183,7 @@ class ShowLedger:
 class Describe:
     name: str
     schema: tuple[str, ...] = ()
-    path: Path = _path()
+    path: Path = field(default=(), compare=False, repr=False)
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 

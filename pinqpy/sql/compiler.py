@@ -158,8 +158,10 @@ def _pick(written: str, quoted: bool, names: Iterable[str]) -> list[str]:
     """The names a written name matches: itself if present, else (unquoted only) every name
     equal to it ignoring case (PostgreSQL and BigQuery users write names in any case).
 
-    >>> _pick("AGE", False, ["age", "sex"]), _pick("AGE", True, ["age"]), _pick("a", False, ["a", "A"])
-    (['age'], [], ['a'])
+    >>> _pick("AGE", False, ["age", "sex"]), _pick("AGE", True, ["age"])
+    (['age'], [])
+    >>> _pick("a", False, ["a", "A"]), _pick("Age", False, ["age", "AGE"])
+    (['a'], ['age', 'AGE'])
     """
     names = list(dict.fromkeys(names))
     if written in names:
@@ -271,9 +273,7 @@ class _Compiler:
         scopes = {alias: {str(c): str(c) for c in df.columns}}
         return _Rel(None, public=df, scopes=scopes, schemas=schemas)
 
-    def table_name(
-        self, name: str, schema: tuple[str, ...], path: q.Path, pos: Pos | None
-    ) -> str:
+    def table_name(self, name: str, schema: tuple[str, ...], path: q.Path, pos: Pos | None) -> str:
         """The registered table a FROM clause names (see :func:`resolve_table`)."""
         if not path:
             path = tuple((part, True) for part in (*schema, name))
@@ -481,8 +481,9 @@ class _Compiler:
             # schema.table.col: the table must have been written without an alias, and its
             # written schema must agree as far as both go.
             hits = [
-                a for a in hits if a in rel.schemas and _aligned(tuple(schema), rel.schemas[a])
-                is not None
+                a
+                for a in hits
+                if a in rel.schemas and _aligned(tuple(schema), rel.schemas[a]) is not None
             ]
         shown = ".".join(part for part, _ in qualifier)
         if not hits:
@@ -774,7 +775,9 @@ class _Compiler:
             key_col = next((col for ke, col in keys if ke == e), None)
             if key_col is not None:
                 name = item.alias or (
-                    self.output_name(item.expr, rel) if isinstance(item.expr, Column) else e.to_sql()
+                    self.output_name(item.expr, rel)
+                    if isinstance(item.expr, Column)
+                    else e.to_sql()
                 )
                 outputs.append((name, key_col))
                 continue
@@ -1054,9 +1057,7 @@ class _Compiler:
             target_lineage=target_lineage,
         )
 
-    def unique_output(
-        self, name: str, outputs: list[tuple[str, Expr]], item: q.SelectItem
-    ) -> str:
+    def unique_output(self, name: str, outputs: list[tuple[str, Expr]], item: q.SelectItem) -> str:
         if any(n == name for n, _ in outputs):
             raise self.syntax(f"two outputs are named {name!r}; use AS", item.pos)
         return name
