@@ -225,6 +225,21 @@ def resolve_table(names: Iterable[str], path: q.Path) -> list[str]:
     return found
 
 
+def _close(name: str, names: Iterable[str]) -> str | None:
+    """The name most like ``name``: one equal to it ignoring case first (a quoted name that
+    is matched exactly), else the closest spelling; for the last part of a dotted registered
+    name too (``pums`` of ``census.pums``)."""
+    import difflib
+
+    names = list(names)
+    folded = name.casefold()
+    for n in names:
+        if n.casefold() == folded or n.rsplit(".", 1)[-1].casefold() == folded:
+            return n
+    close = difflib.get_close_matches(name, names, n=1)
+    return close[0] if close else None
+
+
 def _column_path(c: Column) -> q.Path:
     """How a column reference was written; a Column built in Python is matched exactly."""
     if c.path:
@@ -289,10 +304,8 @@ class _Compiler:
             )
         if found:
             return found[0]
-        import difflib
-
-        hint = difflib.get_close_matches(written, names, n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        hint = _close(path[-1][0], names) or _close(written, names)
+        extra = f"; did you mean {hint!r}?" if hint else ""
         raise self.syntax(f"unknown table {written!r}{extra}", pos)
 
     def join(self, j: q.Join) -> _Rel:
@@ -537,10 +550,8 @@ class _Compiler:
 
     @staticmethod
     def _unknown(name: str, scope: Mapping[str, str]) -> str:
-        import difflib
-
-        hint = difflib.get_close_matches(name, list(scope), n=1)
-        return f"unknown column {name!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        hint = _close(name, scope)
+        return f"unknown column {name!r}" + (f"; did you mean {hint!r}?" if hint else "")
 
     def resolve(self, e: Expr, rel: _Rel) -> Expr:
         if depth(e) > MAX_DEPTH:
@@ -965,7 +976,10 @@ class _Compiler:
             types.update({f"__k{i}": infer_type(k, frame.schema) for i, k in enumerate(key_exprs)})
             having = read_untyped_literals(having, types, text=self.text)
         order_by = (
-            tuple(q.OrderItem(post(o.expr), o.descending, o.pos) for o in s.order_by)
+            tuple(
+                q.OrderItem(self.ordinal(o.expr, outputs) or post(o.expr), o.descending, o.pos)
+                for o in s.order_by
+            )
             if s.order_by
             else None
         )
@@ -1056,6 +1070,18 @@ class _Compiler:
             key_selection=key_selection,
             target_lineage=target_lineage,
         )
+
+    def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:
+        """``ORDER BY 2``: the second output (PostgreSQL), or None if ``e`` is no position."""
+        if not (isinstance(e, Literal) and type(e.value) is int):
+            return None
+        if not 1 <= e.value <= len(outputs):
+            raise self.syntax(
+                f"ORDER BY {e.value}: the SELECT list has {len(outputs)} output(s); a position "
+                "counts them from 1",
+                e.pos,
+            )
+        return outputs[e.value - 1][1]
 
     def unique_output(self, name: str, outputs: list[tuple[str, Expr]], item: q.SelectItem) -> str:
         if any(n == name for n, _ in outputs):

@@ -790,3 +790,91 @@ def test_random_text_raises_only_pinq_errors(text: str) -> None:
     assert _fast_tree(text) == _lark_tree(text)
     with contextlib.suppress(PinqSyntaxError):
         parse_statement(text)
+
+
+# -- other systems' spellings ------------------------------------------------------------------
+SPELLINGS = [
+    "SELECT TOP 5 sex, COUNT(*) FROM census.pums AS p GROUP BY 1 ORDER BY 2 DESC",
+    "SELECT COUNT(*) FROM \"census\".\"pums\" WHERE census.pums.age > '30'",
+    "SELECT VAR(x), VAR_POP(x), STDDEV_POP(x), PERCENTILE_CONT(x, 0.5) FROM `proj.data.t`",
+    "SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY income) AS p90, PI() AS pi FROM t",
+    "DESCRIBE census.pums",
+]
+
+
+@pytest.mark.parametrize("text", SPELLINGS)
+def test_spellings_parse_the_same_with_and_without_positions(text: str) -> None:
+    with_pos = parse_statement(text)
+    without = parse_statement(text, positions=False)
+    assert with_pos == without
+    assert all(getattr(n, "pos", None) is None for n in _nodes(without))
+    assert all(getattr(n, "pos", None) is not None for n in _nodes(with_pos))
+
+
+def test_schema_qualified_table() -> None:
+    q = select('SELECT COUNT(*) FROM "census".PUMS AS p')
+    assert q.from_ == TableFrom("PUMS", "p", ("census",))
+    assert isinstance(q.from_, TableFrom)
+    assert q.from_.path == (("census", True), ("PUMS", False))
+    # BigQuery's backticks around a dotted name hold its parts; double quotes hold one name.
+    assert select("SELECT a FROM `proj.data.t`").from_ == TableFrom("t", None, ("proj", "data"))
+    assert select('SELECT a FROM "data.t"').from_ == TableFrom("data.t")
+
+
+def test_column_spelling_is_kept_but_not_compared() -> None:
+    q = select('SELECT census.Pums."Age" FROM census.pums')
+    e = q.items[0].expr
+    assert e == Column("Age", "Pums")
+    assert isinstance(e, Column)
+    assert e.path == (("census", False), ("Pums", False), ("Age", True))
+    # Expression strings of the Python API name columns exactly: no spelling kept.
+    from pinqpy.expr.parser import parse_expression
+
+    assert parse_expression("Age").path == ()  # type: ignore[attr-defined]
+
+
+def test_top_is_a_limit() -> None:
+    q = select("SELECT TOP 3 sex, COUNT(*) FROM t GROUP BY sex ORDER BY 2 DESC")
+    assert q.limit == 3 and q.order_by is not None
+    # TOP is not reserved: a column may still be called top.
+    assert select("SELECT top FROM t").items == (SelectItem(col("top")),)
+    err = syntax_error("SELECT TOP 3 a FROM t LIMIT 2")
+    assert "TOP n and LIMIT" in err.message and (err.line, err.column) == (1, 23)
+    err = syntax_error("SELECT TOP 2.5 a FROM t")
+    assert (err.line, err.column) == (1, 12)
+
+
+def test_percentile_cont_within_group_is_percentile_cont() -> None:
+    a = select("SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY x) FROM t").items[0].expr
+    b = select("SELECT PERCENTILE_CONT(x, 0.9) FROM t").items[0].expr
+    assert a == b == Call("PERCENTILE_CONT", (col("x"), lit(0.9)))
+    err = syntax_error("SELECT COUNT(*),\n  AVG(x) WITHIN GROUP (ORDER BY x) FROM t")
+    assert "PERCENTILE_CONT(p) only" in err.message and (err.line, err.column) == (2, 3)
+
+
+def test_pi_is_a_constant() -> None:
+    import math
+
+    assert select("SELECT PI() * 2 FROM t").items[0].expr == Binary("*", lit(math.pi), lit(2))
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "at"),
+    [
+        ("SELECT a FROM t LIMIT 1 OFFSET 2", "OFFSET is not supported", (1, 25)),
+        ("SELECT a FROM t\nFETCH FIRST 2 ROWS ONLY", "written LIMIT n", (2, 1)),
+        ("  WITH q AS (SELECT a FROM t) SELECT a FROM q", "common table expression", (1, 3)),
+        ("SELECT COUNT(*) OVER (PARTITION BY a) FROM t", "window functions (OVER)", (1, 17)),
+        ("SELECT a FROM t, u", "a comma between tables", (1, 16)),
+        ("SELECT a FROM t WHERE b ILIKE 'x'", "LOWER(x) LIKE", (1, 25)),
+        ("SELECT a FROM t WHERE b IS FALSE", "write x = FALSE", (1, 28)),
+        ("SELECT a FROM [t]", "double quotes", (1, 15)),
+    ],
+)
+def test_other_dialects_constructs_are_named(
+    text: str, message: str, at: tuple[int, int]
+) -> None:
+    for positions in (True, False):
+        err = syntax_error(text, positions=positions)
+        assert message in err.message
+        assert (err.line, err.column) == at
