@@ -795,7 +795,7 @@ def test_random_text_raises_only_pinq_errors(text: str) -> None:
 # -- other systems' spellings ------------------------------------------------------------------
 SPELLINGS = [
     "SELECT TOP 5 sex, COUNT(*) FROM census.pums AS p GROUP BY 1 ORDER BY 2 DESC",
-    "SELECT COUNT(*) FROM \"census\".\"pums\" WHERE census.pums.age > '30'",
+    'SELECT COUNT(*) FROM "census"."pums" WHERE census.pums.age > \'30\'',
     "SELECT VAR(x), VAR_POP(x), STDDEV_POP(x), PERCENTILE_CONT(x, 0.5) FROM `proj.data.t`",
     "SELECT PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY income) AS p90, PI() AS pi FROM t",
     "DESCRIBE census.pums",
@@ -871,9 +871,7 @@ def test_pi_is_a_constant() -> None:
         ("SELECT a FROM [t]", "double quotes", (1, 15)),
     ],
 )
-def test_other_dialects_constructs_are_named(
-    text: str, message: str, at: tuple[int, int]
-) -> None:
+def test_other_dialects_constructs_are_named(text: str, message: str, at: tuple[int, int]) -> None:
     for positions in (True, False):
         err = syntax_error(text, positions=positions)
         assert message in err.message
