@@ -274,3 +274,48 @@ def test_errors_are_pinq_errors() -> None:
 def test_infer_type_never_raises() -> None:
     assert infer_type(parse_expression("nope + 1"), SCHEMA) == "any"
     assert infer_type(parse_expression("age > 1"), SCHEMA) == "bool"
+
+
+# -- other systems' spellings ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "VAR(age)",
+        "VAR_SAMP(age, 0, 100)",
+        "VAR_POP(age)",
+        "STD(income)",
+        "STDDEV_SAMP(income)",
+        "STDDEV_POP(income, 0, 10)",
+        "PERCENTILE_CONT(age, 0.9)",
+        "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY age)",
+    ],
+)
+def test_aggregate_spellings_check(text: str) -> None:
+    assert check(text, allow_aggregates=True) == "float"
+
+
+def test_percentile_cont_level_is_checked() -> None:
+    err = fails("PERCENTILE_CONT(age, 1.5)", allow_aggregates=True)
+    assert "between 0 and 1" in err.message and err.column == 22
+
+
+def test_pi_is_a_float_constant() -> None:
+    assert check("PI() * age") == "float"
+    err = fails("age > PI(2)")
+    assert err.message == "PI() takes no arguments" and err.column == 7
+
+
+@pytest.mark.parametrize("name", ["RAND", "random"])
+def test_random_values_are_refused(name: str) -> None:
+    err = fails(f"age + {name}() > 1")
+    assert "not supported: a random value per row could not be reproduced" in err.message
+    assert err.column == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [("NVL(age, 0)", "COALESCE(x, y)"), ("LEN(sex)", "LENGTH(s)"), ("MOD(age, 2)", "a % b")],
+)
+def test_other_functions_name_the_pinqpy_spelling(text: str, hint: str) -> None:
+    err = fails(text)
+    assert err.message.endswith(f"pinqpy writes {hint}") and err.column == 1
