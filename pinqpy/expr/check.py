@@ -125,6 +125,7 @@ _ARG_HINTS = {
 
 # Functions of other systems that pinqpy spells differently (or refuses), with what works.
 _OTHER_FUNCTIONS = {
+    "TOP": "SELECT TOP n without parentheses, or LIMIT n",
     "NVL": "COALESCE(x, y)",
     "IFNULL": "COALESCE(x, y)",
     "ISNULL": "COALESCE(x, y) or x IS NULL",
