@@ -485,11 +485,11 @@ class _Compiler:
         """The frame column a reference names."""
         return self.lookup_name(c, rel, pos)[1]
 
-    def scope_of(self, qualifier: q.Path, rel: _Rel, pos: Pos | None) -> str | None:
+    def scope_of(self, qualifier: q.Path, rel: _Rel, pos: Pos | None) -> str:
         """The alias a qualifier (``t`` of ``t.x``, ``s.t`` of ``s.t.x``) names."""
         *schema, table = qualifier
         aliases = [a for a in rel.scopes if a is not None]
-        hits = [a for a in _pick(table[0], table[1], aliases)]
+        hits = _pick(table[0], table[1], aliases)
         if schema:
             # schema.table.col: the table must have been written without an alias, and its
             # written schema must agree as far as both go.
@@ -567,7 +567,8 @@ class _Compiler:
 
         out = e.transform(fix)
         if rel.frame is not None:
-            # 'age > '30'' reads the literal as the column's type (PostgreSQL's untyped literal).
+            # In age > '30' the literal is read as the column's type (PostgreSQL's untyped
+            # literal).
             out = read_untyped_literals(out, rel.frame.schema, text=self.text)
         return out
 
