@@ -123,7 +123,7 @@ class Select:
     ``options`` merges ``OPTIONS (...)`` at the end and BigQuery's ``SELECT WITH
     DIFFERENTIAL_PRIVACY OPTIONS (...)`` prefix; keys are lower-cased option names, values
     Python literals (numbers, strings, booleans). ``from_`` is None only for a SELECT with no
-    FROM clause (which the compiler refuses).
+    FROM clause (which the compiler refuses). SQL Server's ``SELECT TOP n`` is ``limit = n``.
     """
 
     items: tuple[SelectItem, ...]
