@@ -35,6 +35,7 @@ from pinqpy.expr.ast import (
     IsNull,
     Like,
     Literal,
+    NamedArg,
     Unary,
     depth,
 )
@@ -341,6 +342,16 @@ class _Checker:
     # -- calls ----------------------------------------------------------------------------
     def call(self, e: Call) -> ColumnType:
         name = e.name.upper()
+        named = next((a for a in e.args if isinstance(a, NamedArg)), None)
+        if named is not None:
+            # The SQL compiler takes the ones it knows out of differentially private
+            # aggregates; any other place has no meaning for them.
+            raise self.error(
+                named,
+                f"the named argument {named.name} => ... is only for the noisy aggregates of a "
+                "SQL query (COUNT, SUM, AVG, PERCENTILE_CONT, ...); write bounds as "
+                f"{name}(x, lo, hi) elsewhere",
+            )
         if name not in FUNCTION_ARITY:
             hint = _suggest(name, sorted(FUNCTION_ARITY))
             raise self.error(

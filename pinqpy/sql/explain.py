@@ -157,6 +157,9 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
             f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
             f"{sel.describe()}, delta {float(sel.delta):.3g}"
         )
+    if rel.notes:
+        lines += ["", "Differences from BigQuery:"]
+        lines += [f"  {note}" for note in rel.notes]
     total = CompositeCharge([meas.prepared.mechanism.charge for meas in rel.measurements])
     grouped = rel.target_lineage is not None
     lines.append("")

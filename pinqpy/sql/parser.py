@@ -223,11 +223,16 @@ class _Converter:
         options: _Options = ()
         if prefix is not None:
             word, options_node = prefix.children
-            if str(word).upper() != "DIFFERENTIAL_PRIVACY":
+            if str(word).upper() not in ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION"):
                 raise self.error(
                     f"expected DIFFERENTIAL_PRIVACY after SELECT WITH, not {word}", word
                 )
             options = self.merge_options((), options_node)
+            if str(word).upper() == "ANONYMIZATION":
+                # ZetaSQL's older clause: kappa is its name for max_groups_contributed.
+                options = tuple(
+                    ("max_groups_contributed" if k == "kappa" else k, v) for k, v in options
+                )
         return Select(
             items=tuple(self.select_item(c) for c in items.children),
             from_=None if from_ is None else self.from_item(from_.children[0]),
@@ -369,6 +374,8 @@ class _Converter:
             return True
         if kind == "opt_false":
             return False
+        if kind == "opt_null":
+            return None
         # A bare name (BigQuery's privacy_unit_column=pid) is read as its text.
         return self.ident(t.children[0])
 
