@@ -376,6 +376,8 @@ class _Converter:
             return False
         if kind == "opt_null":
             return None
+        if kind == "opt_qualified_name":  # privacy_unit_column = members.id
+            return ".".join(self.ident(c) for c in t.children)
         # A bare name (BigQuery's privacy_unit_column=pid) is read as its text.
         return self.ident(t.children[0])
 
