@@ -13,7 +13,7 @@ contribution to a group before it is clamped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal as Lit
 
 from pinqpy.errors import PinqSyntaxError
@@ -71,7 +71,7 @@ class Contribution:
     kind: Lit["group", "row"]
     lo: float
     hi: float
-    pos: Pos | None = None
+    pos: Pos | None = field(default=None, compare=False)
 
 
 def _error(text: str, message: str, pos: Pos | None) -> PinqSyntaxError:
