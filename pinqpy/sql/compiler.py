@@ -745,8 +745,8 @@ class _Compiler:
         if worst == INF:
             unit = frame.privacy_unit
             hint = (
-                f"register it with max_rows=k (at most k rows per {unit!r}), or GROUP BY "
-                f"{unit!r} in a subquery"
+                f"register it with max_rows=k (at most k rows per {unit!r}), write OPTIONS "
+                f"(max_rows_contributed = k), or GROUP BY {unit!r} in a subquery"
                 if unit
                 else "bound each person's rows (register the table with max_rows=k)"
             )
