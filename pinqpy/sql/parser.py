@@ -223,11 +223,20 @@ class _Converter:
         options: _Options = ()
         if prefix is not None:
             word, options_node = prefix.children
+            if str(word).upper() == "AGGREGATION_THRESHOLD":
+                raise self.error(
+                    "WITH AGGREGATION_THRESHOLD (k-anonymity style thresholding) is not "
+                    "differential privacy and pinqpy does not support it; write SELECT WITH "
+                    "DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ..., delta = ...)",
+                    word,
+                )
             if str(word).upper() not in ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION"):
                 raise self.error(
                     f"expected DIFFERENTIAL_PRIVACY after SELECT WITH, not {word}", word
                 )
-            options = self.merge_options((), options_node)
+            # BigQuery's OPTIONS may be left out when the call gives epsilon.
+            if options_node is not None:
+                options = self.merge_options((), options_node)
             if str(word).upper() == "ANONYMIZATION":
                 # ZetaSQL's older clause: kappa is its name for max_groups_contributed.
                 options = tuple(
