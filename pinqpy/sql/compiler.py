@@ -804,6 +804,11 @@ class _Compiler:
                     raise self.syntax(str(err), at) from None
                 grouping = Grouping(tuple(key_cols), keys_t)
                 target = (grouping, target_lineage)
+                if "privacy_unit_column" in options:
+                    notes.append(
+                        f"groups: the keys of {keys_text} are public, so every group is released "
+                        "(BigQuery would drop the groups with few units)"
+                    )
                 group_desc = f"GROUP BY {keys_text} ({len(keys_t)} public keys)"
         measurements = [
             Measurement(
@@ -1066,6 +1071,11 @@ class _Compiler:
                 plain = Call(plain.name, plain.args[:1], pos=plain.pos)
             inner, outer_name = per_unit(plain, bound)
             lo, hi = self.unit_bounds(c, plain, bound, frame, k, notes)
+            if plain.name == "COUNT":
+                notes.append(
+                    f"{c.to_sql()}: a sum of each unit's clamped count, released as a number "
+                    "(BigQuery rounds it to an integer)"
+                )
             name = self.tmp("u")
             aggs[name] = inner
             outer[c] = Call(outer_name, (Column(name), literal(lo), literal(hi)), pos=c.pos)
