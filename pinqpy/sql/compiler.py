@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts
+from pinqpy.accounting.agents import AllParts, PartitionAgent
 from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.core.exact import to_fraction
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
@@ -967,6 +967,10 @@ class _Compiler:
                 "rows and needs the rows of each unit bounded; write OPTIONS "
                 "(max_rows_contributed = k) instead of max_groups_contributed"
             )
+        notes.append(
+            f"{rows[0].to_sql()} is computed over rows: each unit keeps at most {groups} "
+            f"group(s) and at most {k} rows in each (its rows in all), chosen at random"
+        )
         return bound_groups(tuple(key_cols), groups, int(k)), plain_calls
 
     @staticmethod
