@@ -80,10 +80,11 @@ def _error(text: str, message: str, pos: Pos | None) -> PinqSyntaxError:
     return PinqSyntaxError(message, text=text, line=pos.line, column=pos.column)
 
 
-def normalize_call(e: Expr, text: str) -> Expr:
+def normalize_call(e: Expr, text: str, notes: list[str] | None = None) -> Expr:
     """``e`` with ZetaSQL's ``ANON_X(x CLAMPED BETWEEN lo AND hi)`` written as pinqpy's
     ``X(x, contribution_bounds_per_... => (lo, hi))``; a private aggregate of BigQuery that
-    pinqpy cannot compute is refused here, naming what to write instead."""
+    pinqpy cannot compute is refused here, naming what to write instead. Where pinqpy's
+    aggregate differs from ZetaSQL's, a line is added to ``notes``."""
 
     def fix(node: Expr) -> Expr:
         if not isinstance(node, Call):
@@ -113,6 +114,11 @@ def normalize_call(e: Expr, text: str) -> Expr:
             args.append(a)
         if mapped is None:
             return node
+        if notes is not None and node.name in ("ANON_VAR_POP", "ANON_STDDEV_POP"):
+            notes.append(
+                f"{node.name} is read as pinqpy's {mapped[0]}, which divides by n - 1 (the "
+                "sample figure); ZetaSQL's divides by n"
+            )
         return Call(mapped[0], tuple(args), node.distinct, node.star, pos=node.pos)
 
     return e.transform(fix)
@@ -178,7 +184,7 @@ def split_bounds(call: Call, text: str) -> tuple[Call, Contribution | None]:
         raise _error(
             text, f"{name} is not a noisy aggregate and takes no contribution bound", call.pos
         )
-    extra = len(plain) - (2 if name in ("PERCENTILE", "QUANTILE") else 1)
+    extra = len(plain) - (2 if name in ("PERCENTILE", "QUANTILE", "PERCENTILE_CONT") else 1)
     if extra > 0 and found is not None:
         raise _error(
             text,

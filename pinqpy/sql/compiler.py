@@ -621,13 +621,13 @@ class _Compiler:
                 "SELECT DISTINCT at the top would release raw values; use it inside a "
                 "subquery and aggregate outside"
             )
-        s = self.normalized(s)
+        notes: list[str] = []
+        s = self.normalized(s, notes)
         rel = self.from_item(s.from_)
         if rel.frame is None:
             raise PrivacyError(
                 "this query reads only public tables; there is nothing private to release"
             )
-        notes: list[str] = []
         frame = self.query_unit(options, rel, rel.frame, notes)
         frame = self.where(s, rel, frame)
         max_rows = options.get("max_rows_contributed")
@@ -839,12 +839,12 @@ class _Compiler:
         )
 
     # -- BigQuery's differential-privacy clause ------------------------------------------
-    def normalized(self, s: q.Select) -> q.Select:
+    def normalized(self, s: q.Select, notes: list[str]) -> q.Select:
         """``s`` with ZetaSQL's ANON_ spellings read as pinqpy's aggregates."""
 
         def fix(e: Expr) -> Expr:
             # Too deep an expression is refused by resolve() with its own message.
-            return e if depth(e) > MAX_DEPTH else normalize_call(e, self.text)
+            return e if depth(e) > MAX_DEPTH else normalize_call(e, self.text, notes)
 
         return dataclasses.replace(
             s,
