@@ -196,13 +196,8 @@ def split_bounds(call: Call, text: str) -> tuple[Call, Contribution | None]:
 
 def clamp(e: Expr, lo: float, hi: float) -> Expr:
     """``e`` clamped to ``[lo, hi]`` as an expression (a NULL stays NULL)."""
-    return Case(
-        (
-            (Binary("<", e, Literal(lo)), Literal(lo)),
-            (Binary(">", e, Literal(hi)), Literal(hi)),
-        ),
-        e,
-    )
+    low, high = literal(lo), literal(hi)
+    return Case(((Binary("<", e, low), low), (Binary(">", e, high), high)), e)
 
 
 def per_unit(call: Call, bound: Contribution | None) -> tuple[Call, str]:

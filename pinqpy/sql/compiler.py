@@ -61,6 +61,7 @@ from pinqpy.plan.stability import INF, lineage_of
 from pinqpy.sql import ast as q
 from pinqpy.sql.bigquery import (
     PER_GROUP,
+    PER_ROW,
     ROW_AGGREGATES,
     Contribution,
     literal,
@@ -1117,8 +1118,8 @@ class _Compiler:
             why = "a count of rows"
         else:
             lo_hi = (bound.lo, bound.hi) if bound is not None else None
+            why = f"each row clamped by {PER_ROW}" if lo_hi else "the values' bounds"
             lo_hi = lo_hi or derive_bounds(plain.args[0], frame.bounds)
-            why = "the values' bounds"
         if lo_hi is None:
             raise PrivacyError(
                 f"{call.to_sql()} needs bounds: write {plain.name}(..., {PER_GROUP} => (lo, "
