@@ -930,7 +930,11 @@ class _Compiler:
         ``max_groups_contributed`` option, a ``contribution_bounds_per_group``, or
         ``COUNT(DISTINCT unit)``), each aggregate is computed per unit and group first,
         clamped, then added up (:meth:`per_unit_release`). Otherwise the rows are read as
-        they are, and a per-row bound is pinqpy's inline ``(lo, hi)``.
+        they are, and a per-row bound is pinqpy's inline ``(lo, hi)``. An aggregate of rows
+        (PERCENTILE, MEDIAN, VARIANCE, ...) under ``max_groups_contributed = G`` reads
+        ``bound_groups(by, G, k)`` with k the rows a unit may have in all (a unit has no more
+        rows in one group than in all), which a GROUP BY on ``by`` charges as G parts at
+        stability k; without a bound on a unit's rows it is refused.
         """
         unit = frame.privacy_unit
         plain_calls = {c: self.with_row_bounds(c, *specs[c], unit) for c in calls}
