@@ -307,3 +307,27 @@ def test_other_refusals():
     # The old spellings still work.
     assert f.bound_contributions(3).stability == 3
     assert f.bound_contributions(max_rows=3).stability == 3
+
+
+def test_sql_group_by_on_the_by_column_uses_the_spread():
+    """SQL's GROUP BY charges through Relation.partition_agent: under a zCDP budget, Laplace
+    noise of epsilon e/6 per group (stability 6) costs G·k²·(e/6)²/2 of rho, not
+    (G·k)²·(e/6)²/2."""
+    cities = [*CITIES, None]
+
+    def rho_spent(group_by: str) -> Fraction:
+        budget = pq.Budget(10, 1e-6, accounting="zcdp")
+        f = pq.PrivateFrame(
+            visits(n_units=20).assign(hour=lambda d: d.x),
+            budget,
+            privacy_unit="uid",
+            keys={"city": cities, "hour": [0.0, 1.0, 2.0]},
+        )
+        session = pq.Session()
+        session.register("v", f.bound_contributions(max_groups=3, max_rows_per_group=2, by="city"))
+        session.sql(f"SELECT {group_by}, COUNT(*) AS n FROM v GROUP BY {group_by}", epsilon=1)
+        return budget._spent.rho
+
+    per_group = Fraction(1, 6) ** 2 / 2
+    assert rho_spent("city") == 3 * 2 * 2 * per_group
+    assert rho_spent("hour") == 6 * 6 * per_group
