@@ -35,6 +35,7 @@ __all__ = [
     "IsNull",
     "Like",
     "Literal",
+    "NamedArg",
     "Pos",
     "Unary",
     "canonical_aggregate",
@@ -480,11 +481,40 @@ class Call(Expr):
         out.emit(self.name + "(")
         if self.star:
             out.emit("*")
+            for arg in self.args:  # only named arguments follow *
+                out.emit(", ")
+                out.node(arg, _OR)
         else:
             if self.distinct:
                 out.emit("DISTINCT ")
             out.nodes(self.args)
         out.emit(")")
+
+
+@dataclass(frozen=True)
+class NamedArg(Expr):
+    """A named argument of a call, ``name => value`` or ``name => (lo, hi)`` (BigQuery's
+    ``contribution_bounds_per_group => (0, 100)``); ``name`` is lower-case.
+
+    It is only ever an item of :attr:`Call.args`, after the positional arguments; the SQL
+    compiler takes it out of the call before anything else reads it, and the checker
+    refuses it everywhere else.
+    """
+
+    name: str
+    values: tuple[Expr, ...]
+    pair: bool = False
+
+    _child_fields: ClassVar[tuple[str, ...]] = ("values",)
+
+    def _render(self, out: _Sql) -> None:
+        out.emit(f"{self.name} => ")
+        if self.pair:
+            out.emit("(")
+            out.nodes(self.values)
+            out.emit(")")
+        else:
+            out.node(self.values[0], _OR)
 
 
 @dataclass(frozen=True)

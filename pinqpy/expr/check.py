@@ -36,6 +36,7 @@ from pinqpy.expr.ast import (
     IsNull,
     Like,
     Literal,
+    NamedArg,
     Unary,
     canonical_aggregate,
     depth,
@@ -404,6 +405,16 @@ class _Checker:
         if name in _OTHER_FUNCTIONS:
             hint = _OTHER_FUNCTIONS[name]
             raise self.error(e, f"unknown function '{e.name}': pinqpy writes {hint}")
+        named = next((a for a in e.args if isinstance(a, NamedArg)), None)
+        if named is not None:
+            # The SQL compiler takes the ones it knows out of differentially private
+            # aggregates; any other place has no meaning for them.
+            raise self.error(
+                named,
+                f"the named argument {named.name} => ... is only for the noisy aggregates of a "
+                "SQL query (COUNT, SUM, AVG, PERCENTILE_CONT, ...); write bounds as "
+                f"{name}(x, lo, hi) elsewhere",
+            )
         if name not in FUNCTION_ARITY:
             hint = _suggest(name, sorted(FUNCTION_ARITY))
             raise self.error(

@@ -48,6 +48,7 @@ from pinqpy.expr.ast import (
     IsNull,
     Like,
     Literal,
+    NamedArg,
     Pos,
     Unary,
     negate,
@@ -264,7 +265,28 @@ class _ToExpr:
         return self._call(t, True)
 
     def _call_star(self, t: Tree) -> Expr:
-        return Call(str(t.children[0]).upper(), (), star=True, pos=_pos(t.meta))
+        named = tuple(self.convert(c) for c in t.children[1:])
+        return Call(str(t.children[0]).upper(), named, star=True, pos=_pos(t.meta))
+
+    def _named_arg(self, t: Tree) -> Expr:
+        name, value = t.children
+        values = tuple(self.convert(c) for c in value.children)  # type: ignore[union-attr]
+        pair = value.data == "named_pair"  # type: ignore[union-attr]
+        return NamedArg(str(name).lower(), values, pair, pos=_pos(t.meta))
+
+    def _call_clamped(self, t: Tree) -> Expr:
+        """ZetaSQL's ``ANON_SUM(x CLAMPED BETWEEN lo AND hi)``: the bounds become the named
+        argument ``clamped_between => (lo, hi)``, which the SQL compiler maps (another word
+        than CLAMPED gives another name, which the compiler refuses with its position)."""
+        name, args, word, low, high = t.children
+        positional = tuple(self.convert(c) for c in args.children)  # type: ignore[union-attr]
+        bounds = NamedArg(
+            f"{str(word).lower()}_between",
+            (self.convert(low), self.convert(high)),
+            True,
+            pos=_token_pos(word),  # type: ignore[arg-type]
+        )
+        return Call(str(name).upper(), (*positional, bounds), pos=_pos(t.meta))
 
     def _whens(self, nodes: list[Tree]) -> tuple[tuple[Expr, Expr], ...]:
         return tuple((self.convert(w.children[0]), self.convert(w.children[1])) for w in nodes)

@@ -39,6 +39,7 @@ from pinqpy.expr.ast import (
     IsNull,
     Like,
     Literal,
+    NamedArg,
     Pos,
     Unary,
 )
@@ -197,6 +198,7 @@ _EXPR_FIELDS: dict[type[Expr], dict[str, str]] = {
     Between: {"operand": "expr", "low": "expr", "high": "expr", "negated": "bool"},
     Like: {"operand": "expr", "pattern": "expr", "negated": "bool"},
     IsNull: {"operand": "expr", "negated": "bool"},
+    NamedArg: {"name": "str", "values": "exprs", "pair": "bool"},
 }
 _EXPR_KINDS: dict[str, type[Expr]] = {cls.__name__: cls for cls in _EXPR_FIELDS}
 

@@ -60,10 +60,22 @@ from pinqpy.pipeline.prepare import (
     prepare_variance,
 )
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan.catalog import agent_name
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys, internal_names
-from pinqpy.plan.stability import INF
+from pinqpy.plan.nodes import Source
+from pinqpy.plan.stability import INF, lineage_of
 from pinqpy.sql import ast as q
+from pinqpy.sql.bigquery import (
+    PER_GROUP,
+    PER_ROW,
+    ROW_AGGREGATES,
+    Contribution,
+    literal,
+    normalize_call,
+    per_unit,
+    split_bounds,
+)
 
 __all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release", "resolve_table"]
 
@@ -128,6 +140,8 @@ class CompiledRelease:
     # the lineage the per-group aggregates are charged through; keys are chosen at run time.
     key_selection: tuple[Relation, tuple[str, ...], KeySelectionMechanism] | None = None
     target_lineage: dict[object, Any] | None = None
+    # Where the charge or the noise differs from what BigQuery would do (EXPLAIN lists them).
+    notes: list[str] = field(default_factory=list)
 
 
 def _offset(text: str, pos: Pos | None) -> int:
@@ -861,26 +875,24 @@ class _Compiler:
                 "SELECT DISTINCT at the top would release raw values; use it inside a "
                 "subquery and aggregate outside"
             )
+        notes: list[str] = []
+        s = self.normalized(s, notes)
         rel = self.from_item(s.from_)
         if rel.frame is None:
             raise PrivacyError(
                 "this query reads only public tables; there is nothing private to release"
             )
-        frame = rel.frame
-        unit = options.get("privacy_unit_column")
-        if unit is not None and str(unit) != frame.privacy_unit:
-            have = (
-                f"its privacy unit is {frame.privacy_unit!r}"
-                if frame.privacy_unit
-                else "each row is one person"
-            )
-            raise PrivacyError(
-                f"OPTIONS privacy_unit_column = {unit}: the FROM clause's {have}. A table's "
-                "privacy unit is declared when it is registered (privacy_unit=..., with "
-                "max_rows=...), not by the query"
-            )
+        frame = self.query_unit(options, rel, rel.frame, notes)
         frame = self.where(s, rel, frame)
         s = dataclasses.replace(s, group_by=self.group_keys(s, rel))
+        max_rows = options.get("max_rows_contributed")
+        if max_rows is not None:
+            if frame.privacy_unit is None:
+                raise PrivacyError(
+                    "OPTIONS max_rows_contributed bounds the rows of each privacy unit, but the "
+                    "FROM clause has none: name it with privacy_unit_column = <column>"
+                )
+            frame = frame.bound_contributions(max_rows)
 
         # GROUP BY: public keys, possibly on computed expressions.
         key_exprs: list[Expr] = []
@@ -905,7 +917,7 @@ class _Compiler:
         def measure(e: Expr) -> Expr:
             def swap(node: Expr) -> Expr:
                 if isinstance(node, Call) and node.name in AGGREGATE_FUNCTIONS:
-                    self.check(node, frame, aggregates=True)
+                    self.check(self.stripped(node), frame, aggregates=True)
                     if node not in calls:
                         calls.append(node)
                     return Column(f"__m{calls.index(node)}")
@@ -926,7 +938,7 @@ class _Compiler:
             name = item.alias or self.output_name(item.expr, rel)
             # Names, functions and argument counts first: an unknown function is a syntax
             # error wherever it appears, before any privacy question.
-            self.check(e, frame, aggregates=True)
+            self.check(self.stripped(e), frame, aggregates=True)
             if contains_aggregate(e):
                 out = measure(e)
             else:
@@ -952,7 +964,7 @@ class _Compiler:
             """HAVING / ORDER BY (top-down): aliases, keys and aggregates (measured if new)."""
             if isinstance(e, Call) and e.name in AGGREGATE_FUNCTIONS:
                 resolved = self.resolve(e, rel)
-                self.check(resolved, frame, aggregates=True)
+                self.check(self.stripped(resolved), frame, aggregates=True)
                 if resolved not in calls:
                     calls.append(resolved)
                 return Column(f"__m{calls.index(resolved)}")
@@ -990,13 +1002,17 @@ class _Compiler:
                 "noisy aggregate such as COUNT(*)"
             )
 
+        specs = {c: split_bounds(c, self.text) for c in calls}
+        frame, prepared_calls = self.contributions(
+            frame, calls, specs, key_cols, options, bool(s.group_by), notes
+        )
         stabilities = frame.stabilities()
         worst = max(stabilities.values())
         if worst == INF:
             unit = frame.privacy_unit
             hint = (
-                f"register it with max_rows=k (at most k rows per {unit!r}), or GROUP BY "
-                f"{unit!r} in a subquery"
+                f"register it with max_rows=k (at most k rows per {unit!r}), write OPTIONS "
+                f"(max_rows_contributed = k), or GROUP BY {unit!r} in a subquery"
                 if unit
                 else "bound each person's rows (register the table with max_rows=k)"
             )
@@ -1026,7 +1042,7 @@ class _Compiler:
         key_selection = None
         target_lineage = None
         if key_cols:
-            target_lineage = {AllParts(PartitionAgent(frame.lineage())): Fraction(1)}
+            target_lineage = {AllParts(frame.partition_agent(tuple(key_cols))): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
                 # With Gaussian noise, half of delta goes to the noise and half to selection.
@@ -1034,6 +1050,12 @@ class _Compiler:
                 sel_delta = frame_delta_for(sel_total, s_frac, eps_each)
                 mech = KeySelectionMechanism(eps_each, sel_delta)
                 key_selection = (frame, tuple(key_cols), mech)
+                if "privacy_unit_column" in options:
+                    notes.append(
+                        "groups: BigQuery keeps a group when a noisy count of its units passes "
+                        "a threshold; pinqpy selects keys privately from the rows it reads "
+                        "(one per unit and group when contributions are totalled per unit)"
+                    )
                 group_desc = f"GROUP BY {keys_text} (keys selected privately: {mech.describe()})"
             else:
                 combos = list(itertools.product(*key_lists)) if len(key_lists) > 1 else key_lists[0]
@@ -1048,9 +1070,18 @@ class _Compiler:
                     raise self.syntax(str(err), at) from None
                 grouping = Grouping(tuple(key_cols), keys_t)
                 target = (grouping, target_lineage)
+                if "privacy_unit_column" in options:
+                    notes.append(
+                        f"groups: the keys of {keys_text} are public, so every group is released "
+                        "(BigQuery would drop the groups with few units)"
+                    )
                 group_desc = f"GROUP BY {keys_text} ({len(keys_t)} public keys)"
         measurements = [
-            Measurement(c, self.prepare(c, frame, key_cols, eps_each, delta_each), c.to_sql())
+            Measurement(
+                c,
+                self.prepare(prepared_calls[c], frame, key_cols, eps_each, delta_each),
+                c.to_sql(),
+            )
             for c in calls
         ]
         return CompiledRelease(
@@ -1070,6 +1101,7 @@ class _Compiler:
             group_desc=group_desc,
             key_selection=key_selection,
             target_lineage=target_lineage,
+            notes=notes,
         )
 
     def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:
@@ -1088,6 +1120,313 @@ class _Compiler:
         if any(n == name for n, _ in outputs):
             raise self.syntax(f"two outputs are named {name!r}; use AS", item.pos)
         return name
+
+    # -- BigQuery's differential-privacy clause ------------------------------------------
+    def normalized(self, s: q.Select, notes: list[str]) -> q.Select:
+        """``s`` with ZetaSQL's ANON_ spellings read as pinqpy's aggregates."""
+
+        def fix(e: Expr) -> Expr:
+            # Too deep an expression is refused by resolve() with its own message.
+            return e if depth(e) > MAX_DEPTH else normalize_call(e, self.text, notes)
+
+        return dataclasses.replace(
+            s,
+            items=tuple(
+                it if isinstance(it.expr, q.Star) else dataclasses.replace(it, expr=fix(it.expr))
+                for it in s.items
+            ),
+            having=None if s.having is None else fix(s.having),
+            order_by=None
+            if s.order_by is None
+            else tuple(dataclasses.replace(o, expr=fix(o.expr)) for o in s.order_by),
+        )
+
+    def stripped(self, e: Expr) -> Expr:
+        """``e`` with the named arguments of its calls checked and taken out."""
+
+        def fix(node: Expr) -> Expr:
+            return split_bounds(node, self.text)[0] if isinstance(node, Call) else node
+
+        return e.transform(fix)
+
+    def query_unit(
+        self, options: Mapping[str, object], rel: _Rel, frame: Relation, notes: list[str]
+    ) -> Relation:
+        """The FROM clause with the query's ``privacy_unit_column``, if the query names one.
+
+        A user-level table keeps its own unit; naming another is refused. A row-level table
+        read directly becomes user-level on the named column for this query, since each of
+        its rows still belongs to exactly one value of that column. The table's budget
+        protects rows, not units: a row changed is its unit leaving and coming back with one
+        row fewer, two changes of a unit, so a query that is ``s·epsilon``-DP per unit is
+        ``2·s·epsilon``-DP per row (group privacy). The view therefore draws on the budget
+        through an agent of stability 2, and EXPLAIN shows the doubled stability.
+        """
+        raw = options.get("privacy_unit_column")
+        if "privacy_unit_column" not in options:
+            return frame
+        at = option_pos(self.text, "privacy_unit_column", value=True)
+        if not isinstance(raw, str):
+            raise self.syntax("privacy_unit_column names a column: privacy_unit_column = id", at)
+        table, _, name = raw.rpartition(".")
+        col = self.lookup(Column(name, table or None), rel, at)
+        if frame.privacy_unit == col:
+            return frame
+        if frame.privacy_unit is not None:
+            raise PrivacyError(
+                f"OPTIONS privacy_unit_column = {raw}: the FROM clause's privacy unit is "
+                f"{frame.privacy_unit!r}, declared when its table was registered; a query can "
+                "only name that unit"
+            )
+        plan = frame.plan
+        if not (isinstance(plan, Source) and plan.table.privacy_unit is None):
+            raise PrivacyError(
+                f"OPTIONS privacy_unit_column = {raw}: the FROM clause no longer carries a "
+                "privacy unit (a subquery, join or set operation made its column a computed "
+                "one); name the unit of a table read directly, or register the table with "
+                "privacy_unit=..."
+            )
+        budget = frame.catalog.agent(plan.table.agent)
+        agent = AllParts(PartitionAgent({budget: Fraction(2)}))
+        table_ref = dataclasses.replace(plan.table, privacy_unit=col, agent=agent_name(agent))
+        notes.append(
+            f"privacy_unit_column = {col}: {plan.table.name} is registered with one row per "
+            "person, so pinqpy charges twice the per-unit cost (a changed row is its unit "
+            "leaving and coming back)"
+        )
+        return Relation(Source(table_ref), frame.catalog.with_agent(table_ref.agent, agent))
+
+    def contributions(
+        self,
+        frame: Relation,
+        calls: list[Call],
+        specs: Mapping[Call, tuple[Call, Contribution | None]],
+        key_cols: list[str],
+        options: Mapping[str, object],
+        grouped: bool,
+        notes: list[str],
+    ) -> tuple[Relation, dict[Call, Call]]:
+        """The relation the release reads and, for each call, the aggregate computed on it.
+
+        With a privacy unit and BigQuery's per-unit semantics (a ``privacy_unit_column`` or
+        ``max_groups_contributed`` option, a ``contribution_bounds_per_group``, or
+        ``COUNT(DISTINCT unit)``), each aggregate is computed per unit and group first,
+        clamped, then added up (:meth:`per_unit_release`). Otherwise the rows are read as
+        they are, and a per-row bound is pinqpy's inline ``(lo, hi)``. An aggregate of rows
+        (PERCENTILE, MEDIAN, VARIANCE, ...) under ``max_groups_contributed = G`` reads
+        ``bound_groups(by, G, k)`` with k the rows a unit may have in all (a unit has no more
+        rows in one group than in all), which a GROUP BY on ``by`` charges as G parts at
+        stability k; without a bound on a unit's rows it is refused.
+        """
+        unit = frame.privacy_unit
+        plain_calls = {c: self.with_row_bounds(c, *specs[c], unit) for c in calls}
+        if unit is None:
+            return frame, plain_calls
+        group_bound = any(b is not None and b.kind == "group" for _, b in specs.values())
+        distinct_unit = [c for c, (p, _) in specs.items() if self.counts_units(p, unit)]
+        per_unit_wanted = (
+            group_bound
+            or bool(distinct_unit)
+            or "privacy_unit_column" in options
+            or options.get("max_groups_contributed") is not None
+        )
+        if not per_unit_wanted:
+            return frame, plain_calls
+        rows = [c for c, (p, _) in specs.items() if p.name in ROW_AGGREGATES or p.distinct]
+        rows = [c for c in rows if c not in distinct_unit]
+        if not rows:
+            return self.per_unit_release(frame, calls, specs, key_cols, options, notes)
+        if group_bound or distinct_unit:
+            other = next(c for c in calls if c not in rows)
+            raise PrivacyError(
+                f"{rows[0].to_sql()} is computed over rows and {other.to_sql()} over each "
+                "unit's total in a group; pinqpy releases one or the other in a query: split "
+                "it in two"
+            )
+        groups = self.groups_per_unit(frame, options, key_cols, notes)
+        if not grouped or groups is None:
+            return frame, plain_calls
+        k = self.rows_per_unit(frame)
+        bound_groups = getattr(frame, "bound_groups", None)
+        if bound_groups is None or k == INF:
+            raise PrivacyError(
+                f"{rows[0].to_sql()} with max_groups_contributed: pinqpy computes it over "
+                "rows and needs the rows of each unit bounded; write OPTIONS "
+                "(max_rows_contributed = k) instead of max_groups_contributed"
+            )
+        notes.append(
+            f"{rows[0].to_sql()} is computed over rows: each unit keeps at most {groups} "
+            f"group(s) and at most {k} rows in each (its rows in all), chosen at random"
+        )
+        return bound_groups(tuple(key_cols), groups, int(k)), plain_calls
+
+    @staticmethod
+    def counts_units(call: Call, unit: str | None) -> bool:
+        """Whether ``call`` is ``COUNT(DISTINCT unit)``."""
+        return (
+            call.name == "COUNT"
+            and call.distinct
+            and len(call.args) == 1
+            and isinstance(call.args[0], Column)
+            and call.args[0].name == unit
+        )
+
+    def with_row_bounds(
+        self, call: Call, plain: Call, bound: Contribution | None, unit: str | None
+    ) -> Call:
+        """``plain`` with a bound that reads rows as they are written inline (lo, hi).
+
+        A per-group bound on a table with one row per person is the same per-row bound: a
+        person's total in a group is their one row's value. For COUNT it clamps that row's
+        count of 1, which only a bound excluding 1 would change.
+        """
+        if bound is None or (bound.kind == "group" and unit is not None):
+            return plain
+        if plain.name == "COUNT":
+            if not bound.lo <= 1 <= bound.hi:
+                raise self.syntax(
+                    f"{PER_GROUP} of COUNT on a table with one row per person must include 1 "
+                    "(each person's count in a group is 1)",
+                    bound.pos,
+                )
+            return plain
+        return Call(plain.name, (*plain.args, literal(bound.lo), literal(bound.hi)), pos=call.pos)
+
+    def rows_per_unit(self, frame: Relation) -> Fraction | float:
+        """How many rows one unit of the FROM clause can have (its stability per unit)."""
+        unit = frame.meta.unit
+        if unit is None:
+            return INF
+        return lineage_of(frame.plan).get(unit[1].agent, INF)
+
+    def groups_per_unit(
+        self,
+        frame: Relation,
+        options: Mapping[str, object],
+        key_cols: list[str],
+        notes: list[str],
+    ) -> int | None:
+        """``max_groups_contributed``: as given, BigQuery's default 1 when the query names its
+        privacy unit, and None (no group bound: a unit with at most k rows meets at most k
+        groups) when the option is NULL, when ``max_rows_contributed`` bounds the rows, or
+        when the query is pinqpy's own."""
+        if "max_groups_contributed" in options:
+            value = options["max_groups_contributed"]
+            return None if value is None else int(value)  # type: ignore[call-overload]
+        if "privacy_unit_column" in options and "max_rows_contributed" not in options:
+            if key_cols:
+                notes.append(
+                    "max_groups_contributed is BigQuery's default 1: each unit keeps one "
+                    "group of the GROUP BY, chosen at random"
+                )
+            return 1
+        return None
+
+    def per_unit_release(
+        self,
+        frame: Relation,
+        calls: list[Call],
+        specs: Mapping[Call, tuple[Call, Contribution | None]],
+        key_cols: list[str],
+        options: Mapping[str, object],
+        notes: list[str],
+    ) -> tuple[Relation, dict[Call, Call]]:
+        """BigQuery's semantics with pinqpy's stable transformations.
+
+        1. Group by the unit and the GROUP BY keys: one row per unit and group, holding the
+           unit's exact contribution to the group (its row count, its sum, its average).
+        2. Keep at most G of each unit's rows, chosen at random (``max_groups_contributed``;
+           without it, the k rows a unit may have can meet at most k groups, so G = k keeps
+           every row). Every row still carries one unit, so bounding contributions to G rows
+           has stability G whatever came before (:mod:`pinqpy.plan.stability`). Without a
+           GROUP BY the grouping by the unit alone has stability 1.
+        3. Release the clamped sum (or mean) of those contributions per group: a unit adds
+           one value within ``contribution_bounds_per_group`` to each of at most G groups.
+
+        ``COUNT(DISTINCT unit)`` is the count of those rows: removing a unit removes exactly
+        one row from each of its (at most G) groups, so it needs no row bound at all.
+        """
+        unit = frame.privacy_unit
+        assert unit is not None
+        k = self.rows_per_unit(frame)
+        aggs: dict[str, Expr] = {}
+        outer: dict[Call, Call] = {}
+        for c in calls:
+            plain, bound = specs[c]
+            if self.counts_units(plain, unit):
+                outer[c] = Call("COUNT", (), star=True)
+                continue
+            if len(plain.args) == 3:  # pinqpy's inline bounds clamp rows
+                lo_hi = [self.const(a, plain) for a in plain.args[1:]]
+                bound = Contribution("row", float(lo_hi[0]), float(lo_hi[1]), plain.pos)
+                plain = Call(plain.name, plain.args[:1], pos=plain.pos)
+            inner, outer_name = per_unit(plain, bound)
+            lo, hi = self.unit_bounds(c, plain, bound, frame, k, notes)
+            if plain.name == "COUNT":
+                notes.append(
+                    f"{c.to_sql()}: a sum of each unit's clamped count, released as a number "
+                    "(BigQuery rounds it to an integer)"
+                )
+            name = self.tmp("u")
+            aggs[name] = inner
+            outer[c] = Call(outer_name, (Column(name), literal(lo), literal(hi)), pos=c.pos)
+        keys = [unit, *[col for col in key_cols if col != unit]]
+        per = frame.aggregate(frame.group_keys(keys), aggs)
+        if key_cols:
+            groups = self.groups_per_unit(frame, options, key_cols, notes)
+            if groups is None:
+                if k == INF:
+                    raise PrivacyError(
+                        "FROM: a user-level table's contributions are unbounded, so one unit "
+                        "could add to any number of groups; give OPTIONS "
+                        "(max_groups_contributed = G) or (max_rows_contributed = k)"
+                    )
+                groups = int(k)
+            per = per.bound_contributions(groups)
+        return per, outer
+
+    def unit_bounds(
+        self,
+        call: Call,
+        plain: Call,
+        bound: Contribution | None,
+        frame: Relation,
+        k: Fraction | float,
+        notes: list[str],
+    ) -> tuple[float, float]:
+        """The clamp of a unit's contribution to a group: ``contribution_bounds_per_group``,
+        or public bounds it cannot exceed. BigQuery would otherwise choose bounds from the
+        data (spending part of epsilon); pinqpy never reads bounds off the data."""
+        if bound is not None and bound.kind == "group":
+            return bound.lo, bound.hi
+        if plain.name == "COUNT":
+            lo_hi: tuple[float, float] | None = (0.0, 1.0)
+            why = "a count of rows"
+        else:
+            lo_hi = (bound.lo, bound.hi) if bound is not None else None
+            why = f"each row clamped by {PER_ROW}" if lo_hi else "the values' bounds"
+            lo_hi = lo_hi or derive_bounds(plain.args[0], frame.bounds)
+        if lo_hi is None:
+            raise PrivacyError(
+                f"{call.to_sql()} needs bounds: write {plain.name}(..., {PER_GROUP} => (lo, "
+                "hi)) (each unit's total in a group clamped to [lo, hi]). Bounds are never "
+                "read off the data"
+            )
+        lo, hi = lo_hi
+        if plain.name != "AVG":  # a total of up to k rows
+            if k == INF:
+                raise PrivacyError(
+                    f"{call.to_sql()} needs {PER_GROUP} => (lo, hi): the rows of a unit are "
+                    "not bounded, so neither is its total (or give OPTIONS "
+                    "(max_rows_contributed = k))"
+                )
+            lo, hi = float(k) * min(lo, 0.0), float(k) * max(hi, 0.0)
+            why += f" times {k} rows per unit"
+        notes.append(
+            f"{call.to_sql()}: no {PER_GROUP}; BigQuery would pick bounds from the data, "
+            f"pinqpy clamps each unit's contribution to the public [{lo:g}, {hi:g}] ({why})"
+        )
+        return lo, hi
 
     def public_keys(
         self, gk: q.GroupKey, e: Expr, frame: Relation, rel: _Rel, ctype: str, delta: Fraction
@@ -1245,7 +1584,14 @@ def resolve_budget(
     return eps, dlt
 
 
-KNOWN_OPTIONS = {"epsilon", "delta", "noise", "privacy_unit_column", "max_groups_contributed"}
+KNOWN_OPTIONS = {
+    "epsilon",
+    "delta",
+    "noise",
+    "privacy_unit_column",
+    "max_groups_contributed",
+    "max_rows_contributed",
+}
 
 
 def compile_release(
@@ -1264,10 +1610,21 @@ def compile_release(
     noise = options.get("noise")
     if noise is not None and str(noise).lower() not in ("laplace", "gaussian"):
         raise _positioned(PinqError("OPTIONS noise must be 'laplace' or 'gaussian'"), text, "noise")
-    if "max_groups_contributed" in options:
-        raise PrivacyError(
-            "OPTIONS max_groups_contributed: bound each person's rows when registering the "
-            "table (max_rows=...); pinqpy does not take contribution bounds from the query"
+    for name in ("max_groups_contributed", "max_rows_contributed"):
+        value = options.get(name)
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not (whole and value >= 1):  # type: ignore[operator]
+            raise _positioned(
+                PinqError(f"OPTIONS {name} must be a positive whole number (or NULL)"), text, name
+            )
+    if "max_groups_contributed" in options and "max_rows_contributed" in options:
+        pos = option_pos(text, "max_rows_contributed")
+        raise PinqSyntaxError(
+            "OPTIONS max_groups_contributed and max_rows_contributed exclude each other (as in "
+            "BigQuery): bound either the groups or the rows of each unit",
+            text=text,
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
         )
     try:
         eps, dlt = resolve_budget(epsilon, delta, options)

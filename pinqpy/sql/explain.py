@@ -12,6 +12,8 @@ from pinqpy.expr.ast import Expr
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -116,6 +118,20 @@ class _Describe(PlanVisitor[str]):
             "(rows with a NULL unit dropped)"
         )
 
+    def visit_bound_groups(self, node: BoundGroups) -> str:
+        per_group = (
+            f", at most {node.max_rows_per_group} rows each"
+            if node.max_rows_per_group is not None
+            else ""
+        )
+        return (
+            f"Bound groups: at most {node.max_groups} groups of {', '.join(node.by)} per "
+            f"{node.unit!r}{per_group} (rows with a NULL unit dropped)"
+        )
+
+    def visit_bound_degree(self, node: BoundDegree) -> str:
+        return f"Bound degree: at most {node.max_rows} rows per {', '.join(node.columns)}"
+
 
 def _form(mech: object) -> str:
     """Which variance a variance mechanism releases: the sample form (VARIANCE, VAR, VAR_SAMP,
@@ -168,6 +184,9 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
             f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
             f"{sel.describe()}, delta {float(sel.delta):.3g}"
         )
+    if rel.notes:
+        lines += ["", "Differences from BigQuery:"]
+        lines += [f"  {note}" for note in rel.notes]
     total = CompositeCharge([meas.prepared.mechanism.charge for meas in rel.measurements])
     grouped = rel.target_lineage is not None
     lines.append("")

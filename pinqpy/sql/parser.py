@@ -247,11 +247,25 @@ class _Converter:
         options: _Options = ()
         if prefix is not None:
             word, options_node = prefix.children
-            if str(word).upper() != "DIFFERENTIAL_PRIVACY":
+            if str(word).upper() == "AGGREGATION_THRESHOLD":
+                raise self.error(
+                    "WITH AGGREGATION_THRESHOLD (k-anonymity style thresholding) is not "
+                    "differential privacy and pinqpy does not support it; write SELECT WITH "
+                    "DIFFERENTIAL_PRIVACY OPTIONS (epsilon = ..., delta = ...)",
+                    word,
+                )
+            if str(word).upper() not in ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION"):
                 raise self.error(
                     f"expected DIFFERENTIAL_PRIVACY after SELECT WITH, not {word}", word
                 )
-            options = self.merge_options((), options_node)
+            # BigQuery's OPTIONS may be left out when the call gives epsilon.
+            if options_node is not None:
+                options = self.merge_options((), options_node)
+            if str(word).upper() == "ANONYMIZATION":
+                # ZetaSQL's older clause: kappa is its name for max_groups_contributed.
+                options = tuple(
+                    ("max_groups_contributed" if k == "kappa" else k, v) for k, v in options
+                )
         top, *item_nodes = items.children
         return Select(
             items=tuple(self.select_item(c) for c in item_nodes),
@@ -427,6 +441,10 @@ class _Converter:
             return True
         if kind == "opt_false":
             return False
+        if kind == "opt_null":
+            return None
+        if kind == "opt_qualified_name":  # privacy_unit_column = members.id
+            return ".".join(self.ident(c) for c in t.children)
         # A bare name (BigQuery's privacy_unit_column=pid) is read as its text.
         return self.ident(t.children[0])
 
