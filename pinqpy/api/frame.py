@@ -39,7 +39,7 @@ from pinqpy.engines.registry import read_file, wrap
 from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
 from pinqpy.pipeline import prepare, run
-from pinqpy.pipeline.relation import Relation
+from pinqpy.pipeline.relation import Relation, positive_int
 from pinqpy.plan.nodes import PlanNode
 from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import AccuracyPreview
@@ -429,8 +429,32 @@ class PrivateFrame:
         """Distinct rows of this frame not in ``other`` (EXCEPT). Stability 1 per input."""
         return self._set_op(other, "difference")
 
-    def bound_contributions(self, max_rows: int) -> PrivateFrame:
+    def bound_contributions(
+        self,
+        max_rows: int | None = None,
+        *,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        by: str | list[str] | None = None,
+    ) -> PrivateFrame:
         """Keep at most ``max_rows`` rows per privacy unit, chosen at random.
+
+        With ``max_groups=G`` and ``by=``: keep, per privacy unit, at most ``G`` distinct
+        values of the ``by`` column(s), chosen at random, and with ``max_rows_per_group=k`` at
+        most ``k`` rows of each kept group, chosen at random; ``max_rows`` may be added as an
+        overall cap (applied after). A NULL ``by`` value is one group. The stability is
+        ``min(G·k, max_rows)`` (infinite with neither ``k`` nor ``max_rows``). A
+        :meth:`partition` (or a SQL GROUP BY) on exactly the ``by`` columns then charges the
+        parent as ``G`` parts at stability ``k``: ``G·k·epsilon`` under Laplace noise, and
+        under Gaussian noise the L2 sensitivity ``sqrt(G)·k`` (``G·k²·rho`` in zCDP terms)
+        instead of ``G·k``.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"uid": [1, 1, 1, 2], "city": ["A", "B", "C", "A"]})
+        >>> f = pq.PrivateFrame(df, pq.Budget(1.0), privacy_unit="uid")
+        >>> b = f.bound_contributions(max_groups=2, max_rows_per_group=1, by="city")
+        >>> list(b.stabilities.values())
+        [Fraction(2, 1)]
 
         Turns a user-level frame (infinite stability) into one of stability ``max_rows``.
         Rows whose privacy unit is NULL (None, NaN, NA) belong to no known person and are
@@ -443,7 +467,62 @@ class PrivateFrame:
         kept rows of their unit (themselves and one they displace), so their stability
         doubles.
         """
-        return self._wrap(self._rel.bound_contributions(max_rows))
+        grouped = max_groups is not None or max_rows_per_group is not None or by is not None
+        if not grouped:
+            if max_rows is None:
+                raise PinqError(
+                    "bound_contributions needs max_rows=k, or max_groups=G with by=... "
+                    "(and max_rows_per_group=k)"
+                )
+            return self._wrap(self._rel.bound_contributions(max_rows))
+        if max_groups is None:
+            raise PinqError(
+                "bound_contributions: by= and max_rows_per_group= go with max_groups=G, the "
+                "number of distinct by values kept per person"
+            )
+        if by is None:
+            raise PinqError(
+                "bound_contributions: max_groups needs by=, the column(s) whose distinct "
+                "values are counted per person"
+            )
+        if isinstance(by, str):
+            cols: tuple[str, ...] = (by,)
+        elif isinstance(by, list | tuple):
+            cols = tuple(by)
+        else:
+            raise PinqError("by must be a column name or a list of column names")
+        rel = self._rel
+        if max_rows is not None:
+            # Checked before any node is built, so a bad value is reported first.
+            positive_int(max_rows, "max_rows")
+        rel = rel.bound_groups(cols, max_groups, max_rows_per_group)
+        if max_rows is not None:
+            rel = rel.bound_contributions(max_rows)
+        return self._wrap(rel)
+
+    def bound_degree(self, column: str | list[str], max_rows: int) -> PrivateFrame:
+        """PINQ's BoundDegree: keep at most ``max_rows`` rows per value of ``column`` (or of
+        several columns), chosen at random; a NULL value is one key.
+
+        Meant for record-level tables, for instance the edges of a graph: after
+        ``edges.bound_degree("src", d)`` every node has out-degree at most ``d``. Stability 2:
+        one added edge can join its key's kept rows and evict another one. On a user-level
+        frame the privacy unit survives only when ``column`` includes it (otherwise one
+        person's rows could evict another's).
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> edges = pd.DataFrame({"src": [1, 1, 1, 2], "dst": [2, 3, 4, 1]})
+        >>> f = pq.PrivateFrame(edges, pq.Budget(1.0)).bound_degree("src", 2)
+        >>> list(f.stabilities.values())
+        [Fraction(2, 1)]
+        """
+        if isinstance(column, str):
+            cols: tuple[str, ...] = (column,)
+        elif isinstance(column, list | tuple):
+            cols = tuple(column)
+        else:
+            raise PinqError("bound_degree's column must be a column name or a list of names")
+        return self._wrap(self._rel.bound_degree(cols, max_rows))
 
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None

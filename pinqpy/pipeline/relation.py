@@ -40,6 +40,8 @@ from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -56,7 +58,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, draws_afresh
+from pinqpy.plan.stability import INF, draws_afresh, unit_spread
 
 __all__ = ["ExprInput", "Relation"]
 
@@ -421,6 +423,78 @@ class Relation:
             )
         return Relation(BoundContributions(self.plan, unit, k), self.catalog)
 
+    def bound_groups(
+        self, by: tuple[str, ...], max_groups: int, max_rows_per_group: int | None
+    ) -> Relation:
+        """Per privacy unit: at most ``max_groups`` distinct values of the ``by`` columns,
+        chosen at random, and at most ``max_rows_per_group`` rows of each kept group (all when
+        None), chosen at random. Rows whose unit is NULL are dropped; a NULL ``by`` value is
+        a group like any other.
+
+        Stability for the unit's budget ``max_groups·max_rows_per_group`` (infinite without a
+        per-group cap: follow with :meth:`bound_contributions`); derived in
+        :mod:`pinqpy.plan.stability`. A split or GROUP BY on exactly ``by`` then charges the
+        parent as ``max_groups`` parts at stability ``max_rows_per_group``
+        (:meth:`partition_agent`).
+        """
+        g = positive_int(max_groups, "max_groups")
+        k = (
+            None
+            if max_rows_per_group is None
+            else positive_int(max_rows_per_group, "max_rows_per_group")
+        )
+        if isinstance(by, str) or not isinstance(by, tuple | list):
+            raise PinqError("by must be a tuple of column names")
+        if not by:
+            raise PinqError("bounding groups needs at least one by column")
+        cols = tuple(dict.fromkeys(self.check_columns(by)))
+        unit = self.meta.privacy_unit
+        if unit is None:
+            raise PrivacyError(
+                "bounding the groups per person needs a user-level frame: create the "
+                "PrivateFrame with privacy_unit='<id column>' and keep that column unchanged "
+                "until you bound it (max_groups= counts the groups of each person; on a "
+                "record-level table use bound_degree to cap the rows per key)"
+            )
+        unit_id = self.meta.ids[unit]
+        clash = next((c for c in cols if self.meta.ids[c] == unit_id), None)
+        if clash is not None:
+            raise PinqError(
+                f"by column {clash!r} is the privacy unit: each person is one group of it "
+                "already; bound their rows with max_rows= instead"
+            )
+        return Relation(BoundGroups(self.plan, unit, cols, g, k), self.catalog)
+
+    def bound_degree(self, columns: tuple[str, ...], max_rows: int) -> Relation:
+        """PINQ's per-key degree cap: at most ``max_rows`` rows per value of ``columns``,
+        chosen at random (a NULL value is one key). Stability 2 per unit of the input's
+        stability (a new row can join its key and evict one kept row); derived in
+        :mod:`pinqpy.plan.stability`."""
+        b = positive_int(max_rows, "max_rows")
+        if isinstance(columns, str) or not isinstance(columns, tuple | list):
+            raise PinqError("bound_degree's columns must be a tuple of column names")
+        if not columns:
+            raise PinqError("bound_degree needs at least one key column")
+        cols = tuple(dict.fromkeys(self.check_columns(columns)))
+        return Relation(BoundDegree(self.plan, cols, b), self.catalog)
+
+    def partition_agent(self, columns: tuple[str, ...]) -> PartitionAgent:
+        """The privacy agent of a split of this relation by ``columns`` (a partition, or a
+        GROUP BY release): PINQ's largest-part rule, with fresh draws when the relation keeps
+        rows chosen anew on every read, and with the spread of a group-bounded relation when
+        ``columns`` are exactly its ``by`` columns (see
+        :meth:`pinqpy.accounting.agents.PartitionAgent.parent_usage`)."""
+        lineage = self.lineage()
+        spread = unit_spread(self.plan, tuple(columns))
+        per_unit: dict[object, tuple[int, Fraction]] = {}
+        if spread is not None:
+            agent = self.catalog.agent(spread.agent)
+            if lineage.get(agent) == spread.total:
+                per_unit[agent] = (spread.max_parts, spread.per_part)
+        return PartitionAgent(
+            lineage, fresh_draws=draws_afresh(self.plan), max_parts_per_unit=per_unit
+        )
+
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
     ) -> tuple[PartitionRef, Relation]:
@@ -443,7 +517,7 @@ class Relation:
         key_tuple = check_keys(keys, cols, self.meta.schema)  # type: ignore[arg-type]
         lineage = self.lineage()
         self.require_bounded(lineage, "partition")
-        agent = PartitionAgent(lineage, fresh_draws=draws_afresh(self.plan))
+        agent = self.partition_agent(cols)
         ref = PartitionRef(self.plan, cols, key_tuple, agent_name(agent))
         return ref, Relation(self.plan, self.catalog.with_agent(ref.agent, agent))
 

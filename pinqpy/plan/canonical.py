@@ -23,6 +23,8 @@ from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -98,6 +100,15 @@ class _Canonical(PlanVisitor[str]):
 
     def visit_bound_contributions(self, node: BoundContributions) -> str:
         return f"bound({self.visit(node.child)};{node.unit},{node.max_rows})"
+
+    def visit_bound_groups(self, node: BoundGroups) -> str:
+        return (
+            f"boundgroups({self.visit(node.child)};{node.unit!r};{node.by!r};"
+            f"{node.max_groups},{node.max_rows_per_group})"
+        )
+
+    def visit_bound_degree(self, node: BoundDegree) -> str:
+        return f"bounddegree({self.visit(node.child)};{node.columns!r};{node.max_rows})"
 
 
 def _public_hash(data: object) -> int:

@@ -15,6 +15,8 @@ The rules, each keeping a fact only where the transformation provably preserves 
   distinct, grouping by it, a public join, a private join *on* it with a side of the same
   unit domain, and set operations whose two sides carry the same unit domain in the same
   column;
+- bound_groups keeps the unit (its choice is per unit); bound_degree keeps it only when the
+  unit column is one of its key columns;
 - uniqueness comes only from distinct, groupby keys, set semantics and a join of two unique
   sides, and is dropped as soon as one of its columns is gone.
 """
@@ -32,6 +34,8 @@ from pinqpy.expr.types import ColumnType
 from pinqpy.plan.meta import ColumnId, FrameMeta, UnitDomain, check_column_name
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -243,6 +247,22 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
     def visit_bound_contributions(self, node: BoundContributions) -> FrameMeta:
         # A subset of the rows: every fact still holds.
         return self.visit(node.child)
+
+    def visit_bound_groups(self, node: BoundGroups) -> FrameMeta:
+        # A subset of the rows, chosen per unit from that unit's rows alone: every fact
+        # (bounds, keys, uniqueness, the unit) still holds.
+        return self.visit(node.child)
+
+    def visit_bound_degree(self, node: BoundDegree) -> FrameMeta:
+        # A subset of the rows: bounds, keys and uniqueness hold. The unit survives only when
+        # its column is among the capped key columns: then every key's rows are one unit's
+        # and a unit's kept rows depend on its own rows alone. Otherwise one unit's rows can
+        # evict another unit's, which the unit-level rules (bound_contributions) must not
+        # be told is impossible.
+        child = self.visit(node.child)
+        if child.privacy_unit is not None and child.privacy_unit in node.columns:
+            return child
+        return _meta(child, unit=None)
 
 
 def _meta(base: FrameMeta, **changes: object) -> FrameMeta:

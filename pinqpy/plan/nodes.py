@@ -26,6 +26,8 @@ from pinqpy.expr.ast import Call, Expr
 
 __all__ = [
     "BoundContributions",
+    "BoundDegree",
+    "BoundGroups",
     "Distinct",
     "Explode",
     "GroupBy",
@@ -280,6 +282,37 @@ class BoundContributions(PlanNode):
         return (self.child,)
 
 
+@dataclass(frozen=True, eq=False)
+class BoundGroups(PlanNode):
+    """Per privacy unit (column ``unit``): at most ``max_groups`` distinct values of ``by``,
+    chosen at random, and at most ``max_rows_per_group`` rows of each (all when None), chosen
+    at random. Rows whose unit is NULL are dropped; a NULL ``by`` value is one group."""
+
+    child: PlanNode
+    unit: str
+    by: tuple[str, ...]
+    max_groups: int
+    max_rows_per_group: int | None
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class BoundDegree(PlanNode):
+    """PINQ's per-key degree cap: at most ``max_rows`` rows per value of ``columns``, chosen at
+    random (a NULL value is one key)."""
+
+    child: PlanNode
+    columns: tuple[str, ...]
+    max_rows: int
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.child,)
+
+
 class PlanVisitor(ABC, Generic[T]):
     """A function over plans with one case per node kind; every case is required."""
 
@@ -318,6 +351,12 @@ class PlanVisitor(ABC, Generic[T]):
 
     @abstractmethod
     def visit_bound_contributions(self, node: BoundContributions) -> T: ...
+
+    @abstractmethod
+    def visit_bound_groups(self, node: BoundGroups) -> T: ...
+
+    @abstractmethod
+    def visit_bound_degree(self, node: BoundDegree) -> T: ...
 
 
 def node_kinds() -> list[type[PlanNode]]:

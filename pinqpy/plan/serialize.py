@@ -45,6 +45,8 @@ from pinqpy.expr.serialize import (
 )
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -68,7 +70,8 @@ __all__ = ["PLAN_FORMAT", "from_json", "plan_from_data", "plan_to_data", "to_jso
 PLAN_FORMAT = "pinqpy-plan"
 
 # Field shapes: "node" (another node, by position), "partition" (a PartitionRef, by
-# position), "table" / "public" (by id), "str", "int", "bool", "strs" (a tuple of text),
+# position), "table" / "public" (by id), "str", "int", "int?" (a whole number or None),
+# "bool", "strs" (a tuple of text),
 # "value" (any plain value), "values" (a tuple of them), "expr", "call" (an aggregate call),
 # "predicate" (an expression; a callable is refused), "outputs" ((name, expression) pairs),
 # "aggs" ((name, call) pairs), "row_bounds" (None or a pair of whole numbers), and
@@ -91,6 +94,14 @@ _NODE_FIELDS: dict[type, dict[str, str]] = {
     },
     SetOp: {"kind": "one of:concat,union,intersect,difference", "left": "node", "right": "node"},
     BoundContributions: {"child": "node", "unit": "str", "max_rows": "int"},
+    BoundGroups: {
+        "child": "node",
+        "unit": "str",
+        "by": "strs",
+        "max_groups": "int",
+        "max_rows_per_group": "int?",
+    },
+    BoundDegree: {"child": "node", "columns": "strs", "max_rows": "int"},
     PartitionRef: {"parent": "node", "key_columns": "strs", "keys": "values", "agent": "str"},
 }
 _TABLE_FIELDS: dict[str, str] = {
@@ -331,6 +342,8 @@ class _Reader:
             return None if x is None else _of(str, "text")(x)
         if shape == "int":
             return _int(x)
+        if shape == "int?":
+            return None if x is None else _int(x)
         if shape == "bool":
             return _of(bool, "true or false")(x)
         if shape.startswith("one of:"):

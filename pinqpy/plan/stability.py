@@ -14,11 +14,14 @@ checks every rule on random neighbouring datasets.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 from pinqpy.plan.facts import facts_of
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -34,7 +37,15 @@ from pinqpy.plan.nodes import (
     walk,
 )
 
-__all__ = ["INF", "Lineage", "StabilityVisitor", "draws_afresh", "lineage_of"]
+__all__ = [
+    "INF",
+    "Lineage",
+    "Spread",
+    "StabilityVisitor",
+    "draws_afresh",
+    "lineage_of",
+    "unit_spread",
+]
 
 INF = math.inf
 Stability = Fraction | float  # float only for math.inf
@@ -131,11 +142,46 @@ class StabilityVisitor(PlanVisitor[Lineage]):
         # That holds only while the column really carries one budget's units (the facts say
         # so, whatever it is called); then rows of other agents in the child (if any) each
         # move at most two kept rows of their group: themselves and one they displace.
+        # When the child's rows are unit-local (see _unit_local) the unit changes only its own
+        # child rows, at most child[owner] of them, so it changes at most
+        # min(max_rows, child[owner]) kept rows.
         child = self.visit(node.child)
         owner = _unit_agent(node.child, (node.unit,))
         if owner is None:
             return _scale(child, INF)
-        return _by_unit(child, owner, Fraction(node.max_rows))
+        k: Stability = Fraction(node.max_rows)
+        if _unit_local(node.child) and child.get(owner, INF) != INF:
+            k = min(k, child[owner])
+        return _by_unit(child, owner, k)
+
+    def visit_bound_groups(self, node: BoundGroups) -> Lineage:
+        # Per unit, groups are chosen by a salted hash of (unit, group value) and rows by a
+        # salted hash of the row, neither depending on other units' rows: a unit's arrival
+        # or departure changes only its own kept rows, at most max_groups·max_rows_per_group
+        # of them (INF without a per-group cap). Rows of other agents in the child (if any)
+        # move at most 2·max_rows_per_group + 2 kept rows each: a row with a new group value
+        # can evict a whole kept group (<= max_rows_per_group rows) and add itself; one in a
+        # kept group displaces at most one row (2). Refused unless the column still carries
+        # one budget's units, as for bound_contributions.
+        child = self.visit(node.child)
+        owner = _unit_agent(node.child, (node.unit,))
+        if owner is None:
+            return _scale(child, INF)
+        k = node.max_rows_per_group
+        if k is None:
+            return _by_unit(child, owner, INF, INF)
+        own: Stability = Fraction(node.max_groups * k)
+        if _unit_local(node.child) and child.get(owner, INF) != INF:
+            own = min(own, child[owner])  # it changes only its own child rows
+        return _by_unit(child, owner, own, Fraction(2 * k + 2))
+
+    def visit_bound_degree(self, node: BoundDegree) -> Lineage:
+        # Each key keeps its max_rows rows of lowest salted-hash priority, a priority that
+        # depends on the row alone. Adding a row changes only its key's kept rows: it joins
+        # them, and if the key already had max_rows kept rows it evicts the one of highest
+        # priority: at most 2 changed rows (removing a row is the reverse). So 2 per changed
+        # input row, for every agent.
+        return _scale(self.visit(node.child), Fraction(2))
 
 
 def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> str | None:
@@ -147,11 +193,21 @@ def _unit_agent(child: PlanNode, columns: tuple[str, ...]) -> str | None:
     return facts.unit[1].agent
 
 
-def _by_unit(child: Lineage, owner: str, k: Stability) -> Lineage:
+def _by_unit(child: Lineage, owner: str, k: Stability, others: Stability = Fraction(2)) -> Lineage:
     out: Lineage = {}
     for agent, s in child.items():
-        out[agent] = k if agent == owner else _mul(s, Fraction(2))
+        out[agent] = k if agent == owner else _mul(s, others)
     return out
+
+
+def _unit_local(node: PlanNode) -> bool:
+    """Whether every row of ``node`` belongs to the unit its unit column names and each unit's
+    rows are a function of that unit's input rows alone: true of a per-unit truncation
+    (bound_contributions, bound_groups) under row-wise where and select (the facts keep the
+    unit only while its column passes through unchanged)."""
+    while isinstance(node, Where | Select):
+        node = node.child
+    return isinstance(node, BoundContributions | BoundGroups)
 
 
 _VISITOR = StabilityVisitor()
@@ -178,6 +234,71 @@ def draws_afresh(plan: PlanNode) -> bool:
     :class:`pinqpy.accounting.agents.PartitionAgent`).
     """
     return any(
-        isinstance(node, BoundContributions) or (isinstance(node, Join) and node.bounds)
+        isinstance(node, BoundContributions | BoundGroups | BoundDegree)
+        or (isinstance(node, Join) and node.bounds)
         for node in walk(plan)
     )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How one agent's units spread over the parts of a split on a group-bounded frame.
+
+    One unit of ``agent`` has rows in at most ``max_parts`` parts, at most ``per_part`` rows
+    in each and at most ``total`` rows in all (``total <= max_parts·per_part``).
+    """
+
+    agent: str
+    max_parts: int
+    per_part: Fraction
+    total: Fraction
+
+
+def unit_spread(plan: PlanNode, columns: tuple[str, ...]) -> Spread | None:
+    """The :class:`Spread` of a split of ``plan`` by exactly the ``by`` columns of a
+    ``bound_groups`` under it, or None.
+
+    The ``bound_groups`` node must be reached from ``plan`` through row-wise where and select
+    and per-unit ``bound_contributions`` only, and ``columns`` must be exactly its ``by``
+    columns by identity (:mod:`pinqpy.plan.facts`: a rename keeps it, a recomputed column
+    does not). Derivation: after ``bound_groups(by, G, k)`` a unit's rows carry at most ``G``
+    distinct ``by`` values, at most ``k`` rows each; where drops rows, select maps them one to
+    one without changing the identity of the ``by`` columns, and ``bound_contributions(m)``
+    keeps a subset of at most ``m`` per unit. So a unit lands in at most ``G`` parts of the
+    split, at most ``min(k, m)`` rows in each, ``min(G·k, m)`` in all; the latter is also the
+    plan's stability for the unit's agent (:class:`StabilityVisitor`).
+    """
+    facts = facts_of(plan)
+    if any(c not in facts.ids for c in columns) or len(set(columns)) != len(columns):
+        return None
+    node = plan
+    cap: Stability = INF
+    while True:
+        if isinstance(node, Where | Select):
+            node = node.child
+        elif isinstance(node, BoundContributions):
+            cap = min(cap, Fraction(node.max_rows))
+            node = node.child
+        elif isinstance(node, BoundGroups):
+            break
+        else:
+            return None
+    if node.max_rows_per_group is None and cap == INF:
+        return None
+    below = facts_of(node)
+    if {facts.ids[c] for c in columns} != {below.ids[c] for c in node.by}:
+        return None
+    if len(columns) != len(node.by):
+        return None
+    owner = _unit_agent(node.child, (node.unit,))
+    if owner is None:
+        return None
+    total = lineage_of(plan).get(owner, INF)
+    if total == INF:
+        return None
+    per_part = min(
+        Fraction(node.max_rows_per_group) if node.max_rows_per_group is not None else INF,
+        cap,
+        total,
+    )
+    return Spread(owner, node.max_groups, Fraction(per_part), Fraction(total))

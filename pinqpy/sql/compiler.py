@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts, PartitionAgent
+from pinqpy.accounting.agents import AllParts
 from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.core.exact import to_fraction
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
@@ -765,7 +765,7 @@ class _Compiler:
         key_selection = None
         target_lineage = None
         if key_cols:
-            target_lineage = {AllParts(PartitionAgent(frame.lineage())): Fraction(1)}
+            target_lineage = {AllParts(frame.partition_agent(tuple(key_cols))): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
                 mech = _key_selection(

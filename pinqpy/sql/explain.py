@@ -12,6 +12,8 @@ from pinqpy.expr.ast import Expr
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -115,6 +117,20 @@ class _Describe(PlanVisitor[str]):
             f"Bound contributions: at most {node.max_rows} rows per {node.unit!r} "
             "(rows with a NULL unit dropped)"
         )
+
+    def visit_bound_groups(self, node: BoundGroups) -> str:
+        per_group = (
+            f", at most {node.max_rows_per_group} rows each"
+            if node.max_rows_per_group is not None
+            else ""
+        )
+        return (
+            f"Bound groups: at most {node.max_groups} groups of {', '.join(node.by)} per "
+            f"{node.unit!r}{per_group} (rows with a NULL unit dropped)"
+        )
+
+    def visit_bound_degree(self, node: BoundDegree) -> str:
+        return f"Bound degree: at most {node.max_rows} rows per {', '.join(node.columns)}"
 
 
 def _tree(

@@ -88,6 +88,9 @@ def _plans(f):
         "public": b.join(PUBLIC, on="sex"),
         "by unit": f.groupby("pid").agg(n="COUNT(*)"),
         "sets": b.intersect(b.where("age > 40")).difference(b.where("age > 50")),
+        "bound groups": f.bound_contributions(max_groups=2, max_rows_per_group=1, by="sex"),
+        "bound groups, open": f.bound_contributions(max_rows=3, max_groups=1, by=["sex", "age"]),
+        "bound degree": b.bound_degree(["sex"], 2),
     }
 
 

@@ -118,6 +118,12 @@ UNARY = {
     "chain": lambda f: (
         f.where("k < 3").explode("items", max_items=3).groupby("k").agg(n="COUNT(*)")
     ),
+    # PINQ's BoundDegree: a new row joins its key and may evict one kept row (stability 2).
+    "bound_degree": lambda f: f.bound_degree("k", max_rows=2),
+    "bound_degree_one": lambda f: f.bound_degree("s", max_rows=1),
+    "bound_degree_two_columns": lambda f: f.bound_degree(["k", "s"], max_rows=1),
+    "bound_degree_null_keys": lambda f: f.bound_degree("v", max_rows=1),  # v may be NULL
+    "bound_degree_then_where": lambda f: f.bound_degree("k", max_rows=1).where("v > 0"),
 }
 
 
@@ -215,6 +221,38 @@ USER = {
         f.bound_contributions(max_rows=2).groupby("k").agg(n="COUNT(*)")
     ),
     "self_concat_then_bound": lambda f: f.concat(f).bound_contributions(max_rows=3),
+    # bound_groups: a unit changes at most its own kept rows, min(G·k, max_rows).
+    "bound_groups": lambda f: f.bound_contributions(max_groups=2, max_rows_per_group=1, by="k"),
+    "bound_groups_three": lambda f: f.bound_contributions(
+        max_groups=3, max_rows_per_group=2, by="k"
+    ),
+    "bound_groups_capped": lambda f: f.bound_contributions(
+        max_rows=3, max_groups=2, max_rows_per_group=2, by="k"
+    ),
+    "bound_groups_cap_only": lambda f: f.bound_contributions(max_rows=2, max_groups=1, by="k"),
+    "bound_groups_two_by": lambda f: f.bound_contributions(
+        max_groups=2, max_rows_per_group=1, by=["k", "v"]
+    ),
+    "bound_groups_null_by": lambda f: f.assign(w="NULLIF(k, 0)").bound_contributions(
+        max_groups=2, max_rows_per_group=1, by="w"
+    ),
+    "bound_groups_renamed_by": lambda f: f.select("pid", "v", kk="k").bound_contributions(
+        max_groups=1, max_rows_per_group=2, by="kk"
+    ),
+    "bound_groups_reassigned_by": lambda f: f.assign(k="v").bound_contributions(
+        max_groups=2, max_rows_per_group=1, by="k"
+    ),
+    "bound_groups_then_where": lambda f: f.bound_contributions(
+        max_groups=2, max_rows_per_group=2, by="k"
+    ).where("v > 0"),
+    "bound_then_bound_groups": lambda f: f.bound_contributions(max_rows=2).bound_contributions(
+        max_groups=3, max_rows_per_group=3, by="k"
+    ),
+    "bound_groups_then_groupby": lambda f: (
+        f.bound_contributions(max_groups=2, max_rows_per_group=1, by="k")
+        .groupby("k")
+        .agg(n="COUNT(*)")
+    ),
 }
 
 
@@ -260,6 +298,35 @@ def test_stability_partition_parts(engine: str) -> None:
     prop()
 
 
+def test_stability_bound_groups_parts(engine: str) -> None:
+    """Split on exactly the ``by`` column after bound_groups(G, k): a new user changes at most
+    G parts, each by at most k rows (what the partition agent charges for)."""
+
+    @fast(engine)
+    @given(
+        users=st.lists(user_rows, max_size=6),
+        new_user=st.lists(st.integers(0, 5), min_size=1, max_size=12),
+        g=st.integers(1, 3),
+        k=st.integers(1, 2),
+        seed=st.integers(0, 2**16),
+    )
+    def prop(users, new_user, g, k, seed):
+        budget = pq.Budget(epsilon=1)
+        keys = list(range(6))
+
+        def parts(data):
+            f = pq.PrivateFrame(user_df(data), budget, privacy_unit="pid")
+            b = f.bound_contributions(max_groups=g, max_rows_per_group=k, by="k")
+            return b.partition("k", keys=keys)
+
+        p1, p2 = parts(users), parts([*users, new_user])
+        diffs = [sym_diff(run(p1[key], seed), run(p2[key], seed)) for key in keys]
+        assert sum(1 for d in diffs if d) <= g
+        assert max(diffs) <= k
+
+    prop()
+
+
 def test_declared_stabilities(engine: str) -> None:
     b = pq.Budget(epsilon=1)
     f = pq.PrivateFrame(to_df([]), b)
@@ -276,3 +343,21 @@ def test_declared_stabilities(engine: str) -> None:
     assert u.groupby("pid").agg(n="COUNT(*)").stability == 1
     assert u.groupby("k").agg(n="COUNT(*)").stability == math.inf
     assert set(f._rel.catalog.lineage(f.concat(f)._plan)) == {b}
+    assert f.bound_degree("k", max_rows=3).stability == 2
+    assert f.explode("items", max_items=2).bound_degree("k", max_rows=1).stability == 4
+
+    def groups(**kw):
+        return u.bound_contributions(by="k", **kw).stability
+
+    assert groups(max_groups=3, max_rows_per_group=2) == 6
+    assert groups(max_groups=3, max_rows_per_group=2, max_rows=4) == 4
+    assert groups(max_groups=3, max_rows_per_group=2, max_rows=9) == 6
+    assert groups(max_groups=3, max_rows=4) == 4
+    assert groups(max_groups=3) == math.inf
+    # After bound_contributions(2), a unit has at most 2 rows to keep.
+    assert (
+        u.bound_contributions(max_rows=2)
+        .bound_contributions(max_groups=3, max_rows_per_group=2, by="k")
+        .stability
+        == 2
+    )

@@ -28,6 +28,8 @@ from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -348,6 +350,37 @@ def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) ->
     return df.take(keep).reset_index(drop=True)
 
 
+def _bound_groups(
+    df: pd.DataFrame, unit: str, by: tuple[str, ...], max_groups: int, per_group: int | None
+) -> pd.DataFrame:
+    """Per ``unit``: the ``max_groups`` values of ``by`` of lowest salted-hash priority, then
+    the ``per_group`` rows of lowest priority of each (all when None).
+
+    A group's priority is the smallest salted hash of its rows' ``(unit, by)`` values (all
+    equal but for the spelling of NULL), so it depends on the unit's own rows and the salt
+    alone, as the truncation of :func:`_truncate_per_key` does for rows.
+    """
+    pairs = (unit, *by)
+    df = _drop_unhashable(df, pairs)
+    if len(df) == 0:
+        return df
+    codes = _codes(df, pairs)
+    n_groups = int(codes.max()) + 1
+    group_prio = np.full(n_groups, np.iinfo(np.uint64).max, dtype=np.uint64)
+    np.minimum.at(group_prio, codes, _random_priorities(df[list(pairs)]))
+    group_unit = np.empty(n_groups, dtype=np.int64)
+    group_unit[codes] = _codes(df, (unit,))
+    kept = np.zeros(n_groups, dtype=bool)
+    kept[_keep_first_per_group(group_unit, group_prio, max_groups)] = True
+    rows = kept[codes]
+    if not rows.all():
+        df, codes = df.loc[rows].reset_index(drop=True), codes[rows]
+    if per_group is None or len(df) == 0:
+        return df
+    keep = _keep_first_per_group(codes, _random_priorities(df), per_group)
+    return df.take(keep).reset_index(drop=True)
+
+
 _SQL_AGGS = {"SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "MEDIAN": "median"}
 
 
@@ -520,6 +553,18 @@ class _PlanRunner(PlanVisitor[_Relation]):
         # A row whose unit is NULL belongs to no known person: it is dropped.
         df = _drop_null_keys(self.visit(node.child).materialize(), (node.unit,))
         return _Relation(_truncate_per_key(df, (node.unit,), node.max_rows))
+
+    def visit_bound_groups(self, node: BoundGroups) -> _Relation:
+        # As bound_contributions: a row whose unit is NULL belongs to no known person.
+        df = _drop_null_keys(self.visit(node.child).materialize(), (node.unit,))
+        return _Relation(
+            _bound_groups(df, node.unit, node.by, node.max_groups, node.max_rows_per_group)
+        )
+
+    def visit_bound_degree(self, node: BoundDegree) -> _Relation:
+        # A NULL key is one key, as in a bounded join's truncation.
+        df = self.visit(node.child).materialize()
+        return _Relation(_truncate_per_key(df, node.columns, node.max_rows))
 
 
 def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:

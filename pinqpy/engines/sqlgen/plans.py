@@ -26,6 +26,8 @@ from pinqpy.engines.sqlgen.expressions import (
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -446,6 +448,45 @@ class CtePlanSql(PlanVisitor[R]):
     def visit_bound_contributions(self, node: BoundContributions) -> R:
         # A row whose unit is NULL belongs to no known person: it is dropped.
         return self.truncate(self.visit(node.child), (node.unit,), node.max_rows, drop_null=True)
+
+    def visit_bound_groups(self, node: BoundGroups) -> R:
+        """Per unit, the ``max_groups`` groups of lowest salted hash of ``(unit, by)`` (ties,
+        which a 64-bit hash makes all but impossible, broken by the ``by`` values so that
+        never more are kept), then the ``max_rows_per_group`` rows of lowest row priority of
+        each: both priorities depend on the unit's own rows and the salt alone, as in
+        :meth:`truncate`. Rows whose unit is NULL are dropped; a NULL ``by`` value (NaN read
+        as NULL) is one group."""
+        pairs = (node.unit, *node.by)
+        child = self.typed(self.normalized(self.visit(node.child), pairs))
+        cols = self.columns(child)
+        dtypes = {c.name: c.dtype for c in cols}
+        d = self.d
+        gprio = d.row_priority([d.ident(c) for c in pairs if d.hashable(dtypes.get(c))])
+        prio = d.row_priority([d.ident(c.name) for c in cols if d.hashable(c.dtype)])
+        unit = d.ident(node.unit)
+        by = ", ".join(d.ident(c) for c in node.by)
+        part = ", ".join(d.ident(c) for c in pairs)
+        prioritized = (
+            f"SELECT *, {gprio} AS __pinq_gprio, {prio} AS __pinq_prio "
+            f"FROM {self.name(child)} WHERE {unit} IS NOT NULL"
+        )
+        ranks = [
+            f"dense_rank() OVER (PARTITION BY {unit} ORDER BY __pinq_gprio, {by}) - 1 "
+            "AS __pinq_grank"
+        ]
+        keep = [f"__pinq_grank < {int(node.max_groups)}"]
+        if node.max_rows_per_group is not None:
+            ranks.append(
+                f"row_number() OVER (PARTITION BY {part} ORDER BY __pinq_prio) - 1 AS __pinq_rank"
+            )
+            keep.append(f"__pinq_rank < {int(node.max_rows_per_group)}")
+        inner = f"SELECT *, {', '.join(ranks)} FROM ({prioritized}) AS __pinq_p"
+        sql = f"SELECT {self.listed(cols)} FROM ({inner}) AS __pinq_r WHERE {' AND '.join(keep)}"
+        return self.add(sql, cols, [child], True)
+
+    def visit_bound_degree(self, node: BoundDegree) -> R:
+        # A NULL key is one key, as in a bounded join's truncation.
+        return self.truncate(self.visit(node.child), node.columns, node.max_rows)
 
     def visit_set_op(self, node: SetOp) -> R:
         left = self.visit(node.left)

@@ -12,9 +12,10 @@ is recomputed:
   The client's table id, agent name, schema, bounds, keys, privacy unit and
   ``allow_callables`` are never read. A table that is not granted is reported exactly like
   one that does not exist (:class:`TableNotFound`), so grants cannot be probed;
-* ``GroupBy.by_unit``, ``PublicJoin.multiplicity`` and ``BoundContributions.unit`` are
-  recomputed by the relation's methods; the client's values are never read. No stability is
-  ever sent: stabilities are derived from the rebuilt plan (:mod:`pinqpy.plan.stability`);
+* ``GroupBy.by_unit``, ``PublicJoin.multiplicity``, ``BoundContributions.unit`` and
+  ``BoundGroups.unit`` are recomputed by the relation's methods; the client's values are
+  never read. No stability is ever sent: stabilities are derived from the rebuilt plan
+  (:mod:`pinqpy.plan.stability`);
 * a public table's rows are those the request carries, snapshotted again by
   :meth:`~pinqpy.pipeline.relation.Relation.public_join`, which recomputes its key
   multiplicity; the client's declared schema is ignored;
@@ -54,6 +55,8 @@ from pinqpy.plan.catalog import agent_name
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import (
     BoundContributions,
+    BoundDegree,
+    BoundGroups,
     Distinct,
     Explode,
     GroupBy,
@@ -364,6 +367,14 @@ class Replayer(PlanVisitor[Relation]):
 
     def visit_bound_contributions(self, node: BoundContributions) -> Relation:
         return self.visit(node.child).bound_contributions(node.max_rows)
+
+    def visit_bound_groups(self, node: BoundGroups) -> Relation:
+        return self.visit(node.child).bound_groups(
+            node.by, node.max_groups, node.max_rows_per_group
+        )
+
+    def visit_bound_degree(self, node: BoundDegree) -> Relation:
+        return self.visit(node.child).bound_degree(node.columns, node.max_rows)
 
 
 def public_tables(data: Any, limits: Limits) -> dict[str, pd.DataFrame]:
