@@ -7,6 +7,7 @@ charge is accepted, and if any budget refuses, none is charged.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from pinqpy.plan.batch import batch
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
-from pinqpy.plan.stability import INF
+from pinqpy.plan.stability import INF, unit_spread
 from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.tables import NoisySeries
 
@@ -192,12 +193,33 @@ def _counted(
             if unit
             else f"{label} on a frame with unbounded contributions: bound them first"
         )
-    worst = max(stabilities.values(), default=Fraction(1))
     if max_groups is not None and len(stabilities) == 1:
         structure = (int(max_groups), 1)
     else:
-        structure = structure_for(worst)
+        structure = key_structure(base, cols)
     return base, lin, structure
+
+
+def key_structure(rel: Relation, columns: tuple[str, ...]) -> tuple[int, int]:
+    """``(G, k)``: at most how many keys of ``columns`` one privacy unit's rows of ``rel``
+    fall in, and at most how many rows in each (the structure key selection's threshold is
+    set for; :mod:`pinqpy.noise.keyselect`).
+
+    A relation bounded by groups on exactly ``columns`` (``bound_contributions(max_groups=G,
+    max_rows_per_group=k, by=columns)``, then row-wise steps) and drawing on one budget has
+    the spread :func:`~pinqpy.plan.stability.unit_spread` derives: at most ``G`` keys, at
+    most ``k`` rows each. Otherwise a unit of stability ``s`` may put its rows anywhere:
+    ``G = k = ceil(s)`` (the largest stability over the budgets: the threshold's delta must
+    hold for every budget's unit, and the structure is known for one unit only)."""
+    raw = rel.lineage()
+    lineage = flatten(raw)
+    worst = max(lineage.values(), default=Fraction(1))
+    spread = unit_spread(rel.plan, tuple(columns))
+    if spread is not None and len(lineage) == 1 and len(raw) == 1:
+        agent = rel.catalog.agent(spread.agent)
+        if raw.get(agent) == spread.total and spread.per_part != INF:
+            return min(spread.max_parts, math.ceil(spread.total)), math.ceil(spread.per_part)
+    return structure_for(worst)
 
 
 def _key_order(keys: list[Hashable]) -> list[int]:

@@ -42,7 +42,7 @@ from pinqpy.expr.ast import (
 )
 from pinqpy.expr.bounds import derive_bounds, derive_keys
 from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
-from pinqpy.noise.keyselect import KeySelectionMechanism, structure_for
+from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.pipeline.prepare import (
     Prepared,
     prepare_count,
@@ -52,6 +52,7 @@ from pinqpy.pipeline.prepare import (
     prepare_variance,
 )
 from pinqpy.pipeline.relation import Relation
+from pinqpy.pipeline.run import key_structure
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys, internal_names
 from pinqpy.plan.stability import INF
@@ -768,8 +769,9 @@ class _Compiler:
             target_lineage = {AllParts(frame.partition_agent(tuple(key_cols))): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
+                structure = key_structure(frame, tuple(key_cols))
                 mech = _key_selection(
-                    eps_each, delta, s_frac, gaussian, selection_index, delta_each
+                    eps_each, delta, structure, gaussian, selection_index, delta_each
                 )
                 key_selection = (frame, tuple(key_cols), mech)
                 group_desc = f"GROUP BY {keys_text} (keys selected privately: {mech.describe()})"
@@ -930,15 +932,16 @@ def _count_star(calls: list[Call]) -> int | None:
 def _key_selection(
     eps_each: Fraction,
     delta: Fraction,
-    stability: Fraction,
+    structure: tuple[int, int],
     gaussian: bool,
     selection_index: int | None,
     delta_each: Fraction | None,
 ) -> KeySelectionMechanism:
     """The private key selection of a GROUP BY (:mod:`pinqpy.noise.keyselect`).
 
-    Noise of a count at ``eps_each`` per row, threshold for a unit of the FROM clause's
-    stability ``s`` with no more structure known (``G = k = ceil(s)`` keys and rows), so the
+    Noise of a count at ``eps_each`` per row, threshold for a unit of the FROM clause with
+    ``structure = (G, k)`` (:func:`pinqpy.pipeline.run.key_structure`: at most ``G`` keys of
+    at most ``k`` rows; ``G = k = ceil(s)`` for stability ``s`` with no more known), so the
     charge at stability ``s`` is ``(s·eps_each, delta)`` for the Laplace: one measurement's
     epsilon share and the whole delta. With ``noise = 'gaussian'`` (stability 1) half of
     delta is the threshold's, and the other half is split over the Gaussian measurements;
@@ -955,7 +958,7 @@ def _key_selection(
     (it passed because its noise was high) and carries the per-query share, not half of the
     AVG's; using it would change what the mean's intervals state.
     """
-    g, k = structure_for(stability)
+    g, k = structure
     if gaussian:
         noise_delta = delta_each if selection_index is not None else None
         return KeySelectionMechanism(

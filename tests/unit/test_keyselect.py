@@ -358,3 +358,23 @@ def test_sql_count_star_is_the_key_selection():
     # scale 1 (not 2): every released count within 15 of the truth at this seed
     assert all(abs(n - true[k]) < 15 for k, n in zip(out["educ"], out["n"], strict=True))
     assert "KeySelection" in out.accuracy["n"].mechanism
+
+
+def test_group_bounded_frame_sets_the_threshold_for_its_g_keys_of_k_rows():
+    """bound_contributions(max_groups=3, max_rows_per_group=2, by=city): a person falls in at
+    most 3 cities, 2 rows each, so the threshold is 2 + m with 3·P(X >= m) <= delta at scale
+    6 (88), not the 6 + m of a unit of 6 rows anywhere (96)."""
+    rows = [{"uid": u, "city": f"c{(u + j) % 5}"} for u in range(400) for j in range(4)]
+    b = pq.Budget(epsilon=10, delta=1e-3)
+    f = pq.PrivateFrame(pd.DataFrame(rows * 2), b, privacy_unit="uid")
+    g = f.bound_contributions(max_groups=3, max_rows_per_group=2, by="city")
+    assert g.stability == 6
+    with pq.testing.seed(35):
+        keys = g.select_keys("city", epsilon=Fraction(1, 6), delta=1e-6)
+    mech = keys.counts.accuracy.mechanism
+    assert "threshold=88, unit <= 3 keys x 2 rows" in mech
+    assert b.spent == pq.Cost(1, 1e-6)
+    generic = f.bound_contributions(6)
+    with pq.testing.seed(35):
+        h = generic.histogram("city", epsilon=Fraction(1, 6), delta=1e-6)
+    assert "threshold=96, unit <= 6 keys x 6 rows" in h.accuracy.mechanism
