@@ -439,23 +439,6 @@ class PrivateFrame:
     ) -> PrivateFrame:
         """Keep at most ``max_rows`` rows per privacy unit, chosen at random.
 
-        With ``max_groups=G`` and ``by=``: keep, per privacy unit, at most ``G`` distinct
-        values of the ``by`` column(s), chosen at random, and with ``max_rows_per_group=k`` at
-        most ``k`` rows of each kept group, chosen at random; ``max_rows`` may be added as an
-        overall cap (applied after). A NULL ``by`` value is one group. The stability is
-        ``min(G·k, max_rows)`` (infinite with neither ``k`` nor ``max_rows``). A
-        :meth:`partition` (or a SQL GROUP BY) on exactly the ``by`` columns then charges the
-        parent as ``G`` parts at stability ``k``: ``G·k·epsilon`` under Laplace noise, and
-        under Gaussian noise the L2 sensitivity ``sqrt(G)·k`` (``G·k²·rho`` in zCDP terms)
-        instead of ``G·k``.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> df = pd.DataFrame({"uid": [1, 1, 1, 2], "city": ["A", "B", "C", "A"]})
-        >>> f = pq.PrivateFrame(df, pq.Budget(1.0), privacy_unit="uid")
-        >>> b = f.bound_contributions(max_groups=2, max_rows_per_group=1, by="city")
-        >>> list(b.stabilities.values())
-        [Fraction(2, 1)]
-
         Turns a user-level frame (infinite stability) into one of stability ``max_rows``.
         Rows whose privacy unit is NULL (None, NaN, NA) belong to no known person and are
         dropped; a ``groupby`` on exactly the privacy unit drops them too.
@@ -466,6 +449,24 @@ class PrivateFrame:
         Rows of other budgets that the frame draws on (if any) can each move at most two
         kept rows of their unit (themselves and one they displace), so their stability
         doubles.
+
+        With ``max_groups=G`` and ``by=``: keep, per privacy unit, at most ``G`` distinct
+        values of the ``by`` column(s), chosen at random, and with ``max_rows_per_group=k`` at
+        most ``k`` rows of each kept group, chosen at random; ``max_rows`` may be added as an
+        overall cap (applied after). A NULL ``by`` value is one group; ``by`` may not be the
+        unit itself. The stability is ``min(G·k, max_rows)`` (infinite with neither ``k`` nor
+        ``max_rows``; ``2·k + 2`` for rows of other budgets, which can evict a whole group).
+        A :meth:`partition` (or a SQL GROUP BY) on exactly the ``by`` columns then charges
+        the parent as ``G`` parts at stability ``k``: ``G·k·epsilon`` under Laplace noise,
+        and under Gaussian noise the L2 sensitivity ``sqrt(G)·k`` (``G·k²·rho`` in zCDP
+        terms) instead of ``G·k``.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"uid": [1, 1, 1, 2], "city": ["A", "B", "C", "A"]})
+        >>> f = pq.PrivateFrame(df, pq.Budget(1.0), privacy_unit="uid")
+        >>> b = f.bound_contributions(max_groups=2, max_rows_per_group=1, by="city")
+        >>> b.stability
+        2
         """
         grouped = max_groups is not None or max_rows_per_group is not None or by is not None
         if not grouped:
@@ -513,8 +514,8 @@ class PrivateFrame:
         >>> import pandas as pd, pinqpy as pq
         >>> edges = pd.DataFrame({"src": [1, 1, 1, 2], "dst": [2, 3, 4, 1]})
         >>> f = pq.PrivateFrame(edges, pq.Budget(1.0)).bound_degree("src", 2)
-        >>> list(f.stabilities.values())
-        [Fraction(2, 1)]
+        >>> f.stability
+        2
         """
         if isinstance(column, str):
             cols: tuple[str, ...] = (column,)

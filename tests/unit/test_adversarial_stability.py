@@ -5,7 +5,7 @@ Session): renames and assigns over the privacy unit and key columns, where, dist
 explode, groupby().agg() (MIN/MAX outputs renamed to key names), private joins with and
 without max_rows_per_key, public joins whose table is edited after the plan is built,
 concat/union/intersect/difference across TWO budgets whose tables share the unit column
-name, bound_contributions, and partitions.
+name, bound_contributions (also with max_groups and by), bound_degree, and partitions.
 
 For every chain, on a random small dataset D and a neighbour D' (one privacy unit of one
 table added: a row of a row-level table, or every row of one new user of a user-level table,
@@ -218,6 +218,14 @@ STEPS: dict[str, Callable] = {
     "bound_contributions(1)": lambda f, c: f.bound_contributions(1),
     "bound_contributions(2)": lambda f, c: f.bound_contributions(2),
     "bound_contributions(3)": lambda f, c: f.bound_contributions(3),
+    "bound groups of k (G=2, k=1)": lambda f, c: f.bound_contributions(
+        max_groups=2, max_rows_per_group=1, by="k"
+    ),
+    "bound groups of src (G=1, k=2), max_rows=1": lambda f, c: f.bound_contributions(
+        1, max_groups=1, max_rows_per_group=2, by="src"
+    ),
+    "bound degree of k (2)": lambda f, c: f.bound_degree("k", 2),
+    "bound degree of pid (1)": lambda f, c: f.bound_degree("pid", 1),
 }
 NEEDS: dict[str, set[str]] = {
     "where k > 0": {"k"},
@@ -243,6 +251,10 @@ NEEDS: dict[str, set[str]] = {
     "groupby k: n, MAX -> c": {"k"},
     "groupby pid: n, MIN -> c": {"pid"},
     "groupby src: n, MAX -> c": {"src"},
+    "bound groups of k (G=2, k=1)": {"k"},
+    "bound groups of src (G=1, k=2), max_rows=1": {"src"},
+    "bound degree of k (2)": {"k"},
+    "bound degree of pid (1)": {"pid"},
 }
 STEP_NAMES = sorted(STEPS)
 # Steps that relabel the unit or key columns, or mix the two budgets, are drawn more often,
@@ -251,6 +263,7 @@ _RISKY = [n for n in STEP_NAMES if n.startswith(("rename", "assign", "concat", "
 _ENDINGS = [
     "bound_contributions(1)",
     "bound_contributions(2)",
+    "bound groups of k (G=2, k=1)",
     "groupby pid: n, MIN -> c",
     "join B grouped by k (no bounds)",
 ]

@@ -295,6 +295,9 @@ def test_api_plans_read_back() -> None:
         g.select("pid", "age").union(other.bound_contributions(1).select("pid", "age")),
         f.join(other, on="pid", max_rows_per_key=(2, 3)),
         f.groupby("city").agg(n="COUNT(*)").join(f.groupby("city").agg(a="MAX(age)"), on="city"),
+        f.bound_contributions(max_groups=2, max_rows_per_group=1, by=["city", "age"]),
+        f.bound_contributions(max_rows=3, max_groups=1, by="city"),
+        g.bound_degree("city", 2),
     ]
     parts = g.partition("city")
     frames += [parts["Oslo"], parts[None], parts["Oslo"].concat(parts["Bergen"])]

@@ -53,6 +53,7 @@ def test_contract_methods_exist():
         "intersect",
         "difference",
         "bound_contributions",
+        "bound_degree",
         "partition",
         "count",
         "sum",
