@@ -339,6 +339,10 @@ def test_user_level_histogram_counts_people_in_at_most_g_keys():
     with pq.testing.seed(33):
         h = visits.histogram("city", epsilon=1, delta=1e-6, max_groups=2)
     assert h.index.tolist() == ["Bergen", "Oslo"]  # one person alone never passes
+    with pq.testing.no_noise():  # public keys: a partition count of people, charged G·epsilon
+        h = visits.histogram("city", epsilon=1, keys=["Oslo", "Hamar", "Tromso"], max_groups=2)
+    assert h.to_dict() == {"Oslo": 300, "Hamar": 1, "Tromso": 0}
+    assert b.spent == pq.Cost(6, 2e-6)
 
 
 def test_sql_count_star_is_the_key_selection():
