@@ -22,9 +22,10 @@ rows in all. A frame of stability ``s`` with no more structure known is the case
 ``G = k = ceil(s)`` (``s`` rows may all be one key's, or ``s`` keys' one each); a user-level
 frame limited to ``G`` distinct keys per person and counted in people is ``(G, 1)``; one
 limited to ``G`` groups of at most ``k`` rows each is ``(G, k)``. Epsilon is per row, as for
-every pinqpy aggregation: a unit moves the vector of counts by at most ``G·k`` in L1 (``√G·k``
-in L2), so the Laplace release costs ``G·k·epsilon`` (scale ``G·k/ε_total`` for a total
-``ε_total``) and the budget pays ``epsilon × stability`` as usual.
+every pinqpy aggregation: a unit of ``R`` rows (the frame's stability; ``R <= G·k``, and
+``R = s`` in the unstructured case) moves the vector of counts by at most ``R`` in L1 (and
+``√G·k`` in L2), so the Laplace release costs ``R·epsilon`` (for ``(G, k)``: scale
+``G·k/ε_total`` for a total ``ε_total``) and the budget pays ``epsilon × stability`` as usual.
 
 The threshold. For the discrete Laplace and an integer ``m >= 1``,
 
@@ -60,12 +61,13 @@ independent, and a key that does not occur releases nothing. Two hybrids:
 keys), so ``D ⊂ D₁, D₂ ⊂ D'``.
 
 * *Same keys* (``D₁`` vs ``D'``, and ``D`` vs ``D₂``): the same keys occur, and their counts
-  differ by at most ``G·k`` in L1. The output (which keys pass, and their noisy counts) is a
-  post-processing of the vector of noisy counts, so it is ``G·k·epsilon``-DP in both
-  directions for the Laplace (the discrete Laplace ratio ``e^{|shift|/b}`` multiplied over
-  the keys), and for the Gaussian it is the discrete Gaussian of the counts, whose (ε, δ)
-  cost at L2 shift ``√G·k <= G·k`` is the count's charge at stability ``G·k`` (CKS20; for
-  ``G = k = 1`` exactly the (epsilon, delta_noise) it was calibrated to).
+  differ by at most ``R`` in L1 (the unit's rows). The output (which keys pass, and their
+  noisy counts) is a post-processing of the vector of noisy counts, so it is
+  ``R·epsilon``-DP in both directions for the Laplace (the discrete Laplace ratio
+  ``e^{|shift|/b}`` multiplied over the keys), and for the Gaussian it is the discrete
+  Gaussian of the counts, whose (ε, δ) cost at L2 shift ``<= R`` is the count's charge at
+  stability ``R`` (CKS20; for ``R = 1`` exactly the (epsilon, delta_noise) it was calibrated
+  to).
 * *New keys only* (``D`` vs ``D₁``, and ``D₂`` vs ``D'``): the outputs differ only in the new
   keys, whose noise is independent of the rest. If no new key passes, the output has the
   law of the output without them; by the union bound, some new key passes with probability
@@ -76,8 +78,9 @@ keys), so ``D ⊂ D₁, D₂ ⊂ D'``.
 Chaining the two steps in the order that puts the delta step first in each direction:
 ``P_D(E) <= P_{D₁}(E) + delta <= e^{ε}·P_{D'}(E) + delta_noise + delta`` and
 ``P_{D'}(E) <= P_{D₂}(E) + delta <= e^{ε}·P_D(E) + delta_noise + delta``, with
-``ε = G·k·epsilon`` (delta_noise = 0 for the Laplace). So the one-step release is
-``(G·k·epsilon, delta + delta_noise)``-DP for such units: the charge at the frame's stability
+``ε = R·epsilon`` (delta_noise = 0 for the Laplace; for the Gaussian, ε and delta_noise are
+the count's charge at stability ``R``). So the one-step release is
+``(R·epsilon, delta + delta_noise)``-DP for such units: the charge at the frame's stability
 is the noise's charge plus ``delta`` (:attr:`KeySelectionMechanism.charge`). For ``G = k = 1``
 this is the classic row-level argument: a new key has count exactly 1 and passes with
 probability ``P(X >= tau - 1) <= delta``. For a unit of ``j < G·k`` rows (another budget of the
