@@ -382,3 +382,19 @@ def test_group_bounded_frame_sets_the_threshold_for_its_g_keys_of_k_rows():
     with pq.testing.seed(35):
         h = generic.histogram("city", epsilon=Fraction(1, 6), delta=1e-6)
     assert "threshold=96, unit <= 6 keys x 6 rows" in h.accuracy.mechanism
+
+
+def test_sql_on_a_group_bounded_table_uses_its_g_keys_of_k_rows():
+    rows = [{"uid": u, "city": f"c{(u + j) % 5}"} for u in range(400) for j in range(4)]
+    b = pq.Budget(epsilon=10, delta=1e-3)
+    f = pq.PrivateFrame(pd.DataFrame(rows * 2), b, privacy_unit="uid")
+    s = pq.Session()
+    s.register("v", f.bound_contributions(max_groups=3, max_rows_per_group=2, by="city"))
+    q = "SELECT city, COUNT(*) AS n FROM v GROUP BY city"
+    plan = s.sql("EXPLAIN " + q, epsilon=1, delta=1e-6)
+    assert "KeySelection(DiscreteLaplace(scale=6), threshold=88, unit <= 3 keys x 2 rows)" in plan
+    assert "epsilon 1 = 1 measurement(s) x 1/6 x stability 6" in plan
+    with pq.testing.no_noise():
+        out = s.sql(q, epsilon=1, delta=1e-6)
+    assert list(out.columns) == ["city", "n"] and len(out) == 5
+    assert b.spent == pq.Cost(1, 1e-6)
