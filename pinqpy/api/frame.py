@@ -45,6 +45,7 @@ from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
@@ -541,21 +542,94 @@ class PrivateFrame:
     ) -> list[Hashable]:
         """Choose which keys of ``columns`` to release when none are public (noisy thresholding).
 
-        Each key's row count gets Laplace noise of scale ``1/epsilon`` and the keys whose noisy
-        count exceeds ``1 + ln(1/(2·delta))/epsilon`` are returned (sorted), so a key that one
-        row alone holds is released with probability at most ``delta``; see
-        :mod:`pinqpy.noise.keyselect`. Charges (epsilon, delta) times the stability. On a
-        user-level frame, ``max_groups=G`` first limits every person to G distinct keys (the
-        count is then of people, and the stability G). Use the keys with :meth:`partition`.
+        Each key's row count gets discrete Laplace noise of scale ``1/epsilon`` and the keys
+        whose noisy count reaches an integer threshold are returned (sorted), so a key that
+        one unit alone holds is released with probability at most ``delta``; see
+        :mod:`pinqpy.noise.keyselect`. Charges ``epsilon`` times the stability, and ``delta``.
+        On a user-level frame, ``max_groups=G`` first limits every person to G distinct keys
+        (the count is then of people, and the stability G). Use the keys with
+        :meth:`partition`.
+
+        The returned list also carries ``.counts``: the noisy counts that passed the
+        threshold, a :class:`~pinqpy.NoisySeries` indexed by key with its accuracy. They are
+        the selection's own noise (post-processing, no extra charge); :meth:`histogram`
+        returns them directly.
 
         >>> import pandas as pd, pinqpy as pq
         >>> df = pd.DataFrame({"city": ["Oslo"] * 500 + ["Bergen"] * 300 + ["Hamar"]})
         >>> people = pq.PrivateFrame(df, pq.Budget(epsilon=1, delta=1e-6))
         >>> with pq.testing.seed(3):
-        ...     people.select_keys("city", epsilon=0.5, delta=1e-7)
-        ['Bergen', 'Oslo']
+        ...     keys = people.select_keys("city", epsilon=0.5, delta=1e-7)
+        >>> keys, keys.counts.index.tolist()
+        (['Bergen', 'Oslo'], ['Bergen', 'Oslo'])
         """
         return run.select_keys(self._rel, columns, epsilon, delta, max_groups)
+
+    def histogram(
+        self,
+        columns: str | Iterable[str],
+        epsilon: float,
+        *,
+        delta: float | None = None,
+        keys: Iterable[Hashable] | None = None,
+        max_groups: int | None = None,
+    ) -> NoisySeries:
+        """A noisy row count per key of ``columns``.
+
+        * **Public keys** (``keys=`` given, or declared for every column): exactly
+          ``partition(columns, keys).count(epsilon)``: every listed key, discrete Laplace noise
+          of scale ``1/epsilon`` (sensitivity 1 per row), parallel composition, charged
+          ``epsilon`` times the stability. ``delta`` is not used (nothing of it is charged).
+        * **Unknown keys** (needs ``delta > 0``): the one-step thresholded release of
+          :mod:`pinqpy.noise.keyselect`: each key that occurs gets the same discrete Laplace
+          noise of scale ``1/epsilon``, and the keys whose noisy count reaches the threshold
+          are returned with those noisy counts, sorted by key. A key that one unit alone holds
+          (at most G keys of at most k rows per unit) is released with probability at most
+          ``delta`` in all; the noisy counts cost what the public-key count costs. Charged
+          ``epsilon`` times the stability, and ``delta``: the same epsilon as with public
+          keys, with no budget spent on choosing keys separately.
+
+        ``max_groups=G`` (user-level frames) first keeps at most G distinct keys per person
+        and counts people; the stability is then G.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"city": ["Oslo"] * 500 + ["Bergen"] * 300 + ["Hamar"]})
+        >>> budget = pq.Budget(epsilon=1, delta=1e-6)
+        >>> people = pq.PrivateFrame(df, budget)
+        >>> with pq.testing.seed(3):
+        ...     h = people.histogram("city", epsilon=1, delta=1e-6)
+        >>> h.index.tolist(), budget.spent == pq.Cost(1, 1e-6)
+        (['Bergen', 'Oslo'], True)
+        """
+        try:
+            cols = (columns,) if isinstance(columns, str) else tuple(columns)
+        except TypeError:
+            raise PinqError("histogram takes a column name or a list of column names") from None
+        cols = tuple(self._rel.check_columns(cols))
+        base = self
+        unit = self.privacy_unit
+        if max_groups is not None and unit is None:
+            raise PrivacyError(
+                "max_groups limits each person's keys on a user-level frame; this frame "
+                "has no privacy unit (each row is one person already)"
+            )
+        declared = all(c in self.keys for c in cols)
+        if keys is not None or declared:
+            if max_groups is not None:
+                base = self._wrap(
+                    self._rel.distinct(dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
+                )
+            parts = base.partition(list(cols) if len(cols) > 1 else cols[0], keys)
+            return parts.count(epsilon)
+        if delta is None or (not isinstance(delta, bool) and delta == 0):
+            raise PrivacyError(
+                f"histogram of {', '.join(map(repr, cols))}: its keys are not public, and "
+                "reading them off the data would reveal who is in it. Pass keys=[...], declare "
+                "keys on the frame, or give a delta (delta=1e-6) so that keys are selected "
+                "privately"
+            )
+        selected = run.select_keys(self._rel, cols, epsilon, delta, max_groups, label="histogram")
+        return selected.counts
 
     def accuracy(
         self,

@@ -7,26 +7,32 @@ charge is accepted, and if any budget refuses, none is charged.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pinqpy.accounting.agents import charge_all, flatten
 from pinqpy.accounting.cost import check_delta
 from pinqpy.engines.base import Executor, Read
 from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError, PrivacyError
-from pinqpy.noise.keyselect import KeySelectionMechanism
+from pinqpy.noise.keyselect import KeySelectionMechanism, structure_for
 from pinqpy.pipeline import answers as _answers
 from pinqpy.pipeline.prepare import Prepared, check_eps
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.batch import batch
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
 from pinqpy.plan.grouping import Grouping
-from pinqpy.plan.stability import INF
+from pinqpy.plan.keys import is_null_key
+from pinqpy.plan.stability import INF, unit_spread
+from pinqpy.results.keys import SelectedKeys
+from pinqpy.results.tables import NoisySeries
 
 __all__ = ["Target", "reading", "run", "run_one", "select_keys"]
 
@@ -126,17 +132,49 @@ def select_keys(
     epsilon: object,
     delta: object,
     max_groups: int | None = None,
-) -> list[Hashable]:
-    """The keys of ``columns`` whose noisy row count clears the threshold
-    (:class:`~pinqpy.noise.keyselect.KeySelectionMechanism`), charged (epsilon, delta) times
-    the stability. ``max_groups=G`` first limits every person of a user-level relation to G
-    distinct keys."""
+    *,
+    label: str = "select_keys",
+) -> SelectedKeys:
+    """The keys of ``columns`` whose noisy row count clears the threshold, sorted, with those
+    noisy counts as ``.counts`` (:class:`~pinqpy.noise.keyselect.KeySelectionMechanism`: one
+    step, the counts are the selection's). Charged ``epsilon`` times the stability and
+    ``delta``.
+
+    The threshold is set for the frame's contribution structure: ``max_groups=G`` first limits
+    every person of a user-level relation to G distinct keys (then each counts at most 1 in
+    each of at most G keys: ``(G, 1)``, stability G); otherwise a unit of stability ``s``
+    may put its ``s`` rows anywhere (``G = k = ceil(s)``). A frame that draws on several
+    budgets uses the latter for all of them (the structure is known for one unit only)."""
     try:
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
     except TypeError:
-        raise PinqError("select_keys takes a column name or a list of column names") from None
+        raise PinqError(f"{label} takes a column name or a list of column names") from None
     cols = rel.check_columns(cols)
-    m = KeySelectionMechanism(check_eps(epsilon), check_delta(delta, "delta"))
+    eps = check_eps(epsilon)
+    dlt = check_delta(delta, "delta")
+    base, lin, structure = _counted(rel, cols, max_groups, label)
+    m = KeySelectionMechanism(eps, dlt, max_groups=structure[0], max_rows=structure[1])
+    ex = executor_for(base.plan, base.catalog)
+    ex.validate(base.plan)
+    charge_all([(lin, m.charge)], label=label)
+    with reading(label):
+        keys, counts = ex.key_counts(base.plan, cols)
+        selected, noisy = m.release(keys, counts)
+    order = _key_order(selected)
+    selected = [selected[i] for i in order]
+    acc = m.released_accuracy(np.asarray(noisy, dtype=np.int64)[order])
+    if len(cols) == 1:
+        index = pd.Index(selected, name=cols[0], dtype=object)
+    else:
+        index = pd.MultiIndex.from_tuples(selected, names=list(cols))
+    return SelectedKeys(selected, NoisySeries.from_release(acc, index=index))
+
+
+def _counted(
+    rel: Relation, cols: tuple[str, ...], max_groups: int | None, label: str
+) -> tuple[Relation, Mapping[object, Any], tuple[int, int]]:
+    """The relation whose rows a key's count counts, its lineage, and the contribution
+    structure ``(G, k)`` of one unit in it (see :func:`select_keys`)."""
     unit = rel.privacy_unit
     base = rel
     if max_groups is not None:
@@ -147,20 +185,61 @@ def select_keys(
             )
         base = rel.distinct(dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
     lin = base.lineage()
-    if any(k == INF for k in flatten(lin).values()):
+    stabilities = flatten(lin)
+    if any(k == INF for k in stabilities.values()):
         raise PrivacyError(
-            f"select_keys on a user-level frame needs max_groups=G: each person (by "
+            f"{label} on a user-level frame needs max_groups=G: each person (by "
             f"{unit!r}) then counts toward at most G keys"
             if unit
-            else "select_keys on a frame with unbounded contributions: bound them first"
+            else f"{label} on a frame with unbounded contributions: bound them first"
         )
-    ex = executor_for(base.plan, base.catalog)
-    ex.validate(base.plan)
-    charge_all([(lin, m.charge)], label="select_keys")
-    with reading("select_keys"):
-        keys, counts = ex.key_counts(base.plan, cols)
-        selected, _ = m.release(keys, counts)
-    return selected  # type: ignore[no-any-return]
+    if max_groups is not None and len(stabilities) == 1:
+        structure = (int(max_groups), 1)
+    else:
+        structure = key_structure(base, cols)
+    return base, lin, structure
+
+
+def key_structure(rel: Relation, columns: tuple[str, ...]) -> tuple[int, int]:
+    """``(G, k)``: at most how many keys of ``columns`` one privacy unit's rows of ``rel``
+    fall in, and at most how many rows in each (the structure key selection's threshold is
+    set for; :mod:`pinqpy.noise.keyselect`).
+
+    A relation bounded by groups on exactly ``columns`` (``bound_contributions(max_groups=G,
+    max_rows_per_group=k, by=columns)``, then row-wise steps) and drawing on one budget has
+    the spread :func:`~pinqpy.plan.stability.unit_spread` derives: at most ``G`` keys, at
+    most ``k`` rows each. Otherwise a unit of stability ``s`` may put its rows anywhere:
+    ``G = k = ceil(s)`` (the largest stability over the budgets: the threshold's delta must
+    hold for every budget's unit, and the structure is known for one unit only)."""
+    raw = rel.lineage()
+    lineage = flatten(raw)
+    worst = max(lineage.values(), default=Fraction(1))
+    spread = unit_spread(rel.plan, tuple(columns))
+    if spread is not None and len(lineage) == 1 and len(raw) == 1:
+        agent = rel.catalog.agent(spread.agent)
+        if raw.get(agent) == spread.total and spread.per_part != INF:
+            return min(spread.max_parts, math.ceil(spread.total)), math.ceil(spread.per_part)
+    return structure_for(worst)
+
+
+def _key_order(keys: list[Hashable]) -> list[int]:
+    """Positions of ``keys`` in sorted order (NULL-like keys last; mixed types by type name)."""
+
+    def plain(i: int) -> Any:
+        return keys[i]
+
+    def robust(i: int) -> Any:
+        k = keys[i] if isinstance(keys[i], tuple) else (keys[i],)
+        return tuple((is_null_key(v), type(v).__name__, v if not is_null_key(v) else 0) for v in k)
+
+    idx = list(range(len(keys)))
+    try:
+        return sorted(idx, key=plain)
+    except TypeError:
+        try:
+            return sorted(idx, key=robust)
+        except TypeError:
+            return sorted(idx, key=lambda i: repr(keys[i]))
 
 
 def _plan_text(prepared: list[Prepared]) -> str:

@@ -46,6 +46,7 @@ from pinqpy.expr.ast import Expr
 from pinqpy.expr.serialize import expr_from_data, expr_to_data, value_from_data, value_to_data
 from pinqpy.pipeline.answers import NotStorable, from_data, to_data
 from pinqpy.results.accuracy import Accuracy, AccuracyPreview
+from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.labels import NoisyLabel, _Label
 from pinqpy.results.tables import NoisyFrame, NoisySeries
 from pinqpy.results.values import NoisyCount, NoisyValue
@@ -330,6 +331,12 @@ def encode_result(obj: object) -> dict[str, Any]:
         }
     if isinstance(obj, Cost):
         return {"kind": "cost", "cost": _cost(obj)}
+    if isinstance(obj, SelectedKeys):  # released keys and the noisy counts released with them
+        return {
+            "kind": "keys",
+            "items": [encode_value(x) for x in obj],
+            "counts": encode_result(obj.counts),
+        }
     if isinstance(obj, list):
         return {"kind": "list", "items": [encode_value(x) for x in obj]}
     return {"kind": "plain", "value": encode_value(obj)}
@@ -378,6 +385,14 @@ def decode_result(data: Any) -> Any:
         )
     if kind == "cost":
         return _read_cost(data.get("cost"))
+    if kind == "keys":
+        counts = decode_result(data.get("counts"))
+        if not isinstance(counts, NoisySeries):
+            raise PinqError("the server sent malformed keys (their counts were expected)")
+        try:
+            return SelectedKeys([decode_value(x) for x in data.get("items", [])], counts)
+        except ValueError:
+            raise PinqError("the server sent malformed keys (one count per key)") from None
     if kind == "list":
         return [decode_value(x) for x in data.get("items", [])]
     if kind == "plain":

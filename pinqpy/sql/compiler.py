@@ -50,7 +50,7 @@ from pinqpy.expr.check import (
     infer_type,
     read_untyped_literals,
 )
-from pinqpy.noise.keyselect import KeySelectionMechanism, frame_delta_for
+from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.pipeline.prepare import (
     Prepared,
     prepare_count,
@@ -60,6 +60,7 @@ from pinqpy.pipeline.prepare import (
     prepare_variance,
 )
 from pinqpy.pipeline.relation import Relation
+from pinqpy.pipeline.run import key_structure
 from pinqpy.plan.catalog import agent_name
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys, internal_names
@@ -142,6 +143,9 @@ class CompiledRelease:
     target_lineage: dict[object, Any] | None = None
     # Where the charge or the noise differs from what BigQuery would do (EXPLAIN lists them).
     notes: list[str] = field(default_factory=list)
+    # The measurement (a COUNT(*) of the release frame) whose released values are the key
+    # selection's noisy counts; it is not charged or measured separately.
+    selection_index: int | None = None
 
 
 def _offset(text: str, pos: Pos | None) -> int:
@@ -1031,11 +1035,13 @@ class _Compiler:
             )
         private_keys = any(k is None for k in key_lists)
         m = len(calls)
-        # Key selection, when needed, is one more measurement of the split.
-        eps_each = epsilon / ((m + (1 if private_keys else 0)) * s_frac)
+        selection_index = _count_star(calls) if private_keys else None
+        # Key selection, when needed, is one more measurement of the split -- unless the
+        # query asks for COUNT(*), whose noisy counts are then the selection's (one step).
+        extra = 1 if (private_keys and selection_index is None) else 0
+        eps_each = epsilon / ((m + extra) * s_frac)
         delta_for_noise = delta / 2 if (gaussian and private_keys) else delta
         delta_each = (delta_for_noise / m) if gaussian else None
-
         grouping = None
         target = None
         group_desc = ""
@@ -1045,10 +1051,10 @@ class _Compiler:
             target_lineage = {AllParts(frame.partition_agent(tuple(key_cols))): Fraction(1)}
             keys_text = ", ".join(e.to_sql() for e in key_exprs)
             if private_keys:
-                # With Gaussian noise, half of delta goes to the noise and half to selection.
-                sel_total = delta / 2 if gaussian else delta
-                sel_delta = frame_delta_for(sel_total, s_frac, eps_each)
-                mech = KeySelectionMechanism(eps_each, sel_delta)
+                structure = key_structure(frame, tuple(key_cols))
+                mech = _key_selection(
+                    eps_each, delta, structure, gaussian, selection_index, delta_each
+                )
                 key_selection = (frame, tuple(key_cols), mech)
                 if "privacy_unit_column" in options:
                     notes.append(
@@ -1102,6 +1108,7 @@ class _Compiler:
             key_selection=key_selection,
             target_lineage=target_lineage,
             notes=notes,
+            selection_index=selection_index,
         )
 
     def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:
@@ -1545,6 +1552,52 @@ class _Compiler:
                 "lo, hi). Bounds are never read off the data"
             )
         return found
+
+
+def _count_star(calls: list[Call]) -> int | None:
+    """The index of ``COUNT(*)`` among the measured calls, if the query asks for it."""
+    return next(
+        (i for i, c in enumerate(calls) if c.name == "COUNT" and c.star and not c.distinct),
+        None,
+    )
+
+
+def _key_selection(
+    eps_each: Fraction,
+    delta: Fraction,
+    structure: tuple[int, int],
+    gaussian: bool,
+    selection_index: int | None,
+    delta_each: Fraction | None,
+) -> KeySelectionMechanism:
+    """The private key selection of a GROUP BY (:mod:`pinqpy.noise.keyselect`).
+
+    Noise of a count at ``eps_each`` per row, threshold for a unit of the FROM clause with
+    ``structure = (G, k)`` (:func:`pinqpy.pipeline.run.key_structure`: at most ``G`` keys of
+    at most ``k`` rows; ``G = k = ceil(s)`` for stability ``s`` with no more known), so the
+    charge at stability ``s`` is ``(s·eps_each, delta)`` for the Laplace: one measurement's
+    epsilon share and the whole delta. With ``noise = 'gaussian'`` (stability 1) half of
+    delta is the threshold's, and the other half is split over the Gaussian measurements;
+    when the selection is the query's COUNT(*) its noise is that COUNT(*)'s discrete Gaussian
+    (its ``delta_each``), so the total stays ``delta``. Without a COUNT(*) the selection keeps
+    Laplace noise (its counts are not released).
+
+    A query with COUNT(*) releases the selection's noisy counts as that COUNT(*): a
+    post-processing of the selection, so the split has ``m`` measurements, not ``m + 1``.
+    Other aggregates (SUM, AVG, ...) are measured on the released keys with their own share.
+    AVG keeps its own count: the mean mechanism's guarantees (its split of epsilon between a
+    sum and an independent, unbiased count; its clamping into the bounds and its intervals)
+    assume that count's noise, while a selection count is biased upward near the threshold
+    (it passed because its noise was high) and carries the per-query share, not half of the
+    AVG's; using it would change what the mean's intervals state.
+    """
+    g, k = structure
+    if gaussian:
+        noise_delta = delta_each if selection_index is not None else None
+        return KeySelectionMechanism(
+            eps_each, delta / 2, max_groups=g, max_rows=k, noise_delta=noise_delta
+        )
+    return KeySelectionMechanism(eps_each, delta, max_groups=g, max_rows=k)
 
 
 def option_pos(text: str, name: str, value: bool = False) -> Pos | None:

@@ -164,13 +164,23 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     )
     lines.append(head)
     _tree(rel.frame.plan, 1, lines, _Describe(), rel.frame.catalog)
-    m = len(rel.measurements) + (1 if rel.key_selection is not None else 0)
+    sel_index = rel.selection_index
+    extra = 1 if rel.key_selection is not None and sel_index is None else 0
+    m = len(rel.measurements) + extra
     lines += [
         "",
         f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
         f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
     ]
-    for meas in rel.measurements:
+    for i, meas in enumerate(rel.measurements):
+        if i == sel_index and rel.key_selection is not None:
+            sel = rel.key_selection[2]
+            lines.append(
+                f"  {meas.label:<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
+                f"{sel.describe()}, delta {float(sel.delta):.3g}: the GROUP BY key selection, "
+                f"its noisy counts released; expected error {sel.expected_error():.4g}"
+            )
+            continue
         mech = meas.prepared.mechanism
         err = mech.expected_error()
         unit = " ranks" if "Quantile" in type(mech).__name__ else ""
@@ -178,7 +188,7 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
             f"  {meas.label:<28} epsilon {Exact.of(Fraction(mech.epsilon))!s:<10} "
             f"{mech.describe():<44} expected error {err:.4g}{unit}{_form(mech)}"
         )
-    if rel.key_selection is not None:
+    if rel.key_selection is not None and sel_index is None:
         sel = rel.key_selection[2]
         lines.append(
             f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
@@ -187,7 +197,8 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     if rel.notes:
         lines += ["", "Differences from BigQuery:"]
         lines += [f"  {note}" for note in rel.notes]
-    total = CompositeCharge([meas.prepared.mechanism.charge for meas in rel.measurements])
+    measured = [m for i, m in enumerate(rel.measurements) if i != sel_index]
+    total = CompositeCharge([meas.prepared.mechanism.charge for meas in measured])
     grouped = rel.target_lineage is not None
     lines.append("")
     charges: dict[str, object] = {}

@@ -74,26 +74,33 @@ def _with_selected_keys(
 def _select_then_aggregate(
     rel: CompiledRelease, prepared: list[Prepared], label: str
 ) -> tuple[list, Grouping]:
+    """The selection's noisy counts are the released COUNT(*) when the query has one
+    (``rel.selection_index``): that measurement is neither charged nor read again."""
     assert rel.key_selection is not None and rel.target_lineage is not None
     relation, columns, mechanism = rel.key_selection
     lineage = relation.lineage()
     relation.require_bounded(lineage, "GROUP BY")
     ex = executor_for(relation.plan, relation.catalog)
     ex.validate(relation.plan)
-    for p in prepared:
+    sel = rel.selection_index
+    others = [p for i, p in enumerate(prepared) if i != sel]
+    for p in others:
         if p.check is not None:
             p.check()
     requests = [(lineage, mechanism.charge)]
-    requests += [(rel.target_lineage, p.mechanism.charge) for p in prepared]
+    requests += [(rel.target_lineage, p.mechanism.charge) for p in others]
     charge_all(requests, label=label)
     with reading("GROUP BY key selection"):
         keys, counts = ex.key_counts(relation.plan, columns)
-        selected, _ = mechanism.release(keys, counts)
+        selected, noisy = mechanism.release(keys, counts)
     grouping = Grouping(columns, tuple(selected))
     if not selected:
-        return [(np.zeros(0), _empty(p)) for p in prepared], grouping
-    target = (grouping, rel.target_lineage)
-    return run(prepared, target, label=label, charged=True), grouping
+        out = [(np.zeros(0), _empty(p)) for p in others]
+    else:
+        out = run(others, (grouping, rel.target_lineage), label=label, charged=True)
+    if sel is not None:
+        out.insert(sel, (noisy, mechanism.released_accuracy(noisy)))
+    return out, grouping
 
 
 def _empty(prepared: object) -> Accuracy:

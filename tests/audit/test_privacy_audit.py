@@ -40,6 +40,9 @@ deliberately broken mechanisms, proving these tests can fail.
   probability rises by almost ``e^ε``);
 * key selection: a key held by one row (released with probability exactly δ) vs no such key;
   and a key present in both, with counts 4 and 5 near the threshold;
+* the one-step release (keys and their noisy counts) for a unit of G = 3 keys of k = 2 rows:
+  its three new keys vs none (δ), and three shared keys near the threshold moved by 2 rows
+  each (ε); the Gaussian variant's lone row (δ) and present key (ε);
 * end to end: a :class:`~pinqpy.PrivateFrame` partitioned into three parts, the neighbour one
   row in one part; the whole released Series must meet the per-query ε (parallel
   composition), and the budget is charged ε once.
@@ -54,7 +57,8 @@ Gaussian count at half its sigma; a sum calibrated to ``|hi|`` when ``lo = -5``;
 NoisyAverage (noise divided by the exact count, redrawn until inside the bounds: about 2ε);
 the ``q = 0.9`` exponential mechanism without its factor 2 (``P ∝ exp(ε·u)``, as PINQ's
 NoisyOrderStatistic: 1.8ε); report-noisy-max at half the Gumbel scale; a key-selection
-threshold one too low; and one row counted in two parts of a partition that is charged
+threshold one too low; a one-step threshold set for one key per unit when a unit holds
+three; and one row counted in two parts of a partition that is charged
 once (2ε, visible only jointly).
 
 **Running.** ``pytest tests/audit`` runs the short audits (200,000 outputs per dataset per
@@ -367,6 +371,120 @@ def test_key_selection_present_key(size, audit_log):
     check_honest(r, 0.5)
 
 
+# -- one-step release: units of G keys x k rows, and Gaussian noise ----------------------------
+# G = 3 keys of k = 2 rows per unit, epsilon 1/6 per row (scale G·k/ε = 6 for ε = 1 per unit).
+# δ is a hair above G·P(X >= 24) = 3·e^-4/(1 + e^-1/6) ≈ 0.0298, where the threshold 2 + 24 is
+# tight: the unit's three keys of count 2 pass with probability 1 - (1 - P(X >= 24))^3 ≈
+# 0.0295, just under δ (a union bound loses only the overlap).
+UNIT_G, UNIT_K = 3, 2
+UNIT_EPS_ROW = Fraction(1, UNIT_G * UNIT_K)
+UNIT_DELTA = Fraction(UNIT_G * math.exp(-4.0) / (1.0 + math.exp(-1.0 / 6.0)) * (1.0 + 1e-6))
+# The Gaussian variant (one row per unit): noise of a (1, 0.01) count, threshold δ 0.03.
+GAUSS_NOISE_DELTA = Fraction(1, 100)
+GAUSS_KEY_DELTA = Fraction(3, 100)
+
+
+def unit_draw(mech: KeySelectionMechanism, groups: int):
+    """The released noisy counts of a unit's ``groups`` keys (NaN where not released), each
+    key holding ``count`` rows (0: the keys do not occur)."""
+
+    def draw(count: int, n: int) -> np.ndarray:
+        out = np.full(n * groups, np.nan)
+        if count == 0:
+            return out.reshape(n, groups)
+        kept, noisy = mech.release(list(range(n * groups)), np.full(n * groups, count))
+        out[np.asarray(kept, dtype=np.int64)] = noisy
+        return out.reshape(n, groups)
+
+    return draw
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_one_step_unit_of_g_keys_released_with_probability_delta(size, audit_log):
+    """The δ part for a unit of G = 3 new keys with k = 2 rows each: whether any of them (and
+    which noisy counts) is released, against no such keys."""
+    mech = KeySelectionMechanism(UNIT_EPS_ROW, UNIT_DELTA, max_groups=UNIT_G, max_rows=UNIT_K)
+    assert mech.threshold == UNIT_K + 24
+    r = run(
+        audit_log,
+        size,
+        unit_draw(mech, UNIT_G),
+        0,
+        UNIT_K,
+        epsilon=EPS,
+        delta=float(UNIT_DELTA),
+        seed=112,
+        objective="delta",
+        name="one-step release (unit of 3 keys x 2 rows, delta)",
+    )
+    assert r.delta_lb <= UNIT_DELTA, r.summary()
+    assert r.delta_lb >= 0.5 * UNIT_DELTA, f"the audit lost its power: {r.summary()}"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_one_step_unit_counts_on_shared_keys(size, audit_log):
+    """The ε part: the unit's three keys exist already (count 24, near the threshold 26) and
+    the unit adds 2 rows to each: the released counts move by G·k = 6 in L1 at scale 6."""
+    mech = KeySelectionMechanism(UNIT_EPS_ROW, UNIT_DELTA, max_groups=UNIT_G, max_rows=UNIT_K)
+
+    def draw(extra: int, n: int) -> np.ndarray:
+        return unit_draw(mech, UNIT_G)(24 + extra, n)
+
+    r = run(
+        audit_log,
+        size,
+        draw,
+        0,
+        UNIT_K,
+        epsilon=EPS,
+        delta=float(UNIT_DELTA),
+        seed=113,
+        name="one-step release (unit of 3 keys x 2 rows, shared keys)",
+    )
+    check_honest(r, 0.35)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_one_step_gaussian_lone_row(size, audit_log):
+    """The δ part of the Gaussian variant: a key held by one row passes the threshold with
+    probability at most the threshold's δ (here 0.028, from the noise's exact tail)."""
+    mech = KeySelectionMechanism(Fraction(1), GAUSS_KEY_DELTA, noise_delta=GAUSS_NOISE_DELTA)
+    assert 0.9 * GAUSS_KEY_DELTA < mech.pass_probability(1) <= GAUSS_KEY_DELTA
+    r = run(
+        audit_log,
+        size,
+        key_draw(mech),
+        0,
+        1,
+        epsilon=EPS,
+        delta=float(GAUSS_KEY_DELTA),
+        seed=114,
+        objective="delta",
+        name="one-step release (Gaussian, lone row, delta)",
+    )
+    assert r.delta_lb <= GAUSS_KEY_DELTA, r.summary()
+    assert r.delta_lb >= 0.5 * GAUSS_KEY_DELTA, f"the audit lost its power: {r.summary()}"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_one_step_gaussian_present_key(size, audit_log):
+    """The ε part of the Gaussian variant: a key near the threshold, counts 4 and 5; the
+    claim is (1, noise δ + threshold δ)."""
+    mech = KeySelectionMechanism(Fraction(1), GAUSS_KEY_DELTA, noise_delta=GAUSS_NOISE_DELTA)
+    r = run(
+        audit_log,
+        size,
+        key_draw(mech),
+        4,
+        5,
+        epsilon=EPS,
+        delta=float(GAUSS_KEY_DELTA + GAUSS_NOISE_DELTA),
+        seed=115,
+        name="one-step release (Gaussian, present key)",
+    )
+    check_honest(r, 0.3)
+
+
 # -- end to end: a partition of a PrivateFrame -------------------------------------------------
 E2E_ROWS = pd.DataFrame({"g": ["a", "a", "b", "c", "c", "c"]})
 E2E_NEIGHBOUR = pd.concat([E2E_ROWS, pd.DataFrame({"g": ["b"]})], ignore_index=True)
@@ -547,6 +665,25 @@ def test_power_key_selection_threshold_too_low(audit_log):
         name="BROKEN key selection: threshold one too low",
     )
     assert r.delta_lb > KEY_DELTA, f"a broken mechanism went undetected: {r.summary()}"
+
+
+def test_power_one_step_threshold_ignores_groups(audit_log):
+    # The threshold set for one key per unit (G = 1) while a unit holds 3 new keys of 2
+    # rows: each passes with probability about 3 times δ/3, the union about 2.6·δ.
+    broken = KeySelectionMechanism(UNIT_EPS_ROW, UNIT_DELTA, max_groups=1, max_rows=UNIT_K)
+    r = run(
+        audit_log,
+        POWER,
+        unit_draw(broken, UNIT_G),
+        0,
+        UNIT_K,
+        epsilon=EPS,
+        delta=float(UNIT_DELTA),
+        seed=208,
+        objective="delta",
+        name="BROKEN one-step release: threshold for one key per unit",
+    )
+    assert r.delta_lb > UNIT_DELTA, f"a broken mechanism went undetected: {r.summary()}"
 
 
 def test_power_one_row_in_two_parts(audit_log):

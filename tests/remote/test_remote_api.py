@@ -26,6 +26,7 @@ from pinqpy.remote.client.budget import cost_from_data
 from pinqpy.remote.client.frame import RemoteFrame, RemotePartition
 from pinqpy.remote.client.session import RemoteSession
 from pinqpy.results.accuracy import AccuracyPreview
+from pinqpy.results.keys import SelectedKeys
 from tests.remote.harness import start_server
 
 EPSILON, DELTA = 1000, 1e-3
@@ -211,6 +212,9 @@ def assert_same(want: Any, got: Any) -> None:
         for field in ("aggregation", "mechanism", "epsilon", "level", "error", "unit"):
             assert getattr(got, field) == getattr(want, field), field
         assert list(got.charge.values()) == list(want.charge.values())
+    elif isinstance(want, SelectedKeys):  # the keys, and the noisy counts released with them
+        assert list(got) == list(want)
+        assert_same(want.counts, got.counts)
     elif hasattr(want, "ci"):
         assert _same_number(want, got)
         assert got.ci() == want.ci()
@@ -350,6 +354,10 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     ),
     "select_keys": lambda f: f.select_keys("educ", epsilon=1, delta=1e-6),
     "select_keys_two": lambda f: f.select_keys(["sex", "married"], 1, 1e-6),
+    "histogram": lambda f: f.histogram("educ", epsilon=1, delta=1e-6),
+    "histogram_two": lambda f: f.histogram(["sex", "married"], 1, delta=1e-6),
+    "histogram_keys": lambda f: f.histogram("educ", 0.5, keys=[1, 9, 13, 99]),
+    "histogram_declared": lambda f: f.histogram("race", 0.5),
     "accuracy_count": lambda f: f.accuracy("count", epsilon=0.1),
     "accuracy_mean": lambda f: f.accuracy("mean", "age", epsilon=0.1, n=1000, level=0.9),
     "accuracy_quantile": lambda f: f.accuracy("quantile", "age", epsilon=0.1, q=0.25),
@@ -373,6 +381,7 @@ def test_every_aggregation(pair: Pair, name: str) -> None:
 
 # With the same seed, the same noise too (one of each mechanism).
 SEEDED = ["count", "count_gaussian", "sum", "mean", "median", "argmax", "select_keys"]
+SEEDED += ["select_keys_two", "histogram", "histogram_keys"]
 SEEDED += ["parts_count", "parts_mean", "parts_argmax", "part_mean"]
 
 
@@ -456,6 +465,8 @@ USER_LEVEL: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "bounded_parts": lambda f: f.bound_contributions(1).partition("day", range(1, 8)).count(0.5),
     "select_keys_needs_groups": lambda f: f.select_keys("day", 1, 1e-6),
     "select_keys_groups": lambda f: f.select_keys("day", 1, 1e-6, max_groups=2),
+    "histogram_groups": lambda f: f.histogram("day", 1, delta=1e-6, max_groups=2),
+    "histogram_needs_delta": lambda f: f.histogram("day", 1, max_groups=2),
     "partition_unbounded": lambda f: f.partition("day", range(1, 8)).count(0.5),
     "bound_twice": lambda f: f.bound_contributions(3).bound_contributions(1).count(0.5),
 }

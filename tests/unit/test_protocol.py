@@ -141,6 +141,20 @@ def test_accuracy_previews_and_key_lists_round_trip(people):
     assert _round(["CA", ("NY", 1), None]) == ["CA", ("NY", 1), None]
 
 
+def test_selected_keys_travel_with_their_counts(people):
+    with pq.testing.seed(4):
+        keys = people.select_keys(["state", "sex"], epsilon=1, delta=1e-6)
+    back = _round(keys)
+    assert type(back) is type(keys) and list(back) == list(keys) == sorted(keys)
+    pd.testing.assert_series_equal(pd.Series(back.counts), pd.Series(keys.counts))
+    pd.testing.assert_frame_equal(back.counts.ci(0.9), keys.counts.ci(0.9))
+    doc = _wire(P.encode_result(keys))
+    with pytest.raises(pq.PinqError, match="counts were expected"):
+        P.decode_result({**doc, "counts": {"kind": "plain", "value": 3}})
+    with pytest.raises(pq.PinqError, match="one count per key"):
+        P.decode_result({**doc, "items": doc["items"][:1]})
+
+
 def test_public_tables_keep_their_columns_types_and_missing_values():
     df = pd.DataFrame(
         {

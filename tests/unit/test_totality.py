@@ -253,17 +253,23 @@ def test_huge_epsilon_argmax_is_total(eps):
 def test_user_level_private_group_selection_at_huge_epsilon(eps):
     """Item 1: select_keys(max_groups=G) and SQL GROUP BY with a delta on a user-level table
     overflowed in the group-privacy exponential ("internal error: OverflowError", reported
-    as a syntax error). Now: a clear pinqpy error before the charge."""
+    as a syntax error). The threshold is now set for the unit's contribution structure (no
+    group-privacy exponential at all): both run and charge (stability x epsilon, delta)."""
     df = pd.DataFrame({"uid": [1, 1, 2, 3, 3, 3], "city": list("abacab")})
     budget = pq.Budget(epsilon=10**300, delta=0.5)
     frame = pq.PrivateFrame(df, budget, privacy_unit="uid")
-    with pytest.raises(pq.PinqError, match="delta"):
-        frame.select_keys("city", epsilon=eps, delta=1e-6, max_groups=2)
+    with pq.testing.seed(0):
+        keys = frame.select_keys("city", epsilon=eps, delta=1e-6, max_groups=2)
+    # noise ~ 0 and threshold 1 + 1: the keys of at least two of the (at most 2 per person)
+    # kept people; a has uid 1 and 2 whichever keys uid 3 keeps
+    assert "a" in keys and set(keys) <= {"a", "b"} and (keys.counts >= 2).all()
+    assert budget.spent == pq.Cost(2 * eps, 1e-6)
     session = pq.Session()
     session.register("t", df, budget=budget, privacy_unit="uid", max_rows=2)
-    with pytest.raises(pq.PrivacyError, match="per-row delta"):
-        session.sql("SELECT city, COUNT(*) FROM t GROUP BY city", epsilon=eps, delta=1e-6)
-    assert budget.spent == pq.Budget(epsilon=1).spent
+    with pq.testing.seed(0):
+        out = session.sql("SELECT city, COUNT(*) FROM t GROUP BY city", epsilon=eps, delta=1e-6)
+    assert budget.spent == pq.Cost(3 * eps, 2e-6)
+    assert set(out["city"]) <= {"a", "b"}  # threshold 2 + 1 (stability 2): c has 1 row
 
 
 def test_group_privacy_delta_never_overflows():

@@ -4,7 +4,8 @@ A :class:`RemoteFrame` is a :class:`~pinqpy.PrivateFrame` in every way an analys
 its transformations are the very same methods, so they build the same plan with the same
 checks (of the curator's public facts, which the server sent) and the same stabilities.
 What differs is where the plan is aggregated. Each aggregation (``count``, ``sum``, ``mean``,
-``median``, ``quantile``, ``argmax``, ``select_keys``, ``accuracy``; and the per-key ones of a
+``median``, ``quantile``, ``argmax``, ``select_keys``, ``histogram``, ``accuracy``; and the
+per-key ones of a
 :class:`RemotePartition`) sends the plan as pure data (:mod:`pinqpy.plan.serialize`) with
 its arguments, named as the local method names them, to ``POST /v1/aggregate``. The server
 rebuilds the plan against its own tables, re-checks every step, recomputes the stabilities,
@@ -292,6 +293,7 @@ class RemoteFrame(PrivateFrame):
     quantile = _remote(PrivateFrame.quantile)
     argmax = _remote(PrivateFrame.argmax)
     select_keys = _remote(PrivateFrame.select_keys)
+    histogram = _remote(PrivateFrame.histogram)
     accuracy = _remote(PrivateFrame.accuracy)
 
 

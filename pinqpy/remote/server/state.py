@@ -82,7 +82,17 @@ __all__ = [
 ]
 
 #: The aggregations a request may call on a frame, and on a partition (per key).
-FRAME_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax", "select_keys", "accuracy")
+FRAME_METHODS = (
+    "count",
+    "sum",
+    "mean",
+    "median",
+    "quantile",
+    "argmax",
+    "select_keys",
+    "histogram",
+    "accuracy",
+)
 PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax")
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
