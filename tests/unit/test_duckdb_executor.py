@@ -792,3 +792,17 @@ def test_multi_column_keys_with_nulls_match_pandas() -> None:
     _same_counts(frame, grouping)
     _same_moments(frame, grouping, "v", -1, 1)
     assert _pandas(frame).count(plan, grouping)[3] > 0  # the all-NULL key has rows
+
+
+def test_columns_that_differ_only_in_case_are_refused_before_the_charge() -> None:
+    # DuckDB binds "age" and "AGE" to one column: the sum would silently read the wrong one.
+    con = duckdb.connect()
+    con.register("t", pd.DataFrame({"age": np.arange(100)}))
+    budget = pq.Budget(epsilon=10)
+    f = pq.PrivateFrame(con.table("t"), budget, connection=con)
+    doubled = f.select("age", AGE="age * 2")
+    with pytest.raises(PinqError, match=r"'age' and 'AGE'.*without regard to case"):
+        doubled.sum("AGE", epsilon=1, bounds=(0, 300))
+    assert budget.spent == pq.Cost(0)
+    with testing.no_noise():  # one of them alone is fine
+        assert float(f.select(AGE="age * 2").sum("AGE", epsilon=1, bounds=(0, 300))) == 9900

@@ -939,3 +939,10 @@ def test_generated_frames_match(
     _same_values(ex, f, GEN_EXPRS)
     combined = f.where("i > 0 OR f < 1 AND s <> 'a'").union(f.where(f"({expr}) IS NULL"))
     _same_moments(ex, combined, grouping, expr, -10, 10)
+
+
+def test_columns_that_differ_only_in_case_are_refused(ex: SparkExecutor) -> None:
+    # Spark SQL matches column names without regard to case, so "age" and "AGE" collide.
+    f = _frame(pd.DataFrame({"age": np.arange(10)})).select("age", AGE="age * 2")
+    with pytest.raises(PinqError, match="Spark engine cannot hold both columns 'age' and 'AGE'"):
+        _at(ex, f).validate(f._plan)

@@ -50,6 +50,7 @@ from pinqpy.engines.sqlgen.expressions import (
 from pinqpy.engines.sqlgen.plans import (
     Col,
     CtePlanSql,
+    check_case_distinct,
     compatible,
     key_literal,
     value_kind,
@@ -706,6 +707,7 @@ class DuckDBExecutor(Executor):
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
     ) -> None:
+        check_case_distinct(plan, "DuckDB")
         # Translating finds callables, unknown columns and unaggregatable types, before the
         # charge. It derives each node's types, except where DuckDB decides them (set
         # operations, lists) or alone can tell whether values combine (lists, structs):

@@ -88,6 +88,7 @@ from pinqpy.engines.sqlgen.expressions import (
 from pinqpy.engines.sqlgen.plans import (
     Col,
     CtePlanSql,
+    check_case_distinct,
     compatible,
     key_literal,
     value_kind,
@@ -625,6 +626,7 @@ class SparkExecutor(Executor):
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
     ) -> None:
+        check_case_distinct(plan, "Spark")
         # Callables, unknown columns and types that cannot be aggregated are found by the
         # translation itself, before anything is charged. Where the SQL's validity depends on
         # types pinqpy does not model, Spark analyses the query (it reads no rows).

@@ -23,7 +23,9 @@ from pinqpy.engines.sqlgen.expressions import (
     no_callable,
     typed,
 )
+from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
+from pinqpy.plan.facts import facts_of
 from pinqpy.plan.nodes import (
     BoundContributions,
     BoundDegree,
@@ -40,11 +42,13 @@ from pinqpy.plan.nodes import (
     Select,
     SetOp,
     Where,
+    walk,
 )
 
 __all__ = [
     "Col",
     "CtePlanSql",
+    "check_case_distinct",
     "compatible",
     "key_literal",
     "key_match",
@@ -53,6 +57,24 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+
+def check_case_distinct(plan: PlanNode, engine: str) -> None:
+    """Refuse, before any charge, a plan with two columns whose names differ only in case.
+
+    DuckDB and Spark SQL match column names without regard to case, even quoted ones, so
+    such a pair would read one column twice and answer silently wrong. The schema is public,
+    so the refusal depends on no data.
+    """
+    for node in walk(plan):
+        seen: dict[str, str] = {}
+        for name in facts_of(node).schema:
+            other = seen.setdefault(name.casefold(), name)
+            if other != name:
+                raise PinqError(
+                    f"the {engine} engine cannot hold both columns {other!r} and {name!r}: it "
+                    "matches column names without regard to case; rename one of them"
+                )
 
 
 def value_kind(v: object) -> str | None:
