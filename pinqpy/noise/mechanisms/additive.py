@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
-
-from collections.abc import Callable
-from typing import ClassVar
 
 from pinqpy.accounting.charges import FreeCharge
 from pinqpy.accounting.cost import _nonneg, check_epsilon

@@ -343,8 +343,8 @@ class PublicSizeMeanMechanism(Mechanism):
 
     >>> from pinqpy import testing
     >>> m = PublicSizeMeanMechanism(0.2, 0, 100, lambda: 4)
-    >>> m.describe()
-    'Mean(sum: Lattice Laplace(scale=250.156, grid=2^-5), row count public (n = 4))'
+    >>> m.describe().split(", row ")[1]
+    'count public (n = 4), NULL counted as 50)'
     >>> s, _, k = m.lattice.value_sums([10.0, 20.0, 60.0])
     >>> with testing.no_noise():
     ...     v, _ = m.release([s], np.array([k]), 4)   # the 4th row is NULL: counted as 50
@@ -382,7 +382,10 @@ class PublicSizeMeanMechanism(Mechanism):
         return float(self.lattice.centre)
 
     def describe(self) -> str:
-        return f"Mean(sum: {self.sum_noise.describe()}, row count public (n = {self.n}))"
+        return (
+            f"Mean(sum: {self.sum_noise.describe()}, row count public (n = {self.n}), "
+            f"NULL counted as {self.mid:g})"
+        )
 
     def expected_error(self, n: float | None = None) -> float:
         """``E|X|/n`` (at most ``hi - lo``); ``n`` is the public count unless given."""
