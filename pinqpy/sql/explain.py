@@ -172,11 +172,14 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
         isinstance(meas.prepared.mechanism, PublicCountMechanism) for meas in rel.measurements
     )
     m = max(len(rel.measurements) - public, 1) + extra
-    lines += [
-        "",
-        f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
-        f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
-    ]
+    if public == len(rel.measurements) and extra == 0:
+        lines += ["", "Noisy measurements: none (public row counts only, charged nothing)"]
+    else:
+        lines += [
+            "",
+            f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
+            f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
+        ]
     for i, meas in enumerate(rel.measurements):
         if i == sel_index and rel.key_selection is not None:
             sel = rel.key_selection[2]
