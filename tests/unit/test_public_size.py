@@ -316,3 +316,19 @@ def test_every_engine_agrees(engine):
         out = s.sql("SELECT COUNT(*) AS n, AVG(age) AS a FROM t", epsilon=1)
     assert out["n"].tolist() == [6]
     assert out["a"].tolist() == pytest.approx([298 / 6])
+
+
+def test_answers_over_a_public_count_have_a_data_form():
+    """The ledger stores, and the server sends, answers as data: a free count's and a
+    public-size mean's accuracies must survive the trip with their intervals."""
+    from pinqpy.pipeline import answers
+
+    f = frame(public_size=True)
+    with pq.testing.seed(5):
+        count, mean = f.count(0.1), f.mean("age", 1.0)
+    for value in (count, mean):
+        acc = value._accuracy
+        (back,) = answers.decode(answers.encode([(acc.values, acc)]))
+        assert type(back[1]) is type(acc)
+        assert np.array_equal(back[1].interval(0.9)[0], acc.interval(0.9)[0])
+        assert np.array_equal(back[1].interval(0.9)[1], acc.interval(0.9)[1])
