@@ -23,6 +23,7 @@ from pinqpy.results.format import _fmt
 __all__ = [
     "CompositeCharge",
     "DiscreteGaussianCharge",
+    "FreeCharge",
     "GaussianCharge",
     "PureCharge",
     "usage_of",
@@ -172,6 +173,22 @@ def _group_delta(sigma2: Fraction, epsilon: Fraction, shift: int) -> Fraction:
     except PinqError:
         return Fraction(1)
     return min(Fraction(1), ceil_fraction(d))
+
+
+class FreeCharge:
+    """The charge of releasing a public number (a row count the curator declared public):
+    nothing, at any stability. The release is a function of public facts alone, so it is
+    0-DP and composes with anything for free.
+
+    >>> FreeCharge().at(3)
+    Cost(epsilon=0)
+    """
+
+    def at(self, k: object) -> Cost:
+        return Cost()
+
+    def __repr__(self) -> str:
+        return "FreeCharge()"
 
 
 class CompositeCharge:

@@ -81,6 +81,12 @@ class PrivateFrame:
         ``True`` lets Python callables stand in for expressions. They run the analyst's own
         code on the private rows (a callable that raises on purpose would leak a bit at any
         epsilon), so it is the curator's choice, off by default.
+    public_size:
+        ``True`` declares the table's row count public (as census totals are). pinqpy reads
+        it once, at its first use; :meth:`count` then releases it exactly and free, and
+        :meth:`mean` divides by it. It holds only while the rows are the table's own (through
+        select/assign/rename, not where, joins, groupby, distinct, bound_* or partitions).
+        Only the curator sets it, here; a derived frame cannot.
     schema:
         Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
         ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
@@ -107,6 +113,7 @@ class PrivateFrame:
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
+        public_size: bool = False,
     ):
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
@@ -118,6 +125,7 @@ class PrivateFrame:
             keys,
             allow_callables,
             name,
+            public_size,
         )
 
     @classmethod
@@ -134,6 +142,7 @@ class PrivateFrame:
         allow_callables: bool = False,
         name: str | None = None,
         schema: Mapping[str, str] | None = None,
+        public_size: bool = False,
     ) -> PrivateFrame:
         """A private frame over a parquet file, directory or glob, read by ``engine``.
 
@@ -159,6 +168,7 @@ class PrivateFrame:
             allow_callables,
             name,
             schema,
+            public_size,
         )
 
     @classmethod
@@ -175,6 +185,7 @@ class PrivateFrame:
         allow_callables: bool = False,
         name: str | None = None,
         schema: Mapping[str, str] | None = None,
+        public_size: bool = False,
     ) -> PrivateFrame:
         """A private frame over a CSV file (with a header row), read by ``engine``.
 
@@ -201,6 +212,7 @@ class PrivateFrame:
             allow_callables,
             name,
             schema,
+            public_size,
         )
 
     @classmethod
@@ -217,6 +229,7 @@ class PrivateFrame:
         allow_callables: bool,
         name: str | None,
         schema: Mapping[str, str] | None = None,
+        public_size: bool = False,
     ) -> PrivateFrame:
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
@@ -224,7 +237,9 @@ class PrivateFrame:
         if name is None:
             stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
             name = stem if stem.isidentifier() else "table"
-        rel = Relation.table(wrapped, budget, privacy_unit, bounds, keys, allow_callables, name)
+        rel = Relation.table(
+            wrapped, budget, privacy_unit, bounds, keys, allow_callables, name, public_size
+        )
         return cls._wrap(rel)
 
     @classmethod
@@ -675,6 +690,11 @@ class PrivateFrame:
         mechanism is calibrated to (epsilon, delta). The budget is charged ``epsilon ×
         stability`` (and delta, with group privacy for stability > 1).
 
+        **Public row count.** On a frame whose curator declared its row count public
+        (``public_size=True``) and that still has exactly the table's rows (only
+        select/assign/rename since), the count is that public number, released exactly
+        (``ci`` is ``(n, n)``) and charged nothing: a zero-cost release of a public fact.
+
         >>> import pandas as pd, pinqpy as pq
         >>> f = pq.PrivateFrame(pd.DataFrame({"x": range(100)}), pq.Budget(epsilon=1))
         >>> with pq.testing.seed(1):
@@ -682,7 +702,7 @@ class PrivateFrame:
         >>> 80 < n < 120
         True
         """
-        return _scalar(prepare.prepare_count(self._rel, epsilon, delta))
+        return _scalar(prepare.prepare_count(self._rel, epsilon, delta, whole=True))
 
     def sum(
         self,
@@ -713,8 +733,21 @@ class PrivateFrame:
         Half of epsilon goes to a sum of ``x - mid`` (sensitivity ``(hi - lo)/2``), half to
         the count (sensitivity 1); the mean is ``mid + sum/count`` clamped into the bounds.
         See :class:`pinqpy.noise.mechanisms.MeanMechanism`. It is never NaN, even for no rows.
+
+        **Public row count.** On a frame with a public row count ``n`` (``public_size=True``,
+        only select/assign/rename since) the mean is ``noisy_sum(x - c)/n + c`` with ``c`` the
+        midpoint of the bounds and all of epsilon on the centred sum. It is epsilon-DP under
+        adding or removing a row: the clamped, centred sum changes by at most ``(hi - lo)/2``
+        (its sensitivity), and dividing by the public constant ``n`` and adding ``c`` are
+        post-processing. Its error is Laplace of scale ``(hi - lo)/(2·n·epsilon)`` (about a
+        quarter of the two-measurement mean's). NULL values count as ``c`` here (``n``
+        counts every row), so on a column with NULLs it is not SQL's AVG over the non-NULL
+        values; EXPLAIN and the result's mechanism say so. See
+        :class:`pinqpy.noise.mechanisms.PublicSizeMeanMechanism`.
         """
-        return _scalar(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
+        return _scalar(
+            prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta, whole=True)
+        )
 
     def median(
         self,

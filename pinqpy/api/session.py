@@ -73,6 +73,7 @@ class Session:
         engine: Literal["pandas", "duckdb", "spark"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
+        public_size: bool = False,
     ) -> PrivateFrame:
         """Register a private table under ``name`` and return its PrivateFrame.
 
@@ -82,6 +83,10 @@ class Session:
         ``connection`` are passed on. ``privacy_unit`` with ``max_rows=k`` keeps at most k
         rows per person, so queries see a table of stability k. ``schema={"code": "str"}``
         declares column types, converted or cast now (see :class:`PrivateFrame`).
+        ``public_size=True`` declares the table's row count public (see
+        :class:`PrivateFrame`): ``SELECT COUNT(*) FROM name`` then returns it free and
+        exactly, and AVG divides by it. With ``max_rows`` the registered frame keeps a
+        subset of the rows, so its count is not the public one.
         """
         _check_name(name)
         if name in self._public:
@@ -95,6 +100,7 @@ class Session:
                 or engine is not None
                 or connection is not None
                 or schema is not None
+                or public_size
             ):
                 raise PinqError(
                     "register a PrivateFrame on its own: its budget, bounds and keys come with it"
@@ -116,6 +122,7 @@ class Session:
                 engine=engine,
                 connection=connection,
                 schema=schema,
+                public_size=public_size,
             )
         if max_rows is not None:
             frame = frame.bound_contributions(max_rows=max_rows)

@@ -260,8 +260,11 @@ _CLASSES: dict[str, tuple[str, str]] = {
             ("PureCharge", "GaussianCharge", "DiscreteGaussianCharge", "CompositeCharge"),
         ),
         ("pinqpy.noise.mechanisms.base", ("_Noise",)),
-        ("pinqpy.noise.mechanisms.additive", ("CountMechanism", "SumMechanism")),
-        ("pinqpy.noise.mechanisms.mean", ("MeanMechanism", "MeanAccuracy")),
+        ("pinqpy.noise.mechanisms.additive", ("CountMechanism", "SumMechanism", "_NoCountNoise")),
+        (
+            "pinqpy.noise.mechanisms.mean",
+            ("MeanMechanism", "MeanAccuracy", "PublicSizeMeanAccuracy"),
+        ),
         ("pinqpy.noise.mechanisms.variance", ("VarianceMechanism", "VarianceAccuracy")),
         ("pinqpy.noise.mechanisms.quantile", ("QuantileMechanism", "QuantileAccuracy")),
         ("pinqpy.noise.mechanisms.argmax", ("ArgmaxMechanism",)),

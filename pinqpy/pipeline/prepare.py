@@ -28,7 +28,7 @@ from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import check_bounds
-from pinqpy.plan.nodes import PyFunc
+from pinqpy.plan.nodes import PyFunc, Source
 from pinqpy.results.accuracy import AccuracyPreview
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "prepare_quantile",
     "prepare_sum",
     "prepare_variance",
+    "public_row_count",
 ]
 
 
@@ -73,10 +74,62 @@ class Prepared:
         self.read = read
 
 
-def prepare_count(rel: Relation, epsilon: object, delta: object) -> Prepared:
-    """A row count: sensitivity 1 (adding or removing a row changes it by 1)."""
-    m = mech.CountMechanism(check_eps(epsilon), _delta(delta))
+def public_row_count(rel: Relation) -> int | None:
+    """The row count of ``rel`` when its curator declared it public (``public_size=True``)
+    and ``rel`` still has exactly the table's rows (:mod:`pinqpy.plan.facts`), else None.
+
+    Read once per table, at its first use, by the table's own engine (``COUNT(*)`` for
+    DuckDB and Spark), and kept: it is public, so reading it charges nothing and its value
+    may be shown (EXPLAIN does).
+    """
+    size = rel.meta.size
+    if size is None:
+        return None
+    if size.n is None:
+        plan = Source(size.table)  # type: ignore[arg-type]
+        ex = executor_for(plan, rel.catalog)
+        try:
+            counted = np.asarray(ex.count(plan, None)).reshape(-1)
+        except PinqError:
+            raise
+        except Exception as exc:  # engine messages can quote values: quote none
+            raise PinqError(f"reading the public row count failed ({type(exc).__name__})") from None
+        size.n = int(counted[0]) if counted.size else 0
+    return size.n
+
+
+def _public_n(rel: Relation) -> Callable[[], int]:
+    def n_of() -> int:
+        n = public_row_count(rel)
+        assert n is not None
+        return n
+
+    return n_of
+
+
+def prepare_count(
+    rel: Relation, epsilon: object, delta: object, *, whole: bool = False
+) -> Prepared:
+    """A row count: sensitivity 1 (adding or removing a row changes it by 1).
+
+    ``whole=True`` (the count of the whole frame, not of groups): when the frame's row count
+    is public (``public_size``), it is released exactly and charged nothing
+    (:class:`~pinqpy.noise.mechanisms.PublicCountMechanism`); ``epsilon`` is still checked.
+    Groups never use it: a public total says nothing public about a group's rows.
+    """
+    eps = check_eps(epsilon)
+    dlt = _delta(delta)
     plan = rel.plan
+    if whole and rel.meta.size is not None:
+        n_of = _public_n(rel)
+        return Prepared(
+            rel,
+            mech.PublicCountMechanism(n_of),
+            lambda g: np.array([n_of()], dtype=np.int64),
+            "count",
+            "count()",
+        )
+    m = mech.CountMechanism(eps, dlt)
     ex = executor_for(plan, rel.catalog)
     return Prepared(
         rel,
@@ -108,12 +161,36 @@ def prepare_sum(
 
 
 def prepare_mean(
-    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object
+    rel: Relation,
+    column: object,
+    epsilon: object,
+    bounds: Any,
+    delta: object,
+    *,
+    whole: bool = False,
 ) -> Prepared:
-    """A clamped mean (:class:`pinqpy.noise.mechanisms.MeanMechanism`)."""
+    """A clamped mean (:class:`pinqpy.noise.mechanisms.MeanMechanism`).
+
+    ``whole=True`` (the mean of the whole frame, not of groups) over a frame whose row count
+    is public (``public_size``): the public count is the denominator and all of epsilon goes
+    to the centred sum (:class:`~pinqpy.noise.mechanisms.PublicSizeMeanMechanism`, which
+    counts NULL values as the midpoint of the bounds).
+    """
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "mean")
-    m = mech.MeanMechanism(check_eps(epsilon), lo, hi, _delta(delta))
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
+    if whole and rel.meta.size is not None:
+        n_of = _public_n(rel)
+        pm = mech.PublicSizeMeanMechanism(check_eps(epsilon), lo, hi, n_of, _delta(delta))
+        return Prepared(
+            rel,
+            pm,
+            lambda g: (*_drop_squares(ex.lattice_sums(plan, g, e, lo, hi)), n_of()),
+            "mean",
+            _what("mean", e),
+            lambda: ex.validate(plan, e, numeric=True),
+            Read(ex, plan, "mean", e, lo, hi),
+        )
+    m = mech.MeanMechanism(check_eps(epsilon), lo, hi, _delta(delta))
     return Prepared(
         rel,
         m,
@@ -206,15 +283,19 @@ def accuracy(
     n: float | None,
 ) -> AccuracyPreview:
     """How accurate an aggregation would be at ``epsilon``: its mechanism's error bound at
-    ``level`` and what it would charge each budget. Reads nothing, charges nothing."""
+    ``level`` and what it would charge each budget. Charges nothing and reads nothing
+    private (a public row count, ``public_size``, is read once if a count or mean uses it)."""
     kind = aggregation.lower()
     if kind == "count":
-        prep = prepare_count(rel, epsilon, delta)
-    elif kind in ("sum", "mean"):
+        prep = prepare_count(rel, epsilon, delta, whole=True)
+    elif kind == "sum":
         if column is None:
             raise PinqError(f"accuracy({kind!r}) needs a column")
-        method = prepare_sum if kind == "sum" else prepare_mean
-        prep = method(rel, column, epsilon, bounds, delta)
+        prep = prepare_sum(rel, column, epsilon, bounds, delta)
+    elif kind == "mean":
+        if column is None:
+            raise PinqError(f"accuracy({kind!r}) needs a column")
+        prep = prepare_mean(rel, column, epsilon, bounds, delta, whole=True)
     elif kind in ("median", "quantile"):
         if column is None:
             raise PinqError(f"accuracy({kind!r}) needs a column")
@@ -227,7 +308,9 @@ def accuracy(
         raise PinqError("accuracy() knows count, sum, mean, median, quantile, variance and stddev")
     m = prep.mechanism
     unit = ""
-    if kind == "mean":
+    if isinstance(m, mech.PublicSizeMeanMechanism):
+        err = m.accuracy(level)  # over the public row count, whatever ``n`` says
+    elif kind == "mean":
         err = m.accuracy(level, n=n)
     elif kind in ("median", "quantile"):
         err, unit = m.accuracy(level), "ranks"

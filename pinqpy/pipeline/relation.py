@@ -35,7 +35,7 @@ from pinqpy.expr.check import check_expression, parse_and_check
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import ColumnType
 from pinqpy.plan.catalog import Catalog, agent_name, new_id
-from pinqpy.plan.facts import facts_of
+from pinqpy.plan.facts import declare_public_size, facts_of
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import FrameMeta, check_bounds, check_column_name, check_keys
 from pinqpy.plan.nodes import (
@@ -94,9 +94,14 @@ class Relation:
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = False,
         name: str = "table",
+        public_size: bool = False,
     ) -> Relation:
         """A relation over one private table with its declared public facts (checked here);
-        its catalog holds the table's handle and ``budget``."""
+        its catalog holds the table's handle and ``budget``. ``public_size=True`` is the
+        curator's declaration that the table's row count is public (read once, when first
+        used)."""
+        if not isinstance(public_size, bool):
+            raise PinqError("public_size must be True or False")
         schema = wrapped.schema
         if privacy_unit is not None and privacy_unit not in schema:
             raise PinqError(f"privacy_unit names unknown column {privacy_unit!r}")
@@ -124,6 +129,8 @@ class Relation:
             allow_callables=bool(allow_callables),
         )
         note_type_sources(table, wrapped)
+        if public_size:
+            declare_public_size(table)
         return cls(Source(table), Catalog().with_table(table, wrapped.data, budget))
 
     # -- public facts ---------------------------------------------------------------------

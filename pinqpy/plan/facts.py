@@ -17,6 +17,10 @@ The rules, each keeping a fact only where the transformation provably preserves 
   column;
 - bound_groups keeps the unit (its choice is per unit); bound_degree keeps it only when the
   unit column is one of its key columns;
+- a public row count (``public_size``) holds only for the declaring table's own rows: it
+  survives select/assign/rename of columns (one output row per input row) and nothing else
+  (where, distinct, explode, groupby, joins, set operations, partition parts and the
+  bound_* steps all change or may change the number of rows);
 - uniqueness comes only from distinct, groupby keys, set semantics and a join of two unique
   sides, and is dropped as soon as one of its columns is gone.
 """
@@ -31,7 +35,7 @@ from pinqpy.expr.ast import Column
 from pinqpy.expr.bounds import derive_bounds
 from pinqpy.expr.check import check_expression
 from pinqpy.expr.types import ColumnType
-from pinqpy.plan.meta import ColumnId, FrameMeta, UnitDomain, check_column_name
+from pinqpy.plan.meta import ColumnId, FrameMeta, PublicSize, UnitDomain, check_column_name
 from pinqpy.plan.nodes import (
     BoundContributions,
     BoundDegree,
@@ -48,10 +52,21 @@ from pinqpy.plan.nodes import (
     Select,
     SetOp,
     Source,
+    TableRef,
     Where,
 )
 
-__all__ = ["FactsVisitor", "facts_of"]
+__all__ = ["FactsVisitor", "declare_public_size", "facts_of"]
+
+# The tables whose curator declared their row count public, with that count once read.
+_PUBLIC_SIZES: weakref.WeakKeyDictionary[TableRef, PublicSize] = weakref.WeakKeyDictionary()
+
+
+def declare_public_size(table: TableRef) -> None:
+    """Record the curator's declaration that ``table``'s row count is public. Called only
+    where a table is wrapped (a curator-side argument), before any plan over it exists."""
+    _PUBLIC_SIZES.setdefault(table, PublicSize(table))
+
 
 # GroupBy aggregates whose result lies within their argument's bounds.
 _BOUNDED_AGGS = frozenset({"AVG", "MIN", "MAX", "MEDIAN"})
@@ -86,6 +101,7 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
             col_keys={ids[c]: k for c, k in t.keys.items()},
             unit=unit,
             allow_callables=t.allow_callables,
+            size=_PUBLIC_SIZES.get(t),
         )
 
     def visit_part_source(self, node: PartSource) -> FrameMeta:
@@ -100,7 +116,8 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         return _meta(parent, col_keys=keys, unit=None)
 
     def visit_where(self, node: Where) -> FrameMeta:
-        return self.visit(node.child)
+        # The rows are a subset: the public row count no longer holds (_meta drops it).
+        return _meta(self.visit(node.child))
 
     def visit_select(self, node: Select) -> FrameMeta:
         child = self.visit(node.child)
@@ -123,7 +140,8 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
             b = derive_bounds(e, by_name)
             if b is not None:
                 bounds[cid] = b
-        return _meta(child, schema=schema, ids=ids, col_bounds=bounds)
+        # One output row per input row: a public row count still holds.
+        return _meta(child, schema=schema, ids=ids, col_bounds=bounds, size=child.size)
 
     def visit_distinct(self, node: Distinct) -> FrameMeta:
         child = self.visit(node.child)
@@ -245,13 +263,13 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         )
 
     def visit_bound_contributions(self, node: BoundContributions) -> FrameMeta:
-        # A subset of the rows: every fact still holds.
-        return self.visit(node.child)
+        # A subset of the rows: every fact still holds but the public row count.
+        return _meta(self.visit(node.child))
 
     def visit_bound_groups(self, node: BoundGroups) -> FrameMeta:
         # A subset of the rows, chosen per unit from that unit's rows alone: every fact
-        # (bounds, keys, uniqueness, the unit) still holds.
-        return self.visit(node.child)
+        # (bounds, keys, uniqueness, the unit) still holds, but the public row count.
+        return _meta(self.visit(node.child))
 
     def visit_bound_degree(self, node: BoundDegree) -> FrameMeta:
         # A subset of the rows: bounds, keys and uniqueness hold. The unit survives only when
@@ -259,13 +277,16 @@ class FactsVisitor(PlanVisitor[FrameMeta]):
         # and a unit's kept rows depend on its own rows alone. Otherwise one unit's rows can
         # evict another unit's, which the unit-level rules (bound_contributions) must not
         # be told is impossible.
+        # The public row count never holds for a subset.
         child = self.visit(node.child)
         if child.privacy_unit is not None and child.privacy_unit in node.columns:
-            return child
+            return _meta(child)
         return _meta(child, unit=None)
 
 
 def _meta(base: FrameMeta, **changes: object) -> FrameMeta:
+    """``base`` with ``changes``. The public row count is not carried over unless a change
+    passes it (``size=...``): only a rule that keeps every row may keep it."""
     fields = {
         "schema": base.schema,
         "ids": base.ids,

@@ -28,6 +28,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "ColumnId",
     "FrameMeta",
+    "PublicSize",
     "UnitDomain",
     "check_bounds",
     "check_column_name",
@@ -59,6 +60,27 @@ class UnitDomain:
     name: str
 
 
+class PublicSize:
+    """A table's row count, declared public by its curator (``public_size=True``), as census
+    totals are.
+
+    Only the declaration is known when the table is wrapped; the number itself is read once,
+    at its first use (:func:`pinqpy.pipeline.prepare.public_row_count`), and kept in ``n``.
+    Being public, it may be released and shown as it is. It is a fact of the table's rows,
+    so it holds only for frames with exactly those rows (see :mod:`pinqpy.plan.facts`).
+    Compared by identity: one declaration per table.
+    """
+
+    __slots__ = ("n", "table")
+
+    def __init__(self, table: object):
+        self.table = table
+        self.n: int | None = None
+
+    def __repr__(self) -> str:
+        return f"PublicSize(n={self.n!r})"
+
+
 @dataclass(frozen=True)
 class FrameMeta:
     """What is known about a frame's rows without reading them.
@@ -66,7 +88,8 @@ class FrameMeta:
     ``unit`` is set only while every row's unit column names the unit (of ``unit[1]``) that
     owns the row. ``unique`` lists column-identity sets on which the frame has at most one
     row per value. ``col_bounds`` and ``col_keys`` hold the declared (or derived) bounds and
-    public keys per identity.
+    public keys per identity. ``size`` is set only while the frame has exactly the rows of
+    a table whose row count its curator declared public (:class:`PublicSize`).
     """
 
     schema: dict[str, ColumnType]
@@ -76,6 +99,7 @@ class FrameMeta:
     unit: tuple[ColumnId, UnitDomain] | None = None
     unique: frozenset[frozenset[ColumnId]] = frozenset()
     allow_callables: bool = True
+    size: PublicSize | None = None
 
     def __post_init__(self) -> None:
         # Facts of identities that are no longer columns are dropped, so no later step can

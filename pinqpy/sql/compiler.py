@@ -1034,7 +1034,10 @@ class _Compiler:
                 "(the default) or bound the query's stability"
             )
         private_keys = any(k is None for k in key_lists)
-        m = len(calls)
+        # COUNT(*) of a whole table whose row count is public is released free and exactly:
+        # the query's epsilon is split among the other measurements only.
+        public = sum(1 for c in calls if _public_count(prepared_calls[c], frame, key_cols))
+        m = max(len(calls) - public, 1)
         selection_index = _count_star(calls) if private_keys else None
         # Key selection, when needed, is one more measurement of the split -- unless the
         # query asks for COUNT(*), whose noisy counts are then the selection's (one step).
@@ -1472,9 +1475,10 @@ class _Compiler:
     ) -> Prepared:
         name = canonical_aggregate(call.name)
         args = call.args
+        whole = not key_cols  # a public row count is the whole table's, never a group's
         if name == "COUNT":
             if call.star:
-                return prepare_count(frame, eps, delta)
+                return prepare_count(frame, eps, delta, whole=whole)
             arg = args[0]
             if call.distinct:
                 col = arg.name if isinstance(arg, Column) else self.tmp("d")
@@ -1490,7 +1494,7 @@ class _Compiler:
         if name == "SUM":
             return prepare_sum(frame, value, eps, bounds, delta)
         if name == "AVG":
-            return prepare_mean(frame, value, eps, bounds, delta)
+            return prepare_mean(frame, value, eps, bounds, delta, whole=whole)
         if name in ("VARIANCE", "STDDEV", "VAR_POP", "STDDEV_POP"):
             # VARIANCE/STDDEV (and VAR, VAR_SAMP, STD, STDDEV_SAMP) are the sample forms, as
             # in SQL; the _POP forms divide by n. The same noisy count, sum and sum of squares
@@ -1552,6 +1556,18 @@ class _Compiler:
                 "lo, hi). Bounds are never read off the data"
             )
         return found
+
+
+def _public_count(call: Call, frame: Relation, key_cols: list[str]) -> bool:
+    """Whether ``call`` is a COUNT(*) of the whole frame over a public row count (released
+    exactly, charged nothing: :func:`~pinqpy.pipeline.prepare.prepare_count`)."""
+    return (
+        not key_cols
+        and canonical_aggregate(call.name) == "COUNT"
+        and call.star
+        and not call.distinct
+        and frame.meta.size is not None
+    )
 
 
 def _count_star(calls: list[Call]) -> int | None:

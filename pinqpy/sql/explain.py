@@ -9,6 +9,7 @@ from pinqpy.accounting.agents import flatten
 from pinqpy.accounting.charges import CompositeCharge
 from pinqpy.core.exact import Exact
 from pinqpy.expr.ast import Expr
+from pinqpy.noise.mechanisms import PublicCountMechanism
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -166,12 +167,19 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
     _tree(rel.frame.plan, 1, lines, _Describe(), rel.frame.catalog)
     sel_index = rel.selection_index
     extra = 1 if rel.key_selection is not None and sel_index is None else 0
-    m = len(rel.measurements) + extra
-    lines += [
-        "",
-        f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
-        f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
-    ]
+    # A public row count is no noisy measurement: it takes no share of epsilon.
+    public = sum(
+        isinstance(meas.prepared.mechanism, PublicCountMechanism) for meas in rel.measurements
+    )
+    m = max(len(rel.measurements) - public, 1) + extra
+    if public == len(rel.measurements) and extra == 0:
+        lines += ["", "Noisy measurements: none (public row counts only, charged nothing)"]
+    else:
+        lines += [
+            "",
+            f"Noisy measurements: epsilon {Exact.of(rel.epsilon)} = {m} measurement(s) x "
+            f"{Exact.of(rel.per_measurement_epsilon)} x stability {Exact.of(rel.stability)}",
+        ]
     for i, meas in enumerate(rel.measurements):
         if i == sel_index and rel.key_selection is not None:
             sel = rel.key_selection[2]

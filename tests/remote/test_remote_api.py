@@ -75,6 +75,8 @@ def _toml(value: Any) -> str:
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return repr(value)
 
 

@@ -1,7 +1,8 @@
 """The SQL fixtures against a real server process.
 
 The server serves the tables of the SQL suite's fixed session (``tests/sql/conftest.py``:
-``pums``, ``pums_raw``, ``persons``, ``visits`` with ``max_rows = 3``, ``visits_all``) from
+``pums``, ``pums_raw``, ``persons``, ``visits`` with ``max_rows = 3``, ``visits_all``,
+``census`` with ``public_size = true``) from
 CSV files, each with its own budget, and runs with ``--testing no-noise``. Every fixture case
 that uses no public table (a server serves private tables only) runs on the server and on a
 local session over the same files with the same public facts, under ``pq.testing.no_noise()``:
@@ -56,6 +57,7 @@ TABLES: dict[str, dict[str, Any]] = {
     },
     "visits": {"bounds": VISIT_BOUNDS, "privacy_unit": "pid", "max_rows": 3},
     "visits_all": {"bounds": VISIT_BOUNDS, "privacy_unit": "pid"},
+    "census": {"bounds": PUMS_BOUNDS, "keys": PUMS_KEYS, "public_size": True},
 }
 
 
@@ -69,6 +71,7 @@ def _paths(directory: Path) -> dict[str, Path]:
         "persons": persons,
         "visits": visits,
         "visits_all": visits,
+        "census": Path(PUMS_PATH),
     }
 
 

@@ -10,6 +10,9 @@ Tables (each private table has its own budget, so a test can see exactly which o
 - ``visits``: a user-level table (``privacy_unit="pid"``), person ``pid`` has ``1 + pid % 4``
   rows; registered with ``max_rows=3``, so queries see a table of stability 3.
 - ``visits_all``: the same rows, user-level and unbounded (stability infinity).
+- ``census``: the same rows as ``pums`` (same bounds and keys), its row count declared
+  public (``public_size=True``): COUNT(*) of the whole table is 1,000, exact and free, and
+  AVG divides by it.
 - public ``educ_names`` (educ 1..16 -> label, level; unique key) and ``race_groups`` (race ->
   grp, where race 1 has two rows, so joining it has stability 2).
 
@@ -178,6 +181,15 @@ def make_env(epsilon: float = BIG_EPSILON, delta: float = 1e-3) -> SqlEnv:
     )
     session.register_public("educ_names", educ_names_df())
     session.register_public("race_groups", race_groups_df())
+    budgets["census"] = pq.Budget(epsilon=epsilon, delta=delta)
+    session.register(
+        "census",
+        pums_df(),
+        budget=budgets["census"],
+        bounds=PUMS_BOUNDS,
+        keys=PUMS_KEYS,
+        public_size=True,
+    )
     return SqlEnv(session, budgets)
 
 

@@ -116,6 +116,7 @@ def _moved(meta: FrameMeta, pairs: dict[int, object]) -> FrameMeta:
         unit=None if meta.unit is None else (cid(meta.unit[0]), meta.unit[1]),
         unique=frozenset(frozenset(cid(i) for i in u) for u in meta.unique),
         allow_callables=meta.allow_callables,
+        size=meta.size,  # the table's own declaration (tables are equal by id)
     )
 
 

@@ -69,7 +69,11 @@ becomes a plain argmax, lowest index on ties).
 
 from __future__ import annotations
 
-from pinqpy.noise.mechanisms.additive import CountMechanism, SumMechanism
+from pinqpy.noise.mechanisms.additive import (
+    CountMechanism,
+    PublicCountMechanism,
+    SumMechanism,
+)
 from pinqpy.noise.mechanisms.argmax import ArgmaxMechanism
 from pinqpy.noise.mechanisms.base import Mechanism
 from pinqpy.noise.mechanisms.calibration import (
@@ -77,7 +81,12 @@ from pinqpy.noise.mechanisms.calibration import (
     gaussian_sigma,
     laplace_scale,
 )
-from pinqpy.noise.mechanisms.mean import MeanAccuracy, MeanMechanism
+from pinqpy.noise.mechanisms.mean import (
+    MeanAccuracy,
+    MeanMechanism,
+    PublicSizeMeanAccuracy,
+    PublicSizeMeanMechanism,
+)
 from pinqpy.noise.mechanisms.quantile import (
     QUANTILE_CI_CUTS,
     QuantileAccuracy,
@@ -95,6 +104,9 @@ __all__ = [
     "MeanAccuracy",
     "MeanMechanism",
     "Mechanism",
+    "PublicCountMechanism",
+    "PublicSizeMeanAccuracy",
+    "PublicSizeMeanMechanism",
     "QuantileAccuracy",
     "QuantileMechanism",
     "SumMechanism",

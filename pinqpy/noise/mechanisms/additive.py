@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
 
+from pinqpy.accounting.charges import FreeCharge
 from pinqpy.accounting.cost import _nonneg, check_epsilon
 from pinqpy.core.exact import Exact
 from pinqpy.noise.mechanisms.base import (
@@ -17,10 +20,10 @@ from pinqpy.noise.mechanisms.base import (
     _lattice_noise,
     _optional_delta,
 )
-from pinqpy.results.accuracy import Accuracy
-from pinqpy.results.noise import LatticeNoise
+from pinqpy.results.accuracy import Accuracy, AdditiveAccuracy
+from pinqpy.results.noise import LatticeNoise, ZeroNoise
 
-__all__ = ["CountMechanism", "SumMechanism"]
+__all__ = ["CountMechanism", "PublicCountMechanism", "SumMechanism"]
 
 
 class CountMechanism(_AdditiveMechanism):
@@ -88,3 +91,55 @@ class SumMechanism(_AdditiveMechanism):
         x = _keys_vector(sums, "sums")
         noisy = self._spec.add(x)
         return noisy, self._accuracy(noisy)
+
+
+class _NoCountNoise(ZeroNoise):
+    """No noise on an integer answer: intervals stay integers."""
+
+    integer: ClassVar[bool] = True
+
+
+class PublicCountMechanism:
+    """The row count of a frame whose count its curator declared public (``public_size``):
+    released exactly, charged nothing.
+
+    The count is a public fact, not a function of the private rows beyond what the curator
+    published: releasing it is 0-DP (:class:`~pinqpy.accounting.charges.FreeCharge`), its
+    ``ci`` is ``(n, n)`` and its error 0. ``n_of`` reads the public count (once, lazily);
+    ``describe()`` shows it, since the number is public.
+
+    >>> m = PublicCountMechanism(lambda: 1000)
+    >>> m.describe(), m.charge.at(1), m.accuracy(0.95)
+    ('row count public (n = 1000)', Cost(epsilon=0), 0.0)
+    >>> values, acc = m.release(np.array([1000]))
+    >>> values.tolist(), acc.interval(0.99)
+    ([1000], (array([1000]), array([1000])))
+    """
+
+    def __init__(self, n_of: Callable[[], int]):
+        self._n_of = n_of
+        self.epsilon = Exact(0)
+        self.delta = Exact(0)
+        self.noise = _NoCountNoise()
+        self.noise_scale = 0.0
+        self.sensitivity = Fraction(0)
+        self.charge = FreeCharge()
+
+    @property
+    def n(self) -> int:
+        """The public row count (read on first use)."""
+        return int(self._n_of())
+
+    def describe(self) -> str:
+        return f"row count public (n = {self.n})"
+
+    def expected_error(self) -> float:
+        return 0.0
+
+    def accuracy(self, level: float = 0.95) -> float:
+        return self.noise.half_width(level)
+
+    def release(self, counts: object) -> tuple[np.ndarray, Accuracy]:
+        """The public count, as it is (``int64``)."""
+        c = _count_vector(counts, "counts")
+        return c, AdditiveAccuracy(c, self.noise, epsilon=0, mechanism=self.describe())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from typing import ClassVar
 
@@ -25,7 +26,12 @@ from pinqpy.noise.mechanisms.calibration import _float_up
 from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.noise import NoiseDistribution, check_level
 
-__all__ = ["MeanAccuracy", "MeanMechanism"]
+__all__ = [
+    "MeanAccuracy",
+    "MeanMechanism",
+    "PublicSizeMeanAccuracy",
+    "PublicSizeMeanMechanism",
+]
 
 
 def _half_width(lo: float, hi: float) -> Fraction:
@@ -255,6 +261,175 @@ class MeanMechanism(Mechanism):
             mechanism=self.describe(),
             centre=self.mid,
             half=_float_up(self.lattice.half),
+            slack=_float_up(self.lattice.step / 2),
+        )
+        return values, acc
+
+
+class PublicSizeMeanAccuracy(Accuracy):
+    """Confidence intervals for a mean over a public row count ``n``: released value
+    ``mid + S'/n`` (clamped), ``S' = S + X``.
+
+    With ``t`` the ``level`` half-width of ``X``, ``|X| <= t`` with probability ``level``, and
+    then the exact ``mid + S/n`` is within ``t/n`` of ``mid + S'/n``; clamping into the bounds
+    moves the released value toward the exact one (which lies in them), so the interval is
+    ``value ± t/n``, widened by the quantisation slack ``q/2`` and clipped into the bounds.
+    """
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        *,
+        noise: NoiseDistribution,
+        n: int,
+        lo: float,
+        hi: float,
+        epsilon: object,
+        delta: object,
+        mechanism: str,
+        slack: float = 0.0,
+    ):
+        super().__init__(
+            values,
+            mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            noise_scale=noise.scale / max(n, 1),
+        )
+        self.noise, self.n, self.lo, self.hi, self.slack = noise, n, lo, hi, slack
+
+    @_quiet
+    def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        t = self.noise.half_width(check_level(level)) / max(self.n, 1) + self.slack
+        v = np.asarray(self.values, dtype=np.float64)
+        if self.n == 0:  # no rows: the mean is undefined, any value in the bounds
+            return np.full_like(v, self.lo), np.full_like(v, self.hi)
+        low = np.clip(v - t, self.lo, self.hi)
+        high = np.clip(v + t, self.lo, self.hi)
+        return np.minimum(low, v), np.maximum(high, v)
+
+
+class PublicSizeMeanMechanism(Mechanism):
+    """A noisy mean over a frame whose row count ``n`` is public (``public_size``).
+
+    Released value ``mid + S'/n``, clamped into ``[lo, hi]``, where ``S' = S + noise`` is the
+    centred sum ``S = Σ (x̂ - mid)`` of the lattice-quantised clamped values (as in
+    :class:`MeanMechanism`), measured with **all** of the mean's epsilon; no count is
+    measured, since ``n`` is public.
+
+    **Privacy (add/remove neighbours).** Adding or removing one row changes ``S`` by that
+    row's ``x̂ - mid``, and ``|x̂ - mid| <= h`` (the lattice half-width, within ``q/2`` of
+    ``(hi - lo)/2``): ``S`` has sensitivity ``h``, and its lattice release with exact discrete
+    noise calibrated for ``(h, epsilon)`` is epsilon-DP (``(epsilon, delta)`` with Gaussian
+    noise). Dividing by the public constant ``n`` and adding the public ``mid`` (then
+    clamping) are post-processing. (The public ``n`` itself differs between neighbours; it is
+    the curator's published fact, released without charge by its own declaration, not
+    something this mechanism protects.)
+
+    **NULLs.** A NULL value contributes 0 to ``S`` (the engine's sums skip it), exactly as if
+    it were the midpoint ``mid``, while ``n`` counts every row. So the released value is the
+    mean over all ``n`` rows with NULLs counted as ``mid``: equal to SQL's AVG (which skips
+    NULLs) when the column has none. This is what the mechanism measures, soundly, whatever
+    the data; callers that cannot rule NULLs out say so (EXPLAIN's description, the docs).
+
+    **Accuracy.** The error is ``X/n`` with ``X`` the sum's noise: Laplace scale
+    ``h/epsilon ≈ (hi - lo)/(2·epsilon)`` on ``S``, so ``(hi - lo)/(2·n·epsilon)`` on the
+    mean -- against the two-measurement mean's ``2·h/epsilon`` on its sum plus a noisy
+    count. ``ci`` is described in :class:`PublicSizeMeanAccuracy`.
+
+    ``release(index_sums, counts, n)`` takes each key's exact lattice-index sum ``Σd``, the
+    number of non-NULL values it covers, and the public row count ``n`` (one key only: a
+    public count belongs to a whole frame, never to a group).
+
+    >>> from pinqpy import testing
+    >>> m = PublicSizeMeanMechanism(0.2, 0, 100, lambda: 4)
+    >>> m.describe().split(", row ")[1]
+    'count public (n = 4), NULL counted as 50)'
+    >>> s, _, k = m.lattice.value_sums([10.0, 20.0, 60.0])
+    >>> with testing.no_noise():
+    ...     v, _ = m.release([s], np.array([k]), 4)   # the 4th row is NULL: counted as 50
+    >>> v.tolist()
+    [35.0]
+    """
+
+    def __init__(
+        self,
+        epsilon: object,
+        lo: object,
+        hi: object,
+        n_of: Callable[[], int],
+        delta: object = None,
+    ):
+        self.lo, self.hi = _bounds(lo, hi)
+        self.epsilon = Exact(check_epsilon(epsilon))
+        dlt = _optional_delta(delta)
+        self.delta = Exact(dlt or 0)
+        self.lattice = Lattice.of(self.lo, self.hi)
+        self._n_of = n_of
+        self._sum = _split(self.lattice.half, self.epsilon, dlt, 1, count=False)
+        self.sum_noise = self._sum.noise
+        self.charge = self._sum.charge
+        self.noise_scale = None
+
+    @property
+    def n(self) -> int:
+        """The public row count (read on first use)."""
+        return int(self._n_of())
+
+    @property
+    def mid(self) -> float:
+        """The public centre of the lattice (``(lo + hi)/2`` for bounds on the lattice)."""
+        return float(self.lattice.centre)
+
+    def describe(self) -> str:
+        return (
+            f"Mean(sum: {self.sum_noise.describe()}, row count public (n = {self.n}), "
+            f"NULL counted as {self.mid:g})"
+        )
+
+    def expected_error(self, n: float | None = None) -> float:
+        """``E|X|/n`` (at most ``hi - lo``); ``n`` is the public count unless given."""
+        size = self.n if n is None else n
+        width = self.hi - self.lo
+        if size <= 0:
+            return width
+        return min(self.sum_noise.expected_abs() / size, width)
+
+    def accuracy(self, level: float = 0.95, n: float | None = None) -> float:
+        """A bound on ``|released - exact|`` w.p. >= level: ``t/n`` with ``t`` the noise's
+        ``level`` half-width (at most ``hi - lo``); ``n`` is the public count unless given."""
+        size = self.n if n is None else n
+        width = self.hi - self.lo
+        if size <= 0:
+            return width
+        return min(self.sum_noise.half_width(check_level(level)) / size, width)
+
+    def centred(self, index_sums: object, counts: object) -> list[Fraction]:
+        """The exact centred sums ``S`` the noise is calibrated for (before any noise)."""
+        s = _index_sums(index_sums, "sums")
+        c = _count_vector(counts, "counts")
+        if len(s) != c.shape[0]:
+            raise ValueError("sums and counts must have one entry per key each")
+        return [self.lattice.centred_sum(si, ni) for si, ni in zip(s, c.tolist(), strict=True)]
+
+    @_quiet
+    def release(
+        self, index_sums: object, counts: object, n: int | None = None
+    ) -> tuple[np.ndarray, Accuracy]:
+        """Noisy means ``mid + S'/n`` from exact lattice-index sums and non-NULL counts."""
+        size = self.n if n is None else int(n)
+        noisy_sum = self._sum.add_exact(self.centred(index_sums, counts))
+        mean = self.mid + noisy_sum / max(size, 1)
+        values = np.clip(_finite_or(mean, self.mid), self.lo, self.hi)
+        acc = PublicSizeMeanAccuracy(
+            values,
+            noise=self.sum_noise,
+            n=size,
+            lo=self.lo,
+            hi=self.hi,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            mechanism=self.describe(),
             slack=_float_up(self.lattice.step / 2),
         )
         return values, acc

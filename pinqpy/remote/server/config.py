@@ -37,6 +37,9 @@ The schema::
     bounds = { age = [0, 100], income = [0, 500000] }
     keys = { sex = [0, 1] }
     schema = { age = "int" }
+    public_size = true                 # optional: the row count is public (census totals
+                                       # are); COUNT(*) then returns it free, AVG divides by
+                                       # it. Not with max_rows (that serves fewer rows).
 
     [groups.lab]
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "approx" }  # per table, shared
@@ -137,6 +140,7 @@ class TableSpec:
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     keys: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     schema: Mapping[str, str] | None = None
+    public_size: bool = False
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,7 @@ class _Reader:
                 "bounds",
                 "keys",
                 "schema",
+                "public_size",
             ),
         )
         if not _NAME.match(name):
@@ -358,6 +363,20 @@ class _Reader:
                 raise self.fail(
                     f"{key}.max_rows", "needs privacy_unit = <the column naming each row's owner>"
                 )
+        public_size = d.get("public_size", False)
+        if not isinstance(public_size, bool):
+            raise self.fail(
+                f"{key}.public_size",
+                f"must be true (the table's row count is public) or false, not "
+                f"{_kind(public_size)}",
+            )
+        if public_size and max_rows is not None:
+            raise self.fail(
+                f"{key}.public_size",
+                "declares the whole table's row count public; with max_rows the served table "
+                "keeps only some rows per person, so its row count is not that number (drop "
+                "one of the two)",
+            )
         bounds = {}
         for col, b in self.table(d.get("bounds", {}), f"{key}.bounds").items():
             bk = f"{key}.bounds.{col}"
@@ -397,6 +416,7 @@ class _Reader:
             bounds=MappingProxyType(bounds),
             keys=MappingProxyType(keys),
             schema=schema,
+            public_size=public_size,
         )
 
 

@@ -10,8 +10,10 @@ is recomputed:
 * a ``Source`` is found by its table **name** among the tables granted to this analyst, and
   becomes the server's own relation for it (its data, its budget, the curator's declarations).
   The client's table id, agent name, schema, bounds, keys, privacy unit and
-  ``allow_callables`` are never read. A table that is not granted is reported exactly like
-  one that does not exist (:class:`TableNotFound`), so grants cannot be probed;
+  ``allow_callables`` are never read, and a public row count (``public_size``) is the
+  curator's alone: it has no field in a plan, so an analyst cannot send or change it. A
+  table that is not granted is reported exactly like one that does not exist
+  (:class:`TableNotFound`), so grants cannot be probed;
 * ``GroupBy.by_unit``, ``PublicJoin.multiplicity``, ``BoundContributions.unit`` and
   ``BoundGroups.unit`` are recomputed by the relation's methods; the client's values are
   never read. No stability is ever sent: stabilities are derived from the rebuilt plan

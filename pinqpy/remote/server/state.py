@@ -221,6 +221,7 @@ class ServerState:
                         keys={k: list(v) for k, v in spec.keys.items()},
                         privacy_unit=spec.privacy_unit,
                         max_rows=spec.max_rows,
+                        public_size=spec.public_size,
                     )
                 self.analysts[name] = AnalystState(a, session, mine)
         except BaseException:
