@@ -13,8 +13,9 @@ what each budget was charged. The local suite checks the fixtures' own expectati
 except the few that depend on how the suite's session was made (``LOCAL_ONLY``).
 
 A query that reads a table whose rows are cut at random (``visits``, bounded by its configured
-``max_rows``, and joins ``WITH BOUNDS``) keeps a random choice of rows on each side: there the
-shapes, the columns and the charges must agree, not the values.
+``max_rows``, joins ``WITH BOUNDS``, and BigQuery's clause, which keeps at most
+``max_groups_contributed`` groups per unit) keeps a random choice of rows on each side: there
+the shapes, the columns and the charges must agree, not the values.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ from tests.sql.test_fixtures import _kwargs, check_error, check_plan, check_resu
 
 DELTA = 1e-3
 PUBLIC = re.compile(r"\b(educ_names|race_groups)\b", re.IGNORECASE)
-RANDOM_ROWS = re.compile(r"\bvisits\b|\bWITH\s+BOUNDS\b", re.IGNORECASE)
+RANDOM_ROWS = re.compile(
+    r"\bvisits\b|\bWITH\s+BOUNDS\b|\bWITH\s+(DIFFERENTIAL_PRIVACY|ANONYMIZATION)\b"
+    r"|\bmax_(groups|rows)_contributed\b",
+    re.IGNORECASE,
+)
 # Cases whose expected result lists the tables a session registers (the suite's session has
 # public tables too), says where column types came from (the suite registers DataFrames, the
 # server reads CSV files: "inferred"), or expects budgets no query has touched yet.
