@@ -274,6 +274,9 @@ class _Compiler:
         self.catalog = catalog
         self.text = text
         self._tmp = itertools.count()
+        # OPTIONS (quantile_ci = true): quantiles spend a quarter of their epsilon on a
+        # value-space interval (prepare_quantile's ci=True); off, the whole epsilon selects.
+        self.quantile_ci = False
 
     # -- errors -------------------------------------------------------------------------
     def syntax(self, message: str, pos: Pos | None) -> PinqSyntaxError:
@@ -871,6 +874,7 @@ class _Compiler:
     def release(
         self, s: q.Query, epsilon: Fraction, delta: Fraction, options: dict
     ) -> CompiledRelease:
+        self.quantile_ci = options.get("quantile_ci") is True
         if isinstance(s, q.SetQuery):
             raise PrivacyError(
                 "the outermost query must be one SELECT of noisy aggregates; put "
@@ -1509,14 +1513,20 @@ class _Compiler:
             )
         self.no_delta(call, delta)
         if name == "MEDIAN":
-            return prepare_quantile(frame, value, 0.5, eps, bounds, cands)
+            return prepare_quantile(frame, value, 0.5, eps, bounds, cands, self.quantile_ci)
         if name in ("PERCENTILE", "QUANTILE"):
             if not isinstance(q_level, int | float) or not 0 <= q_level <= 1:
                 raise self.syntax(f"{name}'s level must be a number between 0 and 1", call.pos)
-            return prepare_quantile(frame, value, q_level, eps, bounds, cands)
+            return prepare_quantile(frame, value, q_level, eps, bounds, cands, self.quantile_ci)
         if name in ("MIN", "MAX"):
             return prepare_quantile(
-                frame, value, MIN_Q if name == "MIN" else MAX_Q, eps, bounds, cands
+                frame,
+                value,
+                MIN_Q if name == "MIN" else MAX_Q,
+                eps,
+                bounds,
+                cands,
+                self.quantile_ci,
             )
         raise self.syntax(f"{name} is not a noisy aggregate pinqpy can release", call.pos)
 
@@ -1674,6 +1684,7 @@ KNOWN_OPTIONS = {
     "privacy_unit_column",
     "max_groups_contributed",
     "max_rows_contributed",
+    "quantile_ci",
 }
 
 
@@ -1700,6 +1711,10 @@ def compile_release(
             raise _positioned(
                 PinqError(f"OPTIONS {name} must be a positive whole number (or NULL)"), text, name
             )
+    if "quantile_ci" in options and not isinstance(options["quantile_ci"], bool):
+        raise _positioned(
+            PinqError("OPTIONS quantile_ci must be true or false"), text, "quantile_ci"
+        )
     if "max_groups_contributed" in options and "max_rows_contributed" in options:
         pos = option_pos(text, "max_rows_contributed")
         raise PinqSyntaxError(

@@ -180,7 +180,8 @@ class QuantileAccuracy(Accuracy):
             # no interval is invented here.
             raise PinqError(
                 "this quantile was released without an interval; ask median(..., ci=True) or "
-                "quantile(..., ci=True), which spends a quarter of epsilon on it"
+                "quantile(..., ci=True), which spends a quarter of epsilon on it (in SQL: "
+                "OPTIONS (quantile_ci = true))"
             )
         t = mech.ci_thresholds(level)
         cuts = mech.cuts
