@@ -84,3 +84,16 @@ def test_bounds_error_names_an_expression_by_its_sql():
     with pytest.raises(pq.PrivacyError, match=r"needs bounds for x \* 2: ") as err:
         f.median(pq.col("x") * 2, epsilon=1)
     assert "this expression" not in str(err.value)
+
+
+def test_sql_result_shows_no_interval_for_a_quantile_without_one():
+    s = pq.Session()
+    s.register("t", pd.DataFrame({"x": [float(i) for i in range(200)]}), budget=pq.Budget(10))
+    r = s.sql("SELECT COUNT(*) AS n, MEDIAN(x, 0, 200) AS m FROM t", epsilon=1)
+    html = r._repr_html_()
+    assert len(r.ci("n")) == 1  # the count keeps its interval
+    with pytest.raises(pq.PinqError, match="quantile_ci = true"):
+        r.ci("m")
+    assert "PermuteAndFlip" not in html  # the interval table lists only the count's mechanism
+    paid = s.sql("SELECT MEDIAN(x, 0, 200) AS m FROM t OPTIONS (quantile_ci = true)", epsilon=1)
+    assert "PermuteAndFlip" in paid._repr_html_()
