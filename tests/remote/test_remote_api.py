@@ -365,6 +365,8 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "mean_expression": lambda f: f.mean("income / 1000", 0.5, (0, 500)),
     "median": lambda f: f.median("age", 0.5),
     "median_candidates": lambda f: f.median("age", 0.5, candidates=range(0, 101, 5)),
+    "median_ci": lambda f: f.median("age", 0.5, ci=True),
+    "quantile_candidates_no_bounds": lambda f: f.quantile("sex", 0.5, 0.5, candidates=[0, 1]),
     "quantile": lambda f: f.quantile("income", 0.9, epsilon=0.5),
     "argmax": lambda f: f.argmax("educ", candidates=range(1, 17), epsilon=0.5),
     "argmax_text": lambda f: f.assign(s="CASE WHEN sex = 1 THEN 'm' ELSE 'f' END").argmax(
@@ -385,6 +387,7 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "parts_sum": lambda f: f.partition("sex").sum("income", 0.5),
     "parts_mean": lambda f: f.partition("married").mean("age", 0.5, bounds=(18, 90)),
     "parts_median": lambda f: f.partition("educ").median("age", 0.5),
+    "parts_median_ci": lambda f: f.partition("educ").median("age", 0.5, ci=True),
     "parts_quantile": lambda f: f.partition(["married", "sex"]).quantile("income", 0.75, 0.5),
     "parts_argmax": lambda f: f.partition("race", [1, 2, 3]).argmax("sex", [0, 1], 0.5),
     "part_mean": lambda f: f.partition("sex", keys=[1])[1].mean("income", 0.5),
