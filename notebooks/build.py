@@ -155,7 +155,7 @@ QUICKSTART = [
         show("people.count(0.1)", people.count(epsilon=0.1))
         show("aged 65 or over, count(0.1)", people.where("age >= 65").count(epsilon=0.1))
         show("mean income (0.2)", people.mean("income", epsilon=0.2))
-        show("median age (0.3)", people.median("age", epsilon=0.3))
+        show("median age (0.3, ci=True)", people.median("age", epsilon=0.3, ci=True))
         """
     ),
     md(

@@ -55,7 +55,7 @@ def main() -> int:
     _show("people.count(epsilon=0.1)", people.count(epsilon=0.1))
     _show('where("age >= 65").count(epsilon=0.1)', people.where("age >= 65").count(epsilon=0.1))
     _show('mean("income", epsilon=0.2)', people.mean("income", epsilon=0.2))
-    _show('median("age", epsilon=0.1)', people.median("age", epsilon=0.1))
+    _show('median("age", epsilon=0.1, ci=True)', people.median("age", epsilon=0.1, ci=True))
     top = people.argmax("educ", candidates=PUMS_KEYS["educ"], epsilon=0.1)
     print(f"  {'most common educ code (argmax, epsilon=0.1)':<44} {top!s:>12}")
     print(f"\n  budget now: {budget}")

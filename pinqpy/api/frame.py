@@ -756,9 +756,10 @@ class PrivateFrame:
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
+        ci: bool = False,
     ) -> NoisyValue:
         """A noisy median by the exponential mechanism; see :meth:`quantile`."""
-        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates)
+        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
 
     def quantile(
         self,
@@ -768,15 +769,20 @@ class PrivateFrame:
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
+        ci: bool = False,
     ) -> NoisyValue:
         """A noisy ``q``-quantile of ``column`` within ``bounds``, exactly epsilon-DP.
 
         The exponential mechanism picks among public candidate values with utility
         ``-|(1-q)·#{x < c} - q·#{x > c}|``, whose sensitivity is ``max(q, 1-q)``; see
-        :class:`pinqpy.noise.mechanisms.QuantileMechanism`, which also explains how ``ci()`` is
-        given in value space.
+        :class:`pinqpy.noise.mechanisms.QuantileMechanism`. By default the whole epsilon goes
+        to that choice and the answer has no value-space interval (its accuracy is stated in
+        ranks, and ``ci()`` refuses); ``ci=True`` spends a quarter of epsilon on a noisy
+        histogram that gives ``ci()``. With public ``candidates`` no bounds are needed: the
+        candidates' least and greatest values are the bounds.
         """
-        prep = prepare.prepare_quantile(self._rel, unwrap(column), q, epsilon, bounds, candidates)
+        rel = self._rel
+        prep = prepare.prepare_quantile(rel, unwrap(column), q, epsilon, bounds, candidates, ci)
         return _scalar(prep)
 
     def argmax(

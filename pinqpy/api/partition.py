@@ -146,9 +146,10 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
+        ci: bool = False,
     ) -> NoisySeries:
         """A noisy median per key; see :meth:`PrivateFrame.quantile`."""
-        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates)
+        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
 
     def quantile(
         self,
@@ -158,10 +159,12 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
+        ci: bool = False,
     ) -> NoisySeries:
         """A noisy ``q``-quantile per key; see :meth:`PrivateFrame.quantile`."""
         rel, value = self._rel, unwrap(column)
-        return self._run(prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates))
+        prep = prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates, ci)
+        return self._run(prep)
 
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
         """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""

@@ -73,7 +73,8 @@ def _tables(plan: Any) -> list[TableRef]:
 
 def _mechanism_text(mechanism: Any) -> str:
     parts = [type(mechanism).__name__, f"eps={mechanism.epsilon!r}", f"delta={mechanism.delta!r}"]
-    for name in ("lo", "hi", "q", "sensitivity"):
+    # ci_share: a quantile with a paid interval is a different release from one without.
+    for name in ("lo", "hi", "q", "sensitivity", "ci_share"):
         if hasattr(mechanism, name):
             parts.append(f"{name}={getattr(mechanism, name)!r}")
     return ",".join(parts)

@@ -234,13 +234,57 @@ def prepare_variance(
 
 
 def prepare_quantile(
-    rel: Relation, column: object, q: object, epsilon: object, bounds: Any, candidates: Any
+    rel: Relation,
+    column: object,
+    q: object,
+    epsilon: object,
+    bounds: Any,
+    candidates: Any,
+    ci: bool = False,
 ) -> Prepared:
-    """A ``q``-quantile by the exponential mechanism over public candidates."""
+    """A ``q``-quantile by the exponential mechanism over public candidates.
+
+    ``ci=False`` (the default) spends the whole epsilon on the selection; ``ci=True`` spends
+    :data:`~pinqpy.noise.mechanisms.QUANTILE_CI_SHARE` of it on a noisy histogram that gives
+    the release a value-space ``ci()`` (:class:`~pinqpy.noise.mechanisms.QuantileMechanism`).
+
+    **Candidates without bounds.** With public ``candidates`` and no bounds (given or
+    declared), the bounds are the candidates' own ``[min, max]``. That is sound: the
+    candidates are public (the analyst's, fixed before any data is read), so these bounds
+    are too, and they depend on no row. The answer is always one of the candidates, so it
+    lies in that range anyway. Clamping each row into it is a row-by-row map, so
+    neighbouring tables stay neighbours (the score sensitivity ``max(q, 1-q)`` is
+    unchanged), and it changes no candidate's rank counts except at the two ends: a row
+    below the least candidate is still counted at or below it, above the greatest at or
+    above it, which is where the quantile of such rows lands.
+    """
+    if not isinstance(ci, bool):
+        raise PinqError("ci must be True or False")
     qq = _quantile_level(q)
+    if bounds is None and candidates is not None:
+        e = rel.column_expr(column, "quantile's column")
+        if rel.expr_bounds(e) is None:
+            arr = _candidate_values(candidates)
+            lo, hi = float(arr[0]), float(arr[-1])
+            e, (lo, hi) = _numeric_arg(rel, column, (lo, hi), "quantile")  # checks the type
+            return _quantile(rel, e, qq, epsilon, lo, hi, _candidates(arr, lo, hi), ci)
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "quantile")
     cand = None if candidates is None else _candidates(candidates, lo, hi)
-    m = mech.QuantileMechanism(check_eps(epsilon), qq, lo, hi, cand)
+    return _quantile(rel, e, qq, epsilon, lo, hi, cand, ci)
+
+
+def _quantile(
+    rel: Relation,
+    e: Expr | PyFunc,
+    qq: float,
+    epsilon: object,
+    lo: float,
+    hi: float,
+    cand: np.ndarray | None,
+    ci: bool,
+) -> Prepared:
+    share = mech.QUANTILE_CI_SHARE if ci else 0
+    m = mech.QuantileMechanism(check_eps(epsilon), qq, lo, hi, cand, ci_share=share)
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
@@ -344,13 +388,22 @@ def _numeric_arg(
         return e, check_bounds(bounds, f"{what}")
     b = rel.expr_bounds(e)
     if b is None:
-        name = e.name if isinstance(e, Column) else "this expression"
+        if isinstance(e, Column):
+            raise PrivacyError(
+                f"{what} needs bounds for {e.name}: pass bounds=(lo, hi), or declare "
+                f"bounds={{{e.name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
+                "the data"
+            )
         raise PrivacyError(
-            f"{what} needs bounds for {name}: pass bounds=(lo, hi), or declare "
-            f"bounds={{{name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
-            "the data"
+            f"{what} needs bounds for {_expr_text(e)}: pass bounds=(lo, hi), or declare bounds "
+            "on the columns it is computed from; bounds are never read off the data"
         )
     return e, b
+
+
+def _expr_text(e: Expr | PyFunc) -> str:
+    """An expression as the analyst would write it, for error messages."""
+    return "a Python function" if isinstance(e, PyFunc) else e.to_sql()
 
 
 def _quantile_level(q: object) -> float:
@@ -373,6 +426,13 @@ def _candidates(values: Iterable[float], lo: float, hi: float) -> np.ndarray:
     if arr[0] < lo or arr[-1] > hi:
         raise PinqError("candidates must lie within the bounds")
     return np.unique(np.concatenate([[lo], arr, [hi]]))
+
+
+def _candidate_values(values: Any) -> np.ndarray:
+    """The public candidates, sorted and unique (refusing what :func:`_candidates` refuses)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise PinqError("candidates must be numbers")
+    return _candidates(values, -np.inf, np.inf)[1:-1]
 
 
 def _plain_value(v: object) -> bool:

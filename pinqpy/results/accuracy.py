@@ -70,6 +70,17 @@ class Accuracy(ABC):
         """The ``t`` of a ``value ± t`` interval when the interval has that form, else None."""
         return None
 
+    @property
+    def has_interval(self) -> bool:
+        """Whether :meth:`interval` gives a value-space interval (a quantile released without
+        one refuses; see :meth:`rank_error`)."""
+        return True
+
+    def rank_error(self, level: float = 0.95) -> float | None:
+        """For a release without a value-space interval: the data-independent error, in
+        ranks (rows), that holds with probability at least ``level``; else None."""
+        return None
+
     def take(self, idx: Any) -> Accuracy:
         """This accuracy restricted to the keys at positions ``idx`` (numpy indexing)."""
         out = copy.copy(self)

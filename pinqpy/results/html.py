@@ -317,6 +317,8 @@ def interval_columns(frame: pd.DataFrame) -> dict[str, Any]:
                 continue
         except Exception:
             continue
+        if not acc.has_interval:  # a quantile released without one: no interval to show
+            continue
         out[col] = acc
     return out
 
@@ -392,8 +394,15 @@ def noisy_series_html(series: pd.Series, level: float = LEVEL) -> str:
 
 def noisy_scalar_html(value: Any, level: float = LEVEL, *, label: bool = False) -> str:
     """A released NoisyValue, or an argmax's NoisyLabel (``label``), with its interval."""
-    low, high = value.ci(level)
-    if label:
+    ranks = value.accuracy.rank_error(level)
+    low, high = value.ci(level) if ranks is None else (0.0, 0.0)
+    if ranks is not None:
+        shown = _e(_short(float(value)))
+        note = (
+            f"within {_short(ranks)} ranks of the exact quantile with probability {level:g} "
+            "(no value interval was paid for)"
+        )
+    elif label:
         shown = _e(str(value))  # the candidate's own spelling, whatever its type
         note = (
             f"with probability {level:g} its exact count is at most {_short(high)} below the "

@@ -129,6 +129,12 @@ class NoisyValue(_HasAccuracy, float):
         t = self._accuracy.symmetric_half_width(level)
         if t is not None:
             return f"NoisyValue({_fmt(self)}, ±{_fmt(t, 4)} at {_fmt_level(level)})"
+        ranks = self._accuracy.rank_error(level)
+        if ranks is not None:
+            return (
+                f"NoisyValue({_fmt(self)}, within {_fmt(ranks, 4)} ranks at "
+                f"{_fmt_level(level)}; no value interval)"
+            )
         low, high = self.ci(level)
         return f"NoisyValue({_fmt(self)}, {_fmt_level(level)} ci [{_fmt(low)}, {_fmt(high)}])"
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
+import numbers
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -272,6 +274,9 @@ class _Compiler:
         self.catalog = catalog
         self.text = text
         self._tmp = itertools.count()
+        # OPTIONS (quantile_ci = true): quantiles spend a quarter of their epsilon on a
+        # value-space interval (prepare_quantile's ci=True); off, the whole epsilon selects.
+        self.quantile_ci = False
 
     # -- errors -------------------------------------------------------------------------
     def syntax(self, message: str, pos: Pos | None) -> PinqSyntaxError:
@@ -655,7 +660,7 @@ class _Compiler:
         ctype = self.check(e, frame)
         if ctype not in ("bool", "any"):
             raise self.syntax(
-                f"{clause} needs a condition (true or false), but this expression is of type "
+                f"{clause} needs a condition (true or false), but {e.to_sql()} is of type "
                 f"{ctype}; compare it with something, e.g. x > 0",
                 e.pos,
             )
@@ -869,6 +874,7 @@ class _Compiler:
     def release(
         self, s: q.Query, epsilon: Fraction, delta: Fraction, options: dict
     ) -> CompiledRelease:
+        self.quantile_ci = options.get("quantile_ci") is True
         if isinstance(s, q.SetQuery):
             raise PrivacyError(
                 "the outermost query must be one SELECT of noisy aggregates; put "
@@ -1490,7 +1496,8 @@ class _Compiler:
         extra = [self.const(a, call) for a in args[1:]]
         if name in ("PERCENTILE", "QUANTILE"):
             q_level, extra = extra[0], extra[1:]
-        bounds = self.bounds(call, value, frame, extra)
+        cands = self.key_candidates(name, value, frame, extra)
+        bounds = None if cands is not None else self.bounds(call, value, frame, extra)
         if name == "SUM":
             return prepare_sum(frame, value, eps, bounds, delta)
         if name == "AVG":
@@ -1510,14 +1517,20 @@ class _Compiler:
             )
         self.no_delta(call, delta)
         if name == "MEDIAN":
-            return prepare_quantile(frame, value, 0.5, eps, bounds, None)
+            return prepare_quantile(frame, value, 0.5, eps, bounds, cands, self.quantile_ci)
         if name in ("PERCENTILE", "QUANTILE"):
             if not isinstance(q_level, int | float) or not 0 <= q_level <= 1:
                 raise self.syntax(f"{name}'s level must be a number between 0 and 1", call.pos)
-            return prepare_quantile(frame, value, q_level, eps, bounds, None)
+            return prepare_quantile(frame, value, q_level, eps, bounds, cands, self.quantile_ci)
         if name in ("MIN", "MAX"):
             return prepare_quantile(
-                frame, value, MIN_Q if name == "MIN" else MAX_Q, eps, bounds, None
+                frame,
+                value,
+                MIN_Q if name == "MIN" else MAX_Q,
+                eps,
+                bounds,
+                cands,
+                self.quantile_ci,
             )
         raise self.syntax(f"{name} is not a noisy aggregate pinqpy can release", call.pos)
 
@@ -1533,6 +1546,33 @@ class _Compiler:
         if v is _NOT_CONSTANT:
             raise self.syntax(f"{call.name}'s extra arguments must be constants", e.pos or call.pos)
         return v
+
+    def key_candidates(
+        self, name: str, value: Expr, frame: Relation, extra: list[Any]
+    ) -> list[float] | None:
+        """A quantile's candidates from the column's declared public keys, when it has no
+        bounds (inline or declared) and its keys are at least two numbers.
+
+        Declared keys are public (the table's registration, not its rows), so they may serve
+        as the exponential mechanism's candidate grid; their least and greatest values bound
+        the answer (:func:`pinqpy.pipeline.prepare.prepare_quantile`). Bounds, when known,
+        keep their meaning and their grid.
+        """
+        if name not in ("MEDIAN", "PERCENTILE", "QUANTILE", "MIN", "MAX") or extra:
+            return None
+        if not isinstance(value, Column) or derive_bounds(value, frame.bounds) is not None:
+            return None
+        keys = frame.keys.get(value.name)
+        if not keys:
+            return None
+        nums = [
+            float(k)
+            for k in keys
+            if isinstance(k, numbers.Real) and not isinstance(k, bool) and math.isfinite(k)
+        ]
+        if len(nums) != len(keys) or len(set(nums)) < 2:
+            return None
+        return nums
 
     def bounds(
         self, call: Call, value: Expr, frame: Relation, extra: list[Any]
@@ -1660,6 +1700,7 @@ KNOWN_OPTIONS = {
     "privacy_unit_column",
     "max_groups_contributed",
     "max_rows_contributed",
+    "quantile_ci",
 }
 
 
@@ -1686,6 +1727,10 @@ def compile_release(
             raise _positioned(
                 PinqError(f"OPTIONS {name} must be a positive whole number (or NULL)"), text, name
             )
+    if "quantile_ci" in options and not isinstance(options["quantile_ci"], bool):
+        raise _positioned(
+            PinqError("OPTIONS quantile_ci must be true or false"), text, "quantile_ci"
+        )
     if "max_groups_contributed" in options and "max_rows_contributed" in options:
         pos = option_pos(text, "max_rows_contributed")
         raise PinqSyntaxError(

@@ -82,6 +82,7 @@ from scipy.special import ndtri
 import pinqpy as pq
 from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.noise.mechanisms import (
+    QUANTILE_CI_SHARE,
     ArgmaxMechanism,
     CountMechanism,
     MeanMechanism,
@@ -275,8 +276,8 @@ CI_SIZES = [
 
 @pytest.mark.parametrize("size", CI_SIZES)
 def test_quantile_with_its_interval(size, audit_log):
-    """The default budget split: 3/4 selection, 1/4 a noisy histogram behind ``ci()``."""
-    mech = QuantileMechanism(EPS, 0.5, 0, 20)
+    """The ``ci=True`` budget split: 3/4 selection, 1/4 a noisy histogram behind ``ci()``."""
+    mech = QuantileMechanism(EPS, 0.5, 0, 20, ci_share=QUANTILE_CI_SHARE)
     d, extra = QUANTILE_PAIRS[0.5]
     r = run(
         audit_log,

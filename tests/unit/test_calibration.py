@@ -276,7 +276,7 @@ def test_quantile_selection_frequencies(q: float):
 
 
 def test_quantile_histogram_noise_calibration():
-    mech = QuantileMechanism(1.0, 0.5, 0, 100)
+    mech = QuantileMechanism(1.0, 0.5, 0, 100, ci_share=0.25)
     assert mech.ci_noise.b == 4  # a quarter of epsilon, sensitivity 1: discrete Laplace(4)
     eq, gap = mech.bin_counts(np.arange(0, 101, 3))
     keys = 20_000
@@ -391,7 +391,7 @@ def best_candidates(values: np.ndarray, cands: np.ndarray, q: float) -> np.ndarr
 def test_quantile_ci_coverage(q: float, n: int):
     rng = np.random.default_rng(int(q * 10) + n)
     data = np.clip(rng.normal(40, 15, size=n), 0, 100)
-    mech = QuantileMechanism(1.0, q, 0, 100)
+    mech = QuantileMechanism(1.0, q, 0, 100, ci_share=0.25)
     eq, gap = mech.bin_counts(data)
     best = mech.candidates[best_candidates(data, mech.candidates, q)]
     keys = 4000

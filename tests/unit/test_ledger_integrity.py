@@ -281,17 +281,23 @@ def test_restart_restores_budget_and_every_kind_of_answer(tmp_path):
             f.count(epsilon=0.1, delta=1e-6),
             f.sum("income", epsilon=0.1),
             f.mean("income", epsilon=0.1, delta=1e-6),
+            f.quantile("income", 0.5, epsilon=0.1, ci=True),
             f.quantile("income", 0.5, epsilon=0.1),
             f.argmax("g", ["a", "b", "z"], epsilon=0.1),
             parts.count(epsilon=0.1),
-            parts.median("income", epsilon=0.1),
+            parts.median("income", epsilon=0.1, ci=True),
             s.sql("SELECT VARIANCE(income), STDDEV(income) FROM t", epsilon=0.2),
         ]
         rendered = []
         for o in out:
             acc = o.accuracy
             accs = acc.values() if isinstance(acc, dict) else [acc]
-            rendered.append(repr(o) + "".join(repr(a.interval(0.9)) for a in accs))
+            rendered.append(
+                repr(o)
+                + "".join(
+                    repr(a.interval(0.9) if a.has_interval else a.rank_error(0.9)) for a in accs
+                )
+            )
         return rendered
 
     first_budget = pq.Budget(epsilon=10, delta=1e-3, ledger=path, name="c")
@@ -334,6 +340,21 @@ def test_quantile_cache_key_covers_the_whole_candidate_grid():
     a = _answers.grid_digest(np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]))
     assert a != _answers.grid_digest(np.array([0.0, 1.0, 2.0, 3.0, 4.0, 6.0]))
     assert len(a) == 64
+
+
+def test_median_cache_key_tells_the_interval_form_apart():
+    b = pq.Budget(epsilon=10)
+    f = frame(b)
+    plain = f.median("income", epsilon=0.1)
+    with_ci = f.median("income", epsilon=0.1, ci=True)  # another release: charged again
+    assert b.spent.epsilon == Fraction(1, 5)
+    low, high = with_ci.ci()  # the cache did not hand back the release without an interval
+    assert low <= with_ci <= high
+    with pytest.raises(pq.PinqError, match="ci=True"):
+        plain.ci()
+    assert f.median("income", epsilon=0.1, ci=True).ci() == (low, high)  # cached
+    assert f.median("income", epsilon=0.1) == plain
+    assert b.spent.epsilon == Fraction(1, 5)
 
 
 @pytest.mark.parametrize("hook", ["no_noise", "seed"])

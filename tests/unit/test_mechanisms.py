@@ -176,12 +176,18 @@ def test_describe_strings():
     assert SumMechanism(1, 0, 10, delta=1e-6).describe().startswith("Lattice Gaussian(sigma=")
     assert SumMechanism(1, 0, 0).describe() == "NoNoise(sensitivity=0)"
     assert "candidates=11" in QuantileMechanism(1, 0.5, 0, 10).describe()
-    assert "DiscreteLaplace(scale=4) histogram" in QuantileMechanism(1, 0.5, 0, 10).describe()
+    assert "histogram" not in QuantileMechanism(1, 0.5, 0, 10).describe()
+    with_ci = QuantileMechanism(1, 0.5, 0, 10, ci_share=0.25)
+    assert "DiscreteLaplace(scale=4) histogram" in with_ci.describe()
     assert ArgmaxMechanism(0.5, 3).describe() == "PermuteAndFlip(epsilon=0.5, candidates=3)"
     assert (
-        QuantileMechanism(1, 0.5, 0, 10)
+        QuantileMechanism(1, 0.5, 0, 10, ci_share=0.25)
         .describe()
         .startswith("PermuteAndFlip(epsilon=0.75, q=0.5, candidates=11)")
+    )
+    assert (
+        QuantileMechanism(1, 0.5, 0, 10).describe()
+        == "PermuteAndFlip(epsilon=1, q=0.5, candidates=11)"
     )
 
 
@@ -273,7 +279,10 @@ def test_no_nan_or_inf_in_releases():
             (SumMechanism(1e-3, -1e12, 1e12), (np.zeros(1000),)),
             (MeanMechanism(1e-3, -1e12, 1e12), (np.zeros(1000), np.zeros(1000))),
             (VarianceMechanism(1e-3, -1e6, 1e6), (np.zeros(1000),) * 3),
-            (QuantileMechanism(1e-3, 0.5, -1e12, 1e12), (np.zeros((5, 1001)), np.zeros((5, 1000)))),
+            (
+                QuantileMechanism(1e-3, 0.5, -1e12, 1e12, ci_share=0.25),
+                (np.zeros((5, 1001)), np.zeros((5, 1000))),
+            ),
         ]:
             values, acc = mech.release(*args)
             assert np.isfinite(values).all()
@@ -414,7 +423,7 @@ def test_quantile_exact_mode(q):
 
 
 def test_quantile_ties_go_to_the_lowest_and_empty_is_inside():
-    mech = QuantileMechanism(1.0, 0.5, 0, 10)
+    mech = QuantileMechanism(1.0, 0.5, 0, 10, ci_share=0.25)
     # Every c strictly between 2 and 8 scores 0 (one row below, one above): a tie.
     eq, gap = mech.bin_counts(np.array([2.0, 8.0]))
     empty_eq, empty_gap = mech.bin_counts(np.array([]))
@@ -442,7 +451,7 @@ def test_quantile_release_is_vectorized_over_keys():
 
 
 def test_quantile_ci_is_in_value_space():
-    mech = QuantileMechanism(1.0, 0.5, 0, 100)
+    mech = QuantileMechanism(1.0, 0.5, 0, 100, ci_share=0.25)
     data = np.random.default_rng(3).normal(40, 10, 5000).clip(0, 100)
     eq, gap = mech.bin_counts(data)
     with testing.seed(3):
@@ -455,16 +464,21 @@ def test_quantile_ci_is_in_value_space():
 
 
 def test_quantile_without_ci_share():
-    mech = QuantileMechanism(1.0, 0.5, 0, 100, ci_share=0)
-    assert mech.select_epsilon == 1 and mech.ci_noise is None
+    mech = QuantileMechanism(1.0, 0.5, 0, 100)  # the default: the whole epsilon selects
+    assert mech.select_epsilon == 1 and mech.ci_epsilon == 0 and mech.ci_noise is None
     assert "histogram" not in mech.describe()
     eq, gap = mech.bin_counts(np.arange(100.0))
     _, acc = mech.release(eq, gap)
-    assert [x.tolist() for x in acc.interval(0.95)] == [[0.0], [100.0]]
+    # No value-space interval was paid for: ci refuses, the rank error is stated instead.
+    assert not acc.has_interval
+    with pytest.raises(PinqError, match=r"without an interval; ask median\(\.\.\., ci=True\)"):
+        acc.interval(0.95)
+    assert acc.rank_error(0.9) == mech.accuracy(0.9)
+    assert QuantileMechanism(1.0, 0.5, 0, 100, ci_share=0.25).release(eq, gap)[1].has_interval
 
 
 def test_quantile_single_candidate():
-    mech = QuantileMechanism(1.0, 0.3, 5, 5)
+    mech = QuantileMechanism(1.0, 0.3, 5, 5, ci_share=0.25)
     eq, gap = mech.bin_counts(np.array([1.0, 9.0, 5.0]))
     assert eq.tolist() == [[3]] and gap.shape == (1, 0)
     values, acc = mech.release(eq, gap)
@@ -473,10 +487,11 @@ def test_quantile_single_candidate():
 
 
 def test_quantile_accuracy_before_data():
-    mech = QuantileMechanism(1.0, 0.5, 0, 100)
-    eps_sel = 0.75
-    assert mech.accuracy(0.95) == pytest.approx(2 * 0.5 * (math.log(101) + math.log(20)) / eps_sel)
-    assert mech.expected_error() == pytest.approx(2 * 0.5 * (math.log(101) + 1) / eps_sel)
+    for share, eps_sel in ((0, 1.0), (0.25, 0.75)):
+        mech = QuantileMechanism(1.0, 0.5, 0, 100, ci_share=share)
+        bound = 2 * 0.5 * (math.log(101) + math.log(20)) / eps_sel
+        assert mech.accuracy(0.95) == pytest.approx(bound)
+        assert mech.expected_error() == pytest.approx(2 * 0.5 * (math.log(101) + 1) / eps_sel)
     assert mech.ci_thresholds(0.95).shape == (QUANTILE_CI_CUTS,)
     assert (mech.ci_thresholds(0.99) > mech.ci_thresholds(0.9)).all()
 

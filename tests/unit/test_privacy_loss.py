@@ -268,7 +268,7 @@ def adversarial_pair(q: float, top: int) -> tuple[list[float], list[float]]:
 @pytest.mark.parametrize("q", [0.1, 0.5, 0.9])
 def test_quantile_selection_loss_is_tight(q: float):
     eps, top = 1.0, 1000
-    mech = QuantileMechanism(eps, q, 0, top)
+    mech = QuantileMechanism(eps, q, 0, top, ci_share=Fraction(1, 4))
     cands = mech.candidates
     assert len(cands) == top + 1
     eps_sel = float(mech.select_epsilon)
@@ -334,7 +334,7 @@ def test_quantile_values_between_candidates():
 
 def test_quantile_exponents_are_exact_rationals():
     # q = 3/10: integer scores -|7·L - 3·G|, sensitivity M = 7; eps_sel = 3/4·(2/5) = 3/10.
-    mech = QuantileMechanism(Fraction(2, 5), Fraction(3, 10), 0, 20)
+    mech = QuantileMechanism(Fraction(2, 5), Fraction(3, 10), 0, 20, ci_share=Fraction(1, 4))
     assert (mech._pf_mult, mech._pf_den) == (3, 2 * 7 * 10)
     # A q with a huge denominator is used to 2^-24; an epsilon with one is rounded down.
     eps = Fraction(10**20 + 1, 3 * 10**20)

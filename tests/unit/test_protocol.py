@@ -100,13 +100,22 @@ def test_scalar_results_keep_value_type_and_interval(people):
         people.count(epsilon=0.5),
         people.sum("age", epsilon=0.5),
         people.mean("age", epsilon=0.5),
-        people.median("age", epsilon=0.5),
+        people.median("age", epsilon=0.5, ci=True),
     ):
         back = _round(result)
         assert type(back) is type(result)
         assert back == result
         assert back.ci(0.9) == result.ci(0.9)
         assert back.epsilon == result.epsilon and back.mechanism == result.mechanism
+
+
+def test_a_median_without_interval_round_trips_its_refusal(people):
+    result = people.median("age", epsilon=0.5)
+    back = _round(result)
+    assert back == result and back.mechanism == result.mechanism
+    assert back.accuracy.rank_error(0.9) == result.accuracy.rank_error(0.9)
+    with pytest.raises(pq.PinqError, match="ci=True"):
+        back.ci(0.9)
 
 
 def test_labels_series_frames_and_explanations_round_trip(people):

@@ -118,13 +118,27 @@ def test_asymmetric_intervals_in_repr():
 
 
 def test_quantile_value_ci_is_a_value_interval():
-    mech = QuantileMechanism(1.0, 0.5, 0, 100)
+    mech = QuantileMechanism(1.0, 0.5, 0, 100, ci_share=0.25)
     eq, gap = mech.bin_counts(np.arange(0, 100, 0.5))
     with testing.seed(2):
         _, acc = mech.release(eq, gap)
     v = NoisyValue.from_release(acc)
     low, high = v.ci(0.95)
     assert 0 <= low <= v <= high <= 100
+
+
+def test_quantile_value_without_interval_states_ranks():
+    mech = QuantileMechanism(1.0, 0.5, 0, 100)
+    eq, gap = mech.bin_counts(np.arange(0, 100, 0.5))
+    with testing.seed(2):
+        _, acc = mech.release(eq, gap)
+    v = NoisyValue.from_release(acc)
+    with pytest.raises(PinqError, match="spends a quarter of epsilon"):
+        v.ci(0.95)
+    ranks = f"{mech.accuracy(0.95):.4g}"
+    assert repr(v) == f"NoisyValue({v!s}, within {ranks} ranks at 95%; no value interval)"
+    html = v._repr_html_()
+    assert "ranks of the exact quantile" in html and "interval [" not in html
 
 
 # -- NoisyLabel -----------------------------------------------------------------------------

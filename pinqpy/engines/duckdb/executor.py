@@ -720,7 +720,7 @@ class DuckDBExecutor(Executor):
         if value is not None:
             v = p.value_expr(value, rel, lets, "an aggregation")
             if numeric and v.kind == "other":
-                what = f"column {value.name!r}" if isinstance(value, Column) else "this expression"
+                what = f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()
                 types = dict(p.schema(rel))
                 shown = types.get(value.name, "") if isinstance(value, Column) else ""
                 raise PinqError(

@@ -43,8 +43,8 @@ integer arithmetic only:
   discrete noise (:func:`~pinqpy.noise.lattice_release.lattice_laplace`,
   :func:`~pinqpy.noise.lattice_release.lattice_gaussian`): every output is a multiple of the
   same ``g`` whatever the data;
-* **quantiles** release a public candidate value; their value-space ``ci`` comes from a
-  discrete-Laplace histogram;
+* **quantiles** release a public candidate value; a value-space ``ci``, when asked for
+  (``ci=True``), comes from a discrete-Laplace histogram paid by a quarter of epsilon;
 * **selections** (the quantile's candidate, :class:`ArgmaxMechanism`'s label) use
   permute-and-flip (McKenna & Sheldon, NeurIPS 2020) with exact ``Bernoulli(exp(-γ))`` coins
   on rational exponents ``γ`` (:func:`_permute_and_flip`) instead of Gumbel noise.
@@ -89,6 +89,7 @@ from pinqpy.noise.mechanisms.mean import (
 )
 from pinqpy.noise.mechanisms.quantile import (
     QUANTILE_CI_CUTS,
+    QUANTILE_CI_SHARE,
     QuantileAccuracy,
     QuantileMechanism,
     default_candidates,
@@ -99,6 +100,7 @@ from pinqpy.noise.mechanisms.variance import VarianceAccuracy, VarianceMechanism
 __all__ = [
     "PF_MAX_EPSILON",
     "QUANTILE_CI_CUTS",
+    "QUANTILE_CI_SHARE",
     "ArgmaxMechanism",
     "CountMechanism",
     "MeanAccuracy",
