@@ -637,9 +637,7 @@ class SparkExecutor(Executor):
                 src, sqls, kinds, unsure = p.values(rel, [value], numeric)
                 vsql, kind, sure = sqls[0], kinds[0], sure and not unsure
                 if numeric and kind == "other":
-                    what = (
-                        f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()
-                    )
+                    what = f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()
                     raise PinqError(
                         f"the Spark engine cannot aggregate {what} as a number; select or CAST "
                         "a numeric value instead"
