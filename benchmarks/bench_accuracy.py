@@ -23,7 +23,8 @@ optimum where one is known:
 * (c) ``count``, ``mean`` and ``median`` of an integer column uniform on 0..99, bounds
   (0, 100): each at the whole epsilon. Optimum for the count: as in (a); the mean and the
   median have no simple optimum (the mean's reference is a Laplace sum with the count
-  known, ``(hi - lo)/2 / (n·epsilon)``).
+  known, ``(hi - lo)/2 / (n·epsilon)``, which the mean over a public row count,
+  ``PrivateFrame(..., public_size=True)``, attains: its whole epsilon goes to the centred sum).
 """
 
 from __future__ import annotations
@@ -165,6 +166,10 @@ def run(rows: int, reps: int) -> list[Result]:
         f = pq.PrivateFrame(num, pq.Budget(epsilon=EPSILON))
         return np.array([abs(float(f.mean("x", EPSILON, (0, 100))) - mean_true)]), None
 
+    def mean_public_size() -> tuple[np.ndarray, None]:
+        f = pq.PrivateFrame(num, pq.Budget(epsilon=EPSILON), public_size=True)
+        return np.array([abs(float(f.mean("x", EPSILON, (0, 100))) - mean_true)]), None
+
     def median() -> tuple[np.ndarray, None]:
         f = pq.PrivateFrame(num, pq.Budget(epsilon=EPSILON))
         return np.array([abs(float(f.median("x", EPSILON, (0, 100))) - median_true)]), None
@@ -172,6 +177,7 @@ def run(rows: int, reps: int) -> list[Result]:
     out.append(repeat("(c) count", reps, count, opt1))
     ref_mean = 50 / (rows * EPSILON)
     out.append(repeat("(c) mean of x in (0, 100)", reps, mean, f"ref. {ref_mean:.2g}"))
+    out.append(repeat("(c) mean, row count public", reps, mean_public_size, f"ref. {ref_mean:.2g}"))
     out.append(repeat("(c) median of x in (0, 100)", reps, median, "-"))
     return out
 
