@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,6 +57,15 @@ def _mean_box(
     low = np.minimum(s1 / n1, s1 / n2)
     high = np.maximum(s2 / n1, s2 / n2)
     return low, high
+
+
+def _centred_sums(lattice: Any, index_sums: object, counts: object) -> list[Fraction]:
+    """Per key, the exact sum of the lattice values minus the centre (``S`` before noise)."""
+    s = _index_sums(index_sums, "sums")
+    c = _count_vector(counts, "counts")
+    if len(s) != c.shape[0]:
+        raise ValueError("sums and counts must have one entry per key each")
+    return [lattice.centred_sum(si, ni) for si, ni in zip(s, c.tolist(), strict=True)]
 
 
 class MeanAccuracy(Accuracy):
@@ -227,11 +236,7 @@ class MeanMechanism(Mechanism):
 
     def centred(self, index_sums: object, counts: object) -> list[Fraction]:
         """The exact centred sums ``S`` the noise is calibrated for (before any noise)."""
-        s = _index_sums(index_sums, "sums")
-        c = _count_vector(counts, "counts")
-        if len(s) != c.shape[0]:
-            raise ValueError("sums and counts must have one entry per key each")
-        return [self.lattice.centred_sum(si, ni) for si, ni in zip(s, c.tolist(), strict=True)]
+        return _centred_sums(self.lattice, index_sums, counts)
 
     def _measure(self, index_sums: object, counts: object) -> tuple[np.ndarray, np.ndarray]:
         """The two private measurements ``(S', N')`` (everything else is post-processing)."""
@@ -406,11 +411,7 @@ class PublicSizeMeanMechanism(Mechanism):
 
     def centred(self, index_sums: object, counts: object) -> list[Fraction]:
         """The exact centred sums ``S`` the noise is calibrated for (before any noise)."""
-        s = _index_sums(index_sums, "sums")
-        c = _count_vector(counts, "counts")
-        if len(s) != c.shape[0]:
-            raise ValueError("sums and counts must have one entry per key each")
-        return [self.lattice.centred_sum(si, ni) for si, ni in zip(s, c.tolist(), strict=True)]
+        return _centred_sums(self.lattice, index_sums, counts)
 
     @_quiet
     def release(
