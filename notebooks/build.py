@@ -857,10 +857,414 @@ CLASSICS = [
     ),
 ]
 
+# ------------------------------------------------------------------------------------------
+# 04 -- serving analysts: a curator's server, an analyst's client
+# ------------------------------------------------------------------------------------------
+SERVING = [
+    md(
+        """
+        # Serving analysts: a curator's server and an analyst who connects to it
+
+        Inside one Python process, whoever holds a `PrivateFrame` could reach its rows through
+        private attributes. PINQ's real setting has two parties: a **curator** who keeps the
+        data and an **analyst** who may not be trusted. `pinqpy serve` is the curator's
+        process; the analyst gets a URL and a token and asks the same questions (method
+        chaining, SQL, `%%pinq` cells) over HTTP. Only noisy answers and public facts come
+        back.
+
+        This notebook plays both parts on one machine:
+
+        1. the curator writes a server config for the bundled PUMS sample (1,000 people), makes
+           a token for each analyst and starts the real server on 127.0.0.1;
+        2. the analyst connects with `pq.connect`, asks in Python and in SQL, previews a query
+           with `EXPLAIN`, and meets two refusals that charge nothing;
+        3. a second analyst works in `%%pinq` cells after `%pinq connect`;
+        4. the curator reads the ledger: every charge, and whose budget paid it;
+        5. the server is shut down.
+
+        Running it needs the server extra: `pip install 'pinqpy[server]'`.
+        """
+    ),
+    md(
+        """
+        ## 1. The curator: a config, tokens, a server
+
+        The config declares the table with its public facts (value bounds, category keys),
+        the analysts with a budget each, and where the server keeps its ledger (every charge
+        and every released answer, durable) and its token hashes. Relative paths are relative
+        to the config file, so the curator's folder holds the data, the config and the ledger
+        together. `port = 0` lets the server pick a free port; it prints the one it got.
+        """
+    ),
+    code(
+        """
+        import atexit
+        import json
+        import os
+        import re
+        import shutil
+        import signal
+        import subprocess
+        import sys
+        import tempfile
+        import textwrap
+        import time
+        import urllib.error
+        import urllib.request
+        from pathlib import Path
+
+        import pinqpy as pq
+        from pinqpy.demo import PUMS_PATH
+
+        curator = Path(tempfile.mkdtemp(prefix="pinqpy-curator-"))   # the curator's folder
+        atexit.register(shutil.rmtree, curator, ignore_errors=True)
+        shutil.copy(PUMS_PATH, curator / "PUMS.csv")
+
+        config = curator / "server.toml"
+        config.write_text(\"\"\"\\
+        [server]
+        host = "127.0.0.1"
+        port = 0                            # any free port
+        ledger = "server.ledger.db"         # every charge and released answer
+        tokens = "server.tokens.json"       # the analysts' token hashes, never the tokens
+
+        [tables.pums]
+        source = "csv"
+        path = "PUMS.csv"
+        bounds = { age = [0, 100], income = [0, 500000] }
+        keys = { sex = [0, 1], married = [0, 1] }
+
+        [analysts.alice]
+        tables = ["pums"]
+        budget = { epsilon = 1.0 }          # alice's own budget for the table
+
+        [analysts.bob]
+        tables = ["pums"]
+        budget = { epsilon = 0.5 }          # bob's, separate from alice's
+        \"\"\")
+        print(config.read_text())
+        """
+    ),
+    md(
+        """
+        `pinqpy serve CONFIG --add-analyst NAME` makes a random token for an analyst, prints it
+        once and keeps only its SHA-256 hash. The curator hands each token to its analyst; here
+        they travel in environment variables, so no token is ever printed in this notebook
+        (`pq.connect` and `%pinq connect` read one from `PINQPY_TOKEN` by default).
+        """
+    ),
+    code(
+        """
+        pinqpy = [sys.executable, "-m", "pinqpy"]      # the `pinqpy` command of this Python
+
+        for analyst in ("alice", "bob"):
+            made = subprocess.run([*pinqpy, "serve", str(config), "--add-analyst", analyst],
+                                  capture_output=True, text=True, check=True)
+            token = re.search(r"^token: (\\S+)$", made.stdout, re.M).group(1)
+            os.environ[f"{analyst.upper()}_TOKEN"] = token
+            print(f"{analyst}: a token of {len(token)} characters, in ${analyst.upper()}_TOKEN")
+
+        print("the tokens file holds hashes only:",
+              sorted(json.loads((curator / "server.tokens.json").read_text())))
+        """
+    ),
+    md(
+        """
+        Now the server itself, as a subprocess (in real life: a service on the curator's
+        machine). The cell waits until the banner names the address and the server answers a
+        request without a token with 401. Should a later cell fail before the last one stops
+        the server, it still does not outlive this kernel: `atexit` stops it when the kernel's
+        Python exits, and Jupyter ends a kernel's child processes when it shuts the kernel
+        down.
+        """
+    ),
+    code(
+        """
+        log = (curator / "server.log").open("w")
+        server = subprocess.Popen([*pinqpy, "serve", str(config)], stdout=log,
+                                  stderr=subprocess.STDOUT, text=True)
+
+
+        def stop_server():
+            \"\"\"Stop the server as Ctrl-C does (firmly if need be); safe to call twice.\"\"\"
+            if server.poll() is None:
+                server.send_signal(signal.SIGINT)
+                try:
+                    server.wait(10)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
+            log.close()
+
+
+        atexit.register(stop_server)
+
+        deadline = time.monotonic() + 30
+        url = None
+        while url is None:
+            assert server.poll() is None, (curator / "server.log").read_text()
+            assert time.monotonic() < deadline, "the server did not start in 30 s"
+            found = re.search(r"^listening on (\\S+)$", (curator / "server.log").read_text(), re.M)
+            if found:
+                try:
+                    urllib.request.urlopen(found.group(1) + "/v1/session", timeout=2)
+                except urllib.error.HTTPError as err:
+                    if err.code == 401:         # up, and asking for a token
+                        url = found.group(1)
+                except OSError:
+                    pass
+            time.sleep(0.1)
+
+        print((curator / "server.log").read_text().replace(str(curator), "<curator's folder>"))
+        """
+    ),
+    md(
+        """
+        ## 2. The analyst: `pq.connect`
+
+        Alice has the URL and her token, nothing else. `pq.connect` checks both at once and
+        reads what the curator grants her: the table names, their public facts, her budget.
+        """
+    ),
+    code(
+        """
+        s = pq.connect(url, token=os.environ["ALICE_TOKEN"])
+        print(s)
+        print("tables:", s.tables)
+        print("budget:", s.budget)
+        s.describe("pums")
+        """
+    ),
+    md(
+        """
+        `s.table("pums")` is the frame her queries start from. It is transformed exactly as a
+        local `PrivateFrame` (the plan is built on her machine, as data), and each aggregation
+        travels to the server, which rebuilds the plan against its own catalog, recomputes the
+        stability, charges her budget before reading the data, and sends back the noisy answer.
+        Results carry their intervals, as locally. Here: 0.1 for a count, 0.2 for a mean per
+        sex (a partition pays once for both parts).
+        """
+    ),
+    code(
+        """
+        people = s.table("pums")
+        print(repr(people))
+
+        seniors = people.where("age >= 65").count(epsilon=0.1)
+        print("\\naged 65 or over:", repr(seniors), " 95% CI", seniors.ci(0.95))
+
+        income = people.where("age >= 18").partition("sex").mean(
+            "income", epsilon=0.2, bounds=(0, 150_000))
+        print("\\nmean income by sex, adults (incomes clamped to [0, 150,000]):")
+        print(income.round(0))
+        print("\\nremaining:", s.budget.remaining)
+        """
+    ),
+    md(
+        """
+        SQL goes to the server as text and is parsed and compiled again there. The answer is a
+        `NoisyFrame` (a DataFrame whose noisy columns have intervals: `by_married.ci("n")`);
+        `epsilon=` is the total the query charges, 0.3 here, split over its three noisy
+        measurements.
+        """
+    ),
+    code(
+        """
+        by_married = s.sql(
+            "SELECT married, COUNT(*) AS n, AVG(age) AS mean_age FROM pums GROUP BY married",
+            epsilon=0.3,
+        )
+        print("remaining:", s.budget.remaining)
+        by_married
+        """
+    ),
+    md(
+        """
+        ### Preview first: `EXPLAIN` charges nothing
+
+        `s.explain(query, epsilon=...)` shows the plan, each operator's stability, the
+        mechanisms, their noise and the total charge, without reading data or charging.
+        """
+    ),
+    code(
+        """
+        question = (
+            "SELECT COUNT(*) AS n, AVG(income, 0, 150000) AS mean_income FROM pums "
+            "WHERE educ >= 13"
+        )
+        print(s.explain(question, epsilon=0.2))
+        print("remaining:", s.budget.remaining)
+        """
+    ),
+    md(
+        """
+        ### Refusals charge nothing
+
+        A mean of a column without declared bounds cannot be calibrated, and a query larger
+        than what is left does not fit. Both are refused by the server before any data is read:
+        the remaining budget stays at 0.4, and the errors are the same classes with the same
+        messages as locally.
+        """
+    ),
+    code(
+        """
+        before = s.budget.remaining
+        attempts = {
+            "mean of educ (no bounds)": lambda: people.mean("educ", epsilon=0.1),
+            "a count at epsilon 0.5": lambda: people.count(epsilon=0.5),
+        }
+        for label, attempt in attempts.items():
+            try:
+                attempt()
+            except pq.PinqError as err:
+                print(f"{label}: {type(err).__name__}: {err}\\n")
+        print("remaining before:", before, " after:", s.budget.remaining)
+        """
+    ),
+    md(
+        """
+        ### What crosses the wire
+
+        Alice's frame holds no rows: asking for them is refused on her side, and the server
+        has no route that would send any. Below is the whole HTTP exchange of the SQL query
+        above, sent by hand: a JSON request with the query, and a JSON answer holding the
+        noisy values with what `.ci()` needs (the mechanisms and their noise scales). It is the
+        same question as before, so the server answers from its cache and charges nothing.
+        """
+    ),
+    code(
+        """
+        try:
+            people.head()
+        except pq.PrivacyError as err:
+            print("PrivacyError:", err)
+
+        sent = json.dumps({"query": "SELECT married, COUNT(*) AS n, AVG(age) AS mean_age "
+                                    "FROM pums GROUP BY married", "epsilon": 0.3}).encode()
+        request = urllib.request.Request(
+            url + "/v1/sql", data=sent,
+            headers={"Authorization": "Bearer " + os.environ["ALICE_TOKEN"],
+                     "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request) as response:
+            body = response.read()
+        print(f"\\nsent, {len(sent)} bytes:")
+        print(sent.decode())
+        print(f"\\nreceived, {len(body)} bytes:")
+        print(textwrap.fill(body.decode(), 100, break_on_hyphens=False))
+        print("\\nremaining:", s.budget.remaining)
+        """
+    ),
+    md(
+        """
+        Alice can read her own audit trail (only hers): one line per charge, 0.1 + 0.2 + 0.3.
+        """
+    ),
+    code(
+        """
+        s.audit()[["query_id", "budget", "epsilon", "description"]]
+        """
+    ),
+    md(
+        """
+        ## 3. The notebook magic against the server
+
+        Bob works in SQL cells. `%pinq connect URL` sends later `%%pinq` cells to the server;
+        the token comes from `PINQPY_TOKEN`, or from the variable `--token-env` names, never
+        from the line (a magic's line is saved in the notebook and in IPython's history).
+        IPython fills in `{url}` from the notebook's variables.
+        """
+    ),
+    code(
+        """
+        %load_ext pinqpy
+        %pinq connect {url} --token-env BOB_TOKEN
+        %pinq status
+        """
+    ),
+    code(
+        """
+        %%pinq -e 0.2
+        SELECT sex, COUNT(*) AS n, AVG(income, 0, 150000) AS mean_income
+        FROM pums
+        WHERE age >= 18
+        GROUP BY sex
+        """
+    ),
+    md(
+        """
+        Bob's budget is his own: 0.5, of which 0.2 is now spent. Alice's is untouched by him.
+        """
+    ),
+    code(
+        """
+        %%pinq
+        SHOW BUDGET
+        """
+    ),
+    code(
+        """
+        %pinq disconnect
+        """
+    ),
+    md(
+        """
+        ## 4. The curator reads the ledger
+
+        The ledger is a SQLite file in the curator's folder, never visible to an analyst. Each
+        budget is named after whoever draws on it (`analyst:<name>/<table>`), and each charge
+        is on record with its plan and time. `Ledger(path, verify=False)` opens the file
+        read-only, so the curator can inspect it while the server runs; `check()` verifies
+        that every budget's spent equals the exact sum of its charges.
+
+        Expected: alice spent 0.6 of 1.0 in three charges, bob 0.2 of 0.5 in one; the
+        `EXPLAIN`, the refusals and the repeated question are not there.
+        """
+    ),
+    code(
+        """
+        from pinqpy.accounting.ledger import Ledger
+
+        with Ledger(curator / "server.ledger.db", verify=False) as ledger:
+            budgets = ledger.budgets()
+            charges = ledger.charges()
+            problems = ledger.check()
+
+        print("problems found:", problems)
+        budgets[["budget", "total_epsilon", "spent_epsilon"]]
+        """
+    ),
+    code(
+        """
+        charges[["query_id", "budget", "epsilon", "description", "has_answer"]]
+        """
+    ),
+    md(
+        """
+        ## 5. Shutting down
+
+        The analysts' budgets and the answers already released live in the ledger, so a server
+        started again with the same config picks up where this one stopped: a question asked
+        again is answered free, and no budget starts over. Here the demonstration ends: close
+        the session, stop the server and remove the curator's temporary folder.
+        """
+    ),
+    code(
+        """
+        s.close()
+        stop_server()
+        print("server stopped:", server.poll() is not None)
+        shutil.rmtree(curator)
+        print("curator's folder removed:", not curator.exists())
+        """
+    ),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_sql_magic.ipynb": SQL_MAGIC,
     "03_pinq_classics.ipynb": CLASSICS,
+    "04_serving_analysts.ipynb": SERVING,
 }
 
 

@@ -63,9 +63,14 @@ def kernel_of_this_python(tmp_path_factory):
             os.environ["JUPYTER_PATH"] = old
 
 
-def test_the_three_notebooks_are_there():
+def test_the_four_notebooks_are_there():
     names = [p.name for p in NOTEBOOKS]
-    assert names == ["01_quickstart.ipynb", "02_sql_magic.ipynb", "03_pinq_classics.ipynb"]
+    assert names == [
+        "01_quickstart.ipynb",
+        "02_sql_magic.ipynb",
+        "03_pinq_classics.ipynb",
+        "04_serving_analysts.ipynb",
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
