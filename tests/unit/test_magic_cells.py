@@ -305,9 +305,7 @@ def test_colon_binds_sql_literals(shell: Any, ns: dict[str, Any], pums: pd.DataF
     assert rec.asked[-1].endswith("WHERE TRUE OR NULL IS NULL")
 
 
-def test_colon_is_left_alone_in_strings_comments_and_casts(
-    shell: Any, ns: dict[str, Any]
-) -> None:
+def test_colon_is_left_alone_in_strings_comments_and_casts(shell: Any, ns: dict[str, Any]) -> None:
     rec = Recorder(ns["session"])
     ns.update(rec=rec, code="1")
     query = (
