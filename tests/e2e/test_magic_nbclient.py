@@ -48,6 +48,9 @@ def test_a_failing_cell_stops_the_run(kernel_of_this_python: str, tmp_path) -> N
     )
     assert "95% intervals" in shown
     assert "charged epsilon 0.2 to people" in shown or "charged epsilon 0.2 on people" in shown
+    kinds = [o.output_type for o in good.outputs]
+    noted = [i for i, o in enumerate(good.outputs) if "charged" in o.get("text", "")]
+    assert noted and noted[0] > kinds.index("execute_result")  # the note under the result
 
     # IPython shows a UsageError as its message on stderr (no error output, no traceback)
     assert not any(o.output_type == "error" for o in bad.outputs)
