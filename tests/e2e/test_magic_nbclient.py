@@ -59,3 +59,24 @@ def test_a_failing_cell_stops_the_run(kernel_of_this_python: str, tmp_path) -> N
     assert "^" in text and "Traceback" not in text
 
     assert after.execution_count is None and after.outputs == []
+
+
+def test_a_cell_tagged_raises_exception_lets_the_run_go_on(
+    kernel_of_this_python: str, tmp_path
+) -> None:
+    """The documented way to show an error in a tutorial notebook: tag the cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, BAD, AFTER)]
+    nb.cells[1].metadata["tags"] = ["raises-exception"]
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name=kernel_of_this_python,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
+    after = nb.cells[2]
+    assert after.execution_count is not None
+    assert "the cell after the failing one ran" in after.outputs[0]["text"]
