@@ -27,7 +27,8 @@ The first of these that applies, so a cell never silently moves to another sessi
 2. the variable ``%pinq use NAME`` chose (until another ``%pinq use``);
 3. the pinqpy server ``%pinq connect URL`` opened (until ``%pinq disconnect``; a later
    ``%pinq connect`` replaces a ``%pinq use``);
-4. the variable an earlier cell ran on by this rule, while it still holds a Session;
+4. the variable an earlier cell ran on by this rule; when it holds no Session any more (it
+   was deleted), the cell fails and says how to choose rather than moving to another one;
 5. the only Session in the notebook's variables (names not starting with ``_``); with none, or
    with several, the cell fails and says how to choose (``%pinq use NAME``).
 
@@ -330,6 +331,12 @@ class PinqMagic:
         several = len({id(s) for s in found.values()}) > 1
         if self.sticky in found:
             return found[self.sticky], f"(session: {self.sticky})" if several else None
+        if self.sticky is not None:  # never move on silently, not even to the only other
+            listed = f" ({', '.join(sorted(found))})" if found else ""
+            raise MagicUsageError(
+                f"earlier cells ran on {self.sticky}, which holds no pinqpy Session now: "
+                f"choose a session{listed} with %pinq use NAME (or -s NAME for one cell)"
+            )
         if not found:
             raise MagicUsageError(
                 "no pinqpy Session in the notebook's variables: create one "
@@ -341,10 +348,8 @@ class PinqMagic:
                 f"several pinqpy Sessions are defined ({', '.join(sorted(found))}): choose one "
                 "with %pinq use NAME (or -s NAME for one cell)"
             )
-        previous, self.sticky = self.sticky, sorted(found)[0]
-        if previous is None:
-            return found[self.sticky], None
-        return found[self.sticky], f"(session: {self.sticky}; {previous} holds no Session now)"
+        self.sticky = sorted(found)[0]
+        return found[self.sticky], None
 
     # -- running a statement ----------------------------------------------------------------
     def __call__(self, line: str, cell: str | None = None) -> Any:
@@ -536,6 +541,11 @@ class PinqMagic:
                 f"pinqpy: cells run on local sessions: {self.sticky} "
                 f"({found_all[self.sticky]!r}), where earlier cells ran; "
                 "%pinq use NAME to choose another"
+            )
+        if self.sticky is not None:
+            return (
+                f"pinqpy: earlier cells ran on {self.sticky}, which holds no pinqpy Session now; "
+                "choose one with %pinq use NAME"
             )
         if not found_all:
             return "pinqpy: cells run on local sessions: none yet (session = pq.Session())"

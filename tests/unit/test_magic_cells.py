@@ -369,3 +369,21 @@ def test_quiet_and_statements_that_charge_nothing_have_no_note(
     for cell in ("%pinq SHOW BUDGET", f"%pinq -e 0.1 EXPLAIN {COUNT}", "%pinq DESCRIBE people"):
         res, out = run(shell, cell)
         assert res.success and "charged" not in out.stdout, cell
+
+
+def test_a_vanished_session_is_not_replaced_silently(
+    shell: Any, ns: dict[str, Any], pums: pd.DataFrame
+) -> None:
+    run(shell, f"%pinq -e 0.1 {COUNT}")
+    ns["scratch"], scratch_budget = make_session(pums)
+    del ns["session"]
+    res, out = run(shell, f"%pinq -e 0.1 {COUNT}")
+    assert res.success is False
+    assert "earlier cells ran on session, which holds no pinqpy Session now" in out.stderr
+    assert "(scratch)" in out.stderr and "%pinq use NAME" in out.stderr
+    assert scratch_budget.spent.epsilon == 0
+    _, out = run(shell, "%pinq status")
+    assert "earlier cells ran on session, which holds no pinqpy Session now" in out.stdout
+    run(shell, "%pinq use scratch")
+    res, _ = run(shell, f"%pinq -e 0.1 {COUNT}")
+    assert res.success and scratch_budget.spent.epsilon == 0.1
