@@ -13,12 +13,36 @@ Options (before the query on the magic's line):
 
 ``-e/--epsilon E``  the total epsilon the query charges (else the query's own ``OPTIONS``)
 ``-d/--delta D``    the delta it may spend
-``-s/--session S``  the name of a :class:`~pinqpy.Session` in the notebook's namespace
-                    (default: the most recently created Session still alive, or else the only
-                    Session in the namespace)
-``-o/--out NAME``   also store the result in the variable ``NAME``
-``-q/--quiet``      do not display the result (useful with ``-o``)
+``-s/--session S``  the name of a :class:`~pinqpy.Session` in the notebook's namespace, for
+                    this call only
+``-o/--out NAME``   also store the result in the variable ``NAME`` (deleted if the call fails)
+``-q/--quiet``      do not display the result, nor the line saying what it charged
 ``--``              ends the options (the rest of the line is the query)
+
+Which session a cell runs on
+----------------------------
+The first of these that applies, so a cell never silently moves to another session:
+
+1. ``-s/--session NAME`` on the cell;
+2. the variable ``%pinq use NAME`` chose (until another ``%pinq use``);
+3. the pinqpy server ``%pinq connect URL`` opened (until ``%pinq disconnect``; a later
+   ``%pinq connect`` replaces a ``%pinq use``);
+4. the variable an earlier cell ran on by this rule; when it holds no Session any more (it
+   was deleted), the cell fails and says how to choose rather than moving to another one;
+5. the only Session in the notebook's variables (names not starting with ``_``); with none, or
+   with several, the cell fails and says how to choose (``%pinq use NAME``).
+
+So creating another Session later does not move cells to it; when several Sessions are in the
+variables and rule 4 chose, the cell prints ``(session: NAME)`` so the choice is visible.
+Names are looked up at each cell: re-running ``session = pq.Session()`` is picked up.
+``%pinq status`` says where cells run now.
+
+Parameters
+----------
+``{name}`` in the line or the cell pastes ``str(name)`` into the text (``{{``/``}}`` are
+literal braces); ``:name`` outside strings and comments binds a number, a string, a bool or
+None as a SQL literal (:mod:`pinqpy.interfaces.parameters`). IPython's own ``$name``/``{name}``
+expansion is off for this magic, so the two rules above are the only ones.
 
 A pinqpy server's tables are queried the same way after connecting::
 
@@ -29,26 +53,35 @@ A pinqpy server's tables are queried the same way after connecting::
     %pinq status                                     # where cells run now
     %pinq disconnect                                 # back to local sessions
 
-While connected, ``%pinq``/``%%pinq`` without ``--session`` run on the server (``--session
-NAME`` still picks a variable: a local Session or a session from ``pq.connect``). The token
-is read from the environment variable ``PINQPY_TOKEN`` (or the one ``--token-env`` names) or
-typed at a hidden prompt, never from the magic's line: a line is saved in the notebook and in
-IPython's history, so ``%pinq connect`` refuses any other argument. Results are the same
-objects as locally; only a ``%pinq`` status line and an error say which server answered.
+The token is read from the environment variable ``PINQPY_TOKEN`` (or the one ``--token-env``
+names) or typed at a hidden prompt, never from the magic's line: a line is saved in the
+notebook and in IPython's history, so ``%pinq connect`` refuses any other argument. Results are
+the same objects as locally; only a ``%pinq`` status line and an error say which server
+answered.
 
+Results, notes and failures
+---------------------------
 The magic returns what :meth:`Session.sql` returns, so IPython displays it: a released
 :class:`~pinqpy.NoisyFrame` is shown with a small table of 95% intervals for its noisy
-columns, EXPLAIN as plain text, SHOW/DESCRIBE as DataFrames. A pinqpy error (a syntax error,
-an unknown column, a query that cannot be answered privately, an exceeded budget) is printed
-to stderr as its message -- with the caret under the fault -- and not as a traceback; it
-charges nothing and the magic returns None.
+columns, EXPLAIN as plain text, SHOW/DESCRIBE as DataFrames. Under a released result one line
+says what the statement charged and why: the session's ``last_note`` when it has one, else the
+growth of each budget's spent in ``SHOW BUDGET`` read before and after
+(:mod:`pinqpy.interfaces.charges`).
+
+A pinqpy error (a syntax error, an unknown column, a query that cannot be answered privately,
+an exceeded budget) fails the cell: it raises IPython's ``UsageError``, shown as its message --
+with the caret under the fault -- and not as a traceback, so "Run All" and ``jupyter nbconvert
+--execute`` stop there. It charges nothing, and the ``-o`` variable is deleted, so no result
+of an earlier run is mistaken for this one's. A fix-it hint in the message speaks the magic's
+options (:func:`pinqpy.interfaces.errors.for_interface`).
 
 This module imports IPython only when the extension is loaded, so pinqpy does not depend on
-it. The newest session is the one :func:`pinqpy.api.session.newest_session` reports.
+it. The user guide is ``docs/notebook.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import keyword
 import re
@@ -56,10 +89,12 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pinqpy.api.session import Session, newest_session
+from pinqpy.api.session import Session
 from pinqpy.errors import PinqError
+from pinqpy.interfaces.charges import charged, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_env_name, check_url, find_token, open_remote
-from pinqpy.interfaces.errors import CliError
+from pinqpy.interfaces.errors import CliError, for_interface
+from pinqpy.interfaces.parameters import ParameterError, bind, substitute
 
 if TYPE_CHECKING:
     from pinqpy.interfaces.shell import SqlSession
@@ -95,7 +130,7 @@ _VALUED = {
     "--out": "out",
 }
 _FLAGS = {"-q": "quiet", "--quiet": "quiet"}
-_COMMANDS = ("connect", "disconnect", "status")
+_COMMANDS = ("connect", "disconnect", "status", "use")
 _TOKEN = re.compile(r"\s*(\S+)")
 
 
@@ -220,59 +255,103 @@ def _speaks_sql(obj: object) -> bool:
 
 
 # -- the magic -----------------------------------------------------------------------------
+_NO_STATEMENT_CHARGE = ("SHOW", "DESCRIBE", "EXPLAIN")
+
+
 class PinqMagic:
     """Run one SQL statement against a pinqpy Session.
 
     ``%pinq [options] QUERY`` or, as a cell magic, ``%%pinq [options]`` with the query in the
     cell. Options: ``-e/--epsilon E`` (the total the query charges), ``-d/--delta D``,
-    ``-s/--session NAME`` (a Session in the namespace; default: the last one created),
-    ``-o/--out NAME`` (also store the result there), ``-q/--quiet`` (do not display it),
-    ``--`` (end of options). Returns the result -- a NoisyFrame shown with its 95% intervals,
-    EXPLAIN text, or a DataFrame -- so ``x = %pinq ...`` works. A pinqpy error is printed to
-    stderr with its caret, charges nothing, and gives None.
+    ``-s/--session NAME`` (a Session in the namespace, for this call), ``-o/--out NAME`` (also
+    store the result there; deleted when the call fails), ``-q/--quiet`` (display neither the
+    result nor the charge note), ``--`` (end of options). ``{name}`` pastes a variable's text
+    and ``:name`` binds a variable as a SQL literal. Returns the result -- a NoisyFrame shown
+    with its 95% intervals, EXPLAIN text, or a DataFrame -- so ``x = %pinq ...`` works, and
+    prints under it what the statement charged. A pinqpy error fails the call with IPython's
+    ``UsageError`` (its message and caret, no traceback) and charges nothing.
 
-    ``%pinq connect URL [--token-env NAME]`` makes later calls without ``--session`` run on a
-    pinqpy server, ``%pinq disconnect`` returns to local sessions and ``%pinq status`` says
-    where calls run. A session needs only the session protocol of
+    ``%pinq use NAME`` makes the Session in variable ``NAME`` the one later calls run on;
+    without it a call runs where the previous one did (see the module's documentation for the
+    whole rule). ``%pinq connect URL [--token-env NAME]`` makes later calls without
+    ``--session`` run on a pinqpy server, ``%pinq disconnect`` returns to local sessions and
+    ``%pinq status`` says where calls run. A session needs only the session protocol of
     :mod:`pinqpy.interfaces.shell` (``sql``; ``tables`` and ``describe`` complete it).
     """
+
+    #: IPython leaves ``$name`` and ``{name}`` on the line alone: the magic's own parameters
+    #: (``{name}``, ``:name``) apply to the line and the cell alike, with clear errors.
+    _ipython_magic_no_var_expand = True
 
     def __init__(self, shell: Any):
         self.shell = shell
         #: The server session ``%pinq connect`` opened, and its address; None when local.
         self.remote: SqlSession | None = None
         self.remote_url: str | None = None
+        #: The variable ``%pinq use`` chose; None when not chosen.
+        self.chosen: str | None = None
+        #: The variable the default rule last ran a cell on (rule 4 of the module's docs).
+        self.sticky: str | None = None
+        #: Charge notes waiting for the end of the running cell, to print under its result.
+        self.pending: list[str] = []
+        self.in_cell = False
 
-    def find_session(self, name: str | None) -> SqlSession:
-        """The session named ``name`` in the user namespace, else the server session
-        ``%pinq connect`` opened, else the default local one."""
-        ns = self.shell.user_ns
-        if name is not None:
-            if name not in ns:
-                raise MagicUsageError(f"--session: no variable named {name!r}")
-            found = ns[name]
-            if not isinstance(found, Session) and not _speaks_sql(found):
-                raise MagicUsageError(
-                    f"--session: {name!r} is a {type(found).__name__}, not a pinqpy Session"
-                )
-            return found  # type: ignore[no-any-return]
-        if self.remote is not None:
-            return self.remote
-        noted = newest_session()
-        if noted is not None:
-            return noted
-        in_ns = {
-            id(v): v for k, v in ns.items() if not k.startswith("_") and isinstance(v, Session)
+    # -- choosing the session ---------------------------------------------------------------
+    def local_sessions(self) -> dict[str, Session]:
+        """The notebook's variables that hold a Session (names starting with ``_`` left out:
+        IPython's output history holds displayed objects there)."""
+        return {
+            k: v
+            for k, v in self.shell.user_ns.items()
+            if not k.startswith("_") and isinstance(v, Session)
         }
-        if len(in_ns) == 1:
-            return next(iter(in_ns.values()))
-        if not in_ns:
-            raise MagicUsageError(
-                "no pinqpy Session to query: create one (session = pq.Session()) and register "
-                "tables, or pass --session NAME"
-            )
-        raise MagicUsageError("several pinqpy Sessions are defined: choose one with --session NAME")
 
+    def variable(self, name: str, said: str) -> SqlSession:
+        """The session in variable ``name``; ``said`` is how the user named it (for errors)."""
+        ns = self.shell.user_ns
+        if name not in ns:
+            raise MagicUsageError(f"{said}: no variable named {name!r}")
+        found = ns[name]
+        if not isinstance(found, Session) and not _speaks_sql(found):
+            raise MagicUsageError(
+                f"{said}: {name!r} is a {type(found).__name__}, not a pinqpy Session"
+            )
+        return found  # type: ignore[no-any-return]
+
+    def find_session(self, name: str | None) -> tuple[SqlSession, str | None]:
+        """The session a call runs on, and a note naming it when the choice is not obvious
+        (None otherwise); the rule is the module's documentation."""
+        if name is not None:
+            return self.variable(name, "-s/--session"), None
+        if self.chosen is not None:
+            return self.variable(self.chosen, f"%pinq use {self.chosen}"), None
+        if self.remote is not None:
+            return self.remote, None
+        found = self.local_sessions()
+        several = len({id(s) for s in found.values()}) > 1
+        if self.sticky in found:
+            return found[self.sticky], f"(session: {self.sticky})" if several else None
+        if self.sticky is not None:  # never move on silently, not even to the only other
+            listed = f" ({', '.join(sorted(found))})" if found else ""
+            raise MagicUsageError(
+                f"earlier cells ran on {self.sticky}, which holds no pinqpy Session now: "
+                f"choose a session{listed} with %pinq use NAME (or -s NAME for one cell)"
+            )
+        if not found:
+            raise MagicUsageError(
+                "no pinqpy Session in the notebook's variables: create one "
+                "(session = pq.Session()) and register tables, or connect to a server "
+                "(%pinq connect URL)"
+            )
+        if several:
+            raise MagicUsageError(
+                f"several pinqpy Sessions are defined ({', '.join(sorted(found))}): choose one "
+                "with %pinq use NAME (or -s NAME for one cell)"
+            )
+        self.sticky = sorted(found)[0]
+        return found[self.sticky], None
+
+    # -- running a statement ----------------------------------------------------------------
     def __call__(self, line: str, cell: str | None = None) -> Any:
         """Run the magic: ``line`` holds the options (and, as a line magic, the query)."""
         from IPython.core.error import UsageError
@@ -288,34 +367,53 @@ class PinqMagic:
                 raise UsageError(str(err)) from None
             return None
 
+        ns = self.shell.user_ns
         try:
-            opts = parse_options(line)
+            opts = parse_options(substitute(line, ns))
             if cell is not None:
                 if opts.query:
                     raise MagicUsageError(
                         "%%pinq takes options on its first line and the query in the cell "
                         f"(unexpected {opts.query!r})"
                     )
-                opts.query = cell.strip()
+                opts.query = substitute(cell, ns).strip()
+        except (MagicUsageError, ParameterError) as err:
+            raise UsageError(str(err)) from None
+        if opts.out is not None:  # a failure below leaves no stale result behind
+            ns.pop(opts.out, None)
+        try:
             if not opts.query:
                 raise MagicUsageError(
                     "no query: write %pinq [options] SELECT ... or put the query in a %%pinq cell"
                 )
-            session = self.find_session(opts.session)
-        except MagicUsageError as err:
+            query = bind(opts.query, ns)
+            session, note = self.find_session(opts.session)
+        except (MagicUsageError, ParameterError) as err:
             raise UsageError(str(err)) from None
+        if note is not None:
+            print(note)
 
+        first = query.split(None, 1)[0].upper() if query.split() else ""
+        before = None
+        if not opts.quiet and not hasattr(session, "last_note"):
+            before = None if first in _NO_STATEMENT_CHARGE else read_budgets(session)
         try:
-            result = session.sql(opts.query, epsilon=opts.epsilon, delta=opts.delta)
+            result = session.sql(query, epsilon=opts.epsilon, delta=opts.delta)
         except PinqError as err:
-            print(f"{type(err).__name__}: {err}", file=sys.stderr)
-            where = self._where(session)
-            if where:
-                print(where, file=sys.stderr)
-            return None
+            raise UsageError(self.failure(err, session, note)) from None
         if opts.out is not None:
-            self.shell.user_ns[opts.out] = result
-        return None if opts.quiet else result
+            ns[opts.out] = result
+        if opts.quiet:
+            return None
+        self.note_charge(session, result, before)
+        return result
+
+    def failure(self, err: PinqError, session: object, note: str | None = None) -> str:
+        """The message a failed call shows: the error's (its caret lines kept, its fix-it hint
+        in the magic's terms) and, when not obvious, which session answered."""
+        text = f"{type(err).__name__}: {for_interface(err, 'magic')}"
+        where = self._where(session) or note
+        return f"{text}\n{where}" if where else text
 
     def _where(self, session: object) -> str | None:
         """Which server answered, for an error's last line (None for a local session)."""
@@ -325,11 +423,48 @@ class PinqMagic:
             return f"(on {session!r})"
         return None
 
-    # -- connect, disconnect, status --------------------------------------------------------
+    # -- the note under a result ------------------------------------------------------------
+    def note_charge(self, session: object, result: object, before: list[Any] | None) -> None:
+        """Print what the statement charged and why, under its displayed result."""
+        note = getattr(session, "last_note", None)
+        if note is None and before is not None and getattr(result, "accuracy", None):
+            charges = charged(before, read_budgets(session))
+            note = (
+                "charged " + "; ".join(charges)
+                if charges
+                else "charged nothing (the same query was answered before)"
+            )
+        if not note:
+            return
+        if self.in_cell:  # IPython shows the result after the magic returns: wait for it
+            self.pending.append(str(note))
+        else:
+            print(note)
+
+    def pre_run_cell(self, info: object = None) -> None:
+        """IPython's ``pre_run_cell`` event: a cell starts, no note is waiting."""
+        self.in_cell, self.pending = True, []
+
+    def post_run_cell(self, result: object = None) -> None:
+        """IPython's ``post_run_cell`` event: print the cell's notes under its output."""
+        pending, self.in_cell, self.pending = self.pending, False, []
+        for note in pending:
+            print(note)
+
+    # -- connect, disconnect, status, use ---------------------------------------------------
     def run_command(self, command: str, line: str) -> None:
-        """``%pinq connect URL [--token-env NAME]``, ``%pinq disconnect``, ``%pinq status``."""
+        """``%pinq connect URL [--token-env NAME]``, ``%pinq disconnect``, ``%pinq status``,
+        ``%pinq use NAME``."""
         if command == "connect":
             self.connect(parse_connect(line))
+            return
+        if command == "use":
+            words = line.split()[1:]
+            if len(words) != 1:
+                raise MagicUsageError(
+                    "%pinq use takes the name of the variable that holds a Session: %pinq use NAME"
+                )
+            self.use(words[0])
             return
         if len(line.split()) > 1:
             raise MagicUsageError(f"%pinq {command} takes no arguments")
@@ -337,6 +472,19 @@ class PinqMagic:
             self.disconnect()
         else:
             print(self.status())
+
+    def use(self, name: str) -> None:
+        """Make the session in variable ``name`` the one later calls run on."""
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise MagicUsageError(f"%pinq use needs a Python variable name, not {name!r}")
+        found = self.variable(name, "%pinq use")
+        self.chosen = name
+        also = (
+            f" (not the server {self.remote_url}, still connected)"
+            if self.remote is not None
+            else ""
+        )
+        print(f"pinqpy: cells run on {name} ({found!r}){also}")
 
     def connect(self, opts: ConnectOptions) -> None:
         """Open a session on the server; later cells without ``--session`` run there."""
@@ -346,11 +494,13 @@ class PinqMagic:
         except CliError as err:
             raise MagicUsageError(str(err)) from None
         except PinqError as err:  # the server refused (an unknown token, say) or is unreachable
-            print(f"{type(err).__name__}: {err}", file=sys.stderr)
-            print(f"(connecting to {opts.url}; cells still run where they did)", file=sys.stderr)
-            return
+            raise MagicUsageError(
+                f"{type(err).__name__}: {for_interface(err, 'magic')}\n"
+                f"(connecting to {opts.url}; cells still run where they did)"
+            ) from None
         self.disconnect(quiet=True)
         self.remote, self.remote_url = remote, opts.url
+        self.chosen = None  # the newest explicit choice wins
         print(f"pinqpy: {self.status().removeprefix('pinqpy: ')}; %pinq disconnect to leave")
 
     def disconnect(self, *, quiet: bool = False) -> None:
@@ -373,13 +523,39 @@ class PinqMagic:
             )
 
     def status(self) -> str:
-        """One line: where ``%%pinq`` cells without ``--session`` run now."""
+        """One line: where ``%%pinq`` cells without ``--session`` run now, and why."""
+        if self.chosen is not None:
+            found = self.shell.user_ns.get(self.chosen)
+            if not isinstance(found, Session) and not _speaks_sql(found):
+                return (
+                    f"pinqpy: %pinq use chose {self.chosen}, which holds no Session now; "
+                    "%pinq use NAME to choose again"
+                )
+            also = f"; connected to {self.remote_url} too" if self.remote is not None else ""
+            return f"pinqpy: cells run on {self.chosen} ({found!r}), chosen by %pinq use{also}"
         if self.remote is not None:
             return f"pinqpy: cells run on the pinqpy server {self.remote_url} ({self.remote!r})"
-        noted = newest_session()
-        return "pinqpy: cells run on local sessions" + (
-            f" (now {noted!r})" if noted is not None else ""
-        )
+        found_all = self.local_sessions()
+        if self.sticky in found_all:
+            return (
+                f"pinqpy: cells run on local sessions: {self.sticky} "
+                f"({found_all[self.sticky]!r}), where earlier cells ran; "
+                "%pinq use NAME to choose another"
+            )
+        if self.sticky is not None:
+            return (
+                f"pinqpy: earlier cells ran on {self.sticky}, which holds no pinqpy Session now; "
+                "choose one with %pinq use NAME"
+            )
+        if not found_all:
+            return "pinqpy: cells run on local sessions: none yet (session = pq.Session())"
+        if len({id(s) for s in found_all.values()}) > 1:
+            return (
+                f"pinqpy: cells run on local sessions: several ({', '.join(sorted(found_all))}); "
+                "choose one with %pinq use NAME"
+            )
+        name = sorted(found_all)[0]
+        return f"pinqpy: cells run on local sessions: {name} ({found_all[name]!r})"
 
 
 # -- display -------------------------------------------------------------------------------
@@ -445,7 +621,10 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext pinqpy``: register ``%pinq``/``%%pinq`` and pinqpy's display formatters."""
-    ipython.register_magic_function(PinqMagic(ipython), magic_kind="line_cell", magic_name="pinq")
+    magic = PinqMagic(ipython)
+    ipython.register_magic_function(magic, magic_kind="line_cell", magic_name="pinq")
+    ipython.events.register("pre_run_cell", magic.pre_run_cell)
+    ipython.events.register("post_run_cell", magic.post_run_cell)
     text, html = _display_types()
     formatters = ipython.display_formatter.formatters
     for typ, printer in text.items():
@@ -460,6 +639,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     registered = magics["line"].get("pinq")
     if isinstance(registered, PinqMagic):
         registered.disconnect(quiet=True)
+        for event in ("pre_run_cell", "post_run_cell"):
+            with contextlib.suppress(ValueError):  # not registered: nothing to remove
+                ipython.events.unregister(event, getattr(registered, event))
     magics["line"].pop("pinq", None)
     magics["cell"].pop("pinq", None)
     text, html = _display_types()

@@ -1,66 +1,22 @@
 """The example notebooks run top to bottom without an error, and ship with real outputs.
 
 Each ``notebooks/*.ipynb`` is executed in memory (the files are not rewritten) by nbclient, in
-a kernel of the interpreter running the tests: a temporary ``python3`` kernel spec for
-``sys.executable`` is put first on ``JUPYTER_PATH``, so a default kernel of another Python
-(one without this pinqpy) is never picked up. Rebuild the saved outputs with
-``python notebooks/build.py``.
+a kernel of the interpreter running the tests (:mod:`tests.e2e.jupyter_kernel`). Rebuild the
+saved outputs with ``python notebooks/build.py``.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.jupyter_kernel import require_tools
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 NEEDED = ("nbformat", "nbclient", "ipykernel", "matplotlib")
-
-
-def _require_tools() -> None:
-    """The notebook tools are test dependencies: missing in CI is a failure, locally a skip."""
-    missing = []
-    for name in NEEDED:
-        try:
-            __import__(name)
-        except ImportError:
-            missing.append(name)
-    if missing:
-        message = f"notebook tests need {', '.join(missing)} (pip install -e '.[test]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def kernel_of_this_python(tmp_path_factory):
-    """A ``python3`` kernel spec that runs ``sys.executable``, first on JUPYTER_PATH."""
-    _require_tools()
-    from ipykernel.kernelspec import install
-
-    prefix = tmp_path_factory.mktemp("jupyter")
-    install(prefix=str(prefix), kernel_name="python3")
-    share = prefix / "share" / "jupyter"
-    spec = share / "kernels" / "python3" / "kernel.json"
-    assert spec.exists(), f"kernel spec not written at {spec}"
-
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(share) + (os.pathsep + old if old else "")
-    try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        found = KernelSpecManager().get_kernel_spec("python3")
-        assert found.argv[0] == sys.executable, found.argv
-        yield "python3"
-    finally:
-        if old is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = old
 
 
 def test_the_four_notebooks_are_there():
@@ -76,7 +32,7 @@ def test_the_four_notebooks_are_there():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_saved_notebook_has_real_outputs(path):
     """Every code cell was run, in order, in one top-to-bottom run, and left an output."""
-    _require_tools()
+    require_tools(*NEEDED)
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -100,6 +56,7 @@ def test_saved_notebook_has_real_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_top_to_bottom(path, kernel_of_this_python):
     """A fresh run of every cell, in order, raises nothing (CellExecutionError otherwise)."""
+    require_tools(*NEEDED)
     import nbformat
     from nbclient import NotebookClient
 

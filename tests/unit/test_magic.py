@@ -53,6 +53,8 @@ def session(shell: Any, pums: pd.DataFrame) -> Iterator[pq.Session]:
     s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
     sessions._note_session(s)  # as Session.__init__ does
     shell.user_ns.update(s=s, budget=budget)
+    the_magic = shell.magics_manager.magics["line"]["pinq"]
+    the_magic.chosen = the_magic.sticky = None  # each test starts with no choice made
     yield s
     for name in ("s", "s2", "budget", "budget2", "result", "r"):
         shell.user_ns.pop(name, None)
@@ -143,14 +145,19 @@ def test_session_option_picks_a_named_session(shell: Any, session: Any, pums: An
     assert float(res.result["n"].iloc[0]) == len(pums)
     assert budget2.spent.epsilon == 0.4
     assert shell.user_ns["budget"].spent.epsilon == 0
-    # the default session does not know the table
-    _, out = run(shell, "%%pinq -e 0.4\nSELECT COUNT(*) AS n FROM others")
-    assert "unknown table" in out.stderr
+    # -s chose for one cell only; with two Sessions defined the next cell must be told
+    res, out = run(shell, "%%pinq -e 0.4\nSELECT COUNT(*) AS n FROM others")
+    assert not res.success
+    assert "several pinqpy Sessions are defined (s, s2)" in out.stderr
+    assert "%pinq use NAME" in out.stderr
+    shell.run_line_magic("pinq", "use s")
+    res, out = run(shell, "%%pinq -e 0.4\nSELECT COUNT(*) AS n FROM others")
+    assert not res.success and "unknown table" in out.stderr
 
 
 def test_session_option_errors_are_usage_errors(shell: Any, session: Any) -> None:
     _, out = run(shell, "%%pinq --session nope -e 0.1\nSELECT COUNT(*) FROM people")
-    assert "no variable named 'nope'" in out.stderr
+    assert "-s/--session: no variable named 'nope'" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
     shell.user_ns["r"] = 3
     _, out = run(shell, "%%pinq -s r -e 0.1\nSELECT COUNT(*) FROM people")
@@ -158,28 +165,34 @@ def test_session_option_errors_are_usage_errors(shell: Any, session: Any) -> Non
     assert shell.user_ns["budget"].spent.epsilon == 0
 
 
-def test_default_session_is_the_last_one_noted(shell: Any, session: Any, pums: Any) -> None:
-    s2 = pq.Session()
+def test_default_session_is_the_only_one_in_the_namespace(
+    shell: Any, session: Any, pums: Any
+) -> None:
+    s2 = pq.Session()  # the newest Session, but in no variable: not a candidate
     b2 = pq.Budget(epsilon=1.0)
     s2.register("people", pums.head(10), budget=b2)
     sessions._note_session(s2)
     with pq.testing.no_noise():
-        value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
-    assert float(value["n"].iloc[0]) == 10
-    assert b2.spent.epsilon == 0.1
+        res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) AS n FROM people")
+    assert res.success, out.stderr
+    assert float(res.result["n"].iloc[0]) == 1000
+    assert b2.spent.epsilon == 0
+    assert "(session:" not in out.stdout  # one candidate: nothing ambiguous to say
 
 
-def test_default_session_falls_back_to_the_only_one_in_the_namespace(
-    shell: Any, session: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sessions, "_newest", None)
-    with pq.testing.no_noise():
-        value = shell.run_line_magic("pinq", "-e 0.1 SELECT COUNT(*) AS n FROM people")
-    assert float(value["n"].iloc[0]) == 1000
+def test_no_session_or_several_is_a_usage_error(shell: Any, session: Any) -> None:
+    shell.user_ns.pop("s")
+    try:
+        res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM people")
+    finally:
+        shell.user_ns["s"] = session
+    assert not res.success
+    assert "no pinqpy Session in the notebook's variables" in out.stderr
     shell.user_ns["s2"] = pq.Session()
-    monkeypatch.setattr(sessions, "_newest", None)
-    _, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM people")
-    assert "--session" in out.stderr
+    res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM people")
+    assert not res.success
+    assert "(s, s2)" in out.stderr and "%pinq use NAME" in out.stderr and "-s NAME" in out.stderr
+    assert shell.user_ns["budget"].spent.epsilon == 0
 
 
 def test_new_sessions_note_themselves() -> None:
@@ -211,8 +224,9 @@ def test_epsilon_option_sets_the_charge(shell: Any, session: Any) -> None:
 
 def test_missing_epsilon_is_a_short_message(shell: Any, session: Any) -> None:
     res, out = run(shell, "%%pinq\nSELECT COUNT(*) FROM people")
-    assert res.success and res.result is None
-    assert "PrivacyError" in out.stderr and "epsilon" in out.stderr
+    assert not res.success and res.result is None
+    assert out.stderr.startswith("UsageError: PrivacyError")
+    assert "epsilon" in out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -256,11 +270,12 @@ def test_unknown_column_shows_the_caret_not_a_traceback(shell: Any, session: Any
     res, out = run(
         shell, "%%pinq -e 0.5 -o result\nSELECT COUNT(*) AS n\nFROM people WHERE agee > 3"
     )
-    assert res.success and res.error_in_exec is None
+    assert not res.success
+    assert type(res.error_in_exec).__name__ == "UsageError"
     assert res.result is None
     assert "result" not in shell.user_ns
     lines = out.stderr.splitlines()
-    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
+    assert lines[0].startswith("UsageError: PinqSyntaxError: unknown column 'agee'")
     assert "(line 2, column 19)" in lines[0]
     assert lines[1].strip() == "FROM people WHERE agee > 3"
     assert lines[2].index("^") == lines[1].index("agee")
@@ -273,8 +288,8 @@ def test_unknown_column_shows_the_caret_not_a_traceback(shell: Any, session: Any
 def test_budget_exceeded_is_a_short_message(shell: Any, session: Any) -> None:
     budget = shell.user_ns["budget"]
     res, out = run(shell, "%%pinq -e 2\nSELECT COUNT(*) FROM people")
-    assert res.success and res.result is None
-    assert out.stderr.startswith("BudgetExceededError:")
+    assert not res.success and res.result is None
+    assert out.stderr.startswith("UsageError: BudgetExceededError:")
     assert "Traceback" not in out.stderr
     assert budget.spent.epsilon == 0
 
@@ -301,7 +316,7 @@ def test_line_magic_keeps_string_literals(shell: Any, session: Any) -> None:
 
 def test_line_magic_error(shell: Any, session: Any) -> None:
     res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM peeple")
-    assert res.success and res.result is None
+    assert not res.success and res.result is None
     assert "unknown table" in out.stderr and "^" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -429,7 +444,14 @@ def test_connect_runs_later_cells_on_the_server(
         res, out = run(shell, "%%pinq -e 0.5\nSELECT COUNT(*) AS n FROM pums")
     assert res.success and isinstance(res.result, pq.NoisyFrame), out.stderr
     assert float(res.result["n"].iloc[0]) == len(pums)
-    assert remote.asked == [("SELECT COUNT(*) AS n FROM pums", 0.5, None)]
+    # SHOW BUDGET before and after: the stand-in has no last_note, so the charge note is
+    # what the budget's spent grew by
+    assert remote.asked == [
+        ("SHOW BUDGET", None, None),
+        ("SELECT COUNT(*) AS n FROM pums", 0.5, None),
+        ("SHOW BUDGET", None, None),
+    ]
+    assert out.stdout.splitlines()[-1] == "charged epsilon 0.5 to pums (0.5 left)"
     assert remote.budget.spent.epsilon == 0.5
     assert shell.user_ns["budget"].spent.epsilon == 0  # the local session was not asked
     assert URL not in out.stdout  # a result looks the same wherever it was computed
@@ -446,7 +468,7 @@ def test_connect_runs_later_cells_on_the_server(
     assert float(value["n"].iloc[0]) == len(pums)
     assert shell.user_ns["budget"].spent.epsilon == 0.1
     _, out = run(shell, "%pinq status")
-    assert out.stdout.startswith("pinqpy: cells run on local sessions (now Session(")
+    assert out.stdout.startswith("pinqpy: cells run on local sessions: s (Session(")
 
 
 def test_an_error_on_the_server_says_which_server(
@@ -455,9 +477,9 @@ def test_an_error_on_the_server_says_which_server(
     monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
     shell.run_line_magic("pinq", f"connect {URL}")
     res, out = run(shell, "%%pinq -e 0.1\nSELECT COUNT(*) FROM pums WHERE agee > 3")
-    assert res.success and res.result is None
+    assert not res.success and res.result is None
     lines = out.stderr.splitlines()
-    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
+    assert lines[0].startswith("UsageError: PinqSyntaxError: unknown column 'agee'")
     assert lines[-1] == f"(on the pinqpy server {URL})"
     assert "Traceback" not in out.stderr
     assert servers[0].budget.spent.epsilon == 0
@@ -551,9 +573,9 @@ def test_a_refused_connection_leaves_cells_where_they_ran(
     monkeypatch.setitem(sys.modules, "pinqpy.remote.client.session", fake)
     monkeypatch.setenv("PINQPY_TOKEN", TOKEN)
     res, out = run(shell, f"%pinq connect {URL}")
-    assert res.success and res.result is None
+    assert not res.success and res.result is None
     assert out.stderr.splitlines() == [
-        "PinqError: a valid analyst token is required (Authorization: Bearer <token>)",
+        "UsageError: PinqError: a valid analyst token is required (Authorization: Bearer <token>)",
         f"(connecting to {URL}; cells still run where they did)",
     ]
     _, out = run(shell, "%pinq status")
