@@ -41,6 +41,11 @@ def code(text: str) -> nbformat.NotebookNode:
     return new_code_cell(textwrap.dedent(text).strip())
 
 
+def failing(text: str) -> nbformat.NotebookNode:
+    """A cell that fails on purpose, to show an error: tagged so a run goes on past it."""
+    return new_code_cell(textwrap.dedent(text).strip(), metadata={"tags": ["raises-exception"]})
+
+
 # ------------------------------------------------------------------------------------------
 # 01 -- quickstart
 # ------------------------------------------------------------------------------------------
@@ -535,24 +540,25 @@ SQL_MAGIC = [
         ## Mistakes are reported, not charged
 
         A typo, a query that would release raw rows, or a query that does not fit the budget:
-        the magic prints pinqpy's message (for a syntax error or an unknown name, with the line,
-        the column and a caret under the fault) instead of a traceback. Nothing is read and
-        nothing is charged.
+        the cell fails with pinqpy's message (for a syntax error or an unknown name, with the
+        line, the column and a caret under the fault) and no traceback, so "Run All" stops
+        there. Nothing is read and nothing is charged. The three cells below are tagged
+        `raises-exception` so that this notebook runs on past them.
         """
     ),
-    code(
+    failing(
         """
         %%pinq -e 0.1
         SELECT COUNT(*) FROM people WHERE agee >= 65
         """
     ),
-    code(
+    failing(
         """
         %%pinq -e 0.1
         SELECT age, income FROM people WHERE age >= 65
         """
     ),
-    code(
+    failing(
         """
         %%pinq -e 5
         SELECT COUNT(*) FROM people
