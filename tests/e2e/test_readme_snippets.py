@@ -110,20 +110,14 @@ def test_bash_block(block: Block, tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
-def test_the_demo_command_runs_as_written() -> None:
-    """README's first command: a venv, an install (what tests/e2e/test_wheel.py checks), then
-    ``pinqpy demo``, which runs here from this checkout."""
+def test_the_demo_command_is_the_one_that_runs() -> None:
+    """README's first command is a venv, an install (what tests/e2e/test_wheel.py checks),
+    then ``pinqpy demo``: the command a runnable block of docs/index.md runs."""
     first = next(b for b in blocks(REPO / "README.md") if b.lang == "bash")
-    line = first.text.strip()
-    assert line == (
+    assert first.text.strip() == (
         "python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/pinqpy demo"
-    ), line
-    proc = subprocess.run(
-        [*PINQPY, "demo"], cwd=REPO, env=reader_env(), capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert "BudgetExceededError" in proc.stdout  # the demo's last step: a refused overspend
+    )
+    assert any(b.text.strip() == "pinqpy demo" for b in BASH)
 
 
 def test_the_markers_are_understood() -> None:
