@@ -8,18 +8,21 @@ The convention (the markers a page uses) is in :mod:`tests.e2e.snippets`, in sho
   itself, as the README shows). A first line ``# needs: server`` makes the test start
   ``pinqpy serve --demo`` on 127.0.0.1 (once per run) and set ``PINQPY_URL`` and
   ``PINQPY_TOKEN`` for the block, which reads them as a reader's session would. No block is
-  ever skipped: an unknown ``needs`` fails.
+  skipped silently: an unknown ``needs`` fails, and so does a missing server extra in CI
+  (locally it is a skip that names the extra).
 - ```` ```bash ```` blocks run when the line before the fence is ``<!-- runnable -->``: with
   ``bash -e -o pipefail`` from the repository root, ``pinqpy`` being this checkout's. Only
   commands that work on a fresh checkout are marked (the bundled demo data, no server).
 
 A test's id is ``page:line`` (the line of the block's opening fence); running one block alone
-(``-k README.md:480``) runs the page's earlier blocks first, in its namespace. Files a block
+(``"tests/e2e/test_readme_snippets.py::test_python_block[README.md:398]"``) runs the page's
+earlier blocks first, in its namespace. Files a block
 writes into the repository root (a ledger such as ``budget.db``) are removed afterwards.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -43,8 +46,12 @@ _done: dict[str, int] = {}
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``pinqpy serve --demo`` (the README's quick start), as a curator would start it."""
-    pytest.importorskip("starlette")  # CI installs the server extra: a skip only locally
-    pytest.importorskip("uvicorn")
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:  # the server extra is a test dependency: missing in CI fails, locally skips
+        message = f"a '# needs: server' block needs {', '.join(missing)} (pinqpy[server])"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     server = Server([*PINQPY, "serve", "--demo"], tmp_path_factory.mktemp("demo-server"))
     try:
         assert len(server.tokens()) == 1, server.output()
