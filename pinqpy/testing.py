@@ -18,6 +18,8 @@ predictable answer can never be handed out later as a noisy one.
 Both noise hooks are process-wide (they change the one random source every mechanism draws
 from) and restore what was there before when used as context managers.
 
+Examples
+--------
 >>> import numpy as np
 >>> from pinqpy import testing
 >>> from pinqpy.noise.mechanisms import CountMechanism

@@ -42,10 +42,14 @@ class Budget(RootAgent):
         rho, converted to (epsilon, delta) at the budget's delta when checked; see
         :mod:`pinqpy.accounting.models`). Partition pays the largest part in every model.
 
+    Notes
+    -----
     ``spent`` and ``remaining`` are :class:`Cost` values, in (epsilon, delta) whatever the
     model. A charge that does not fit raises :class:`~pinqpy.BudgetExceededError` and
     leaves the budget unchanged.
 
+    Examples
+    --------
     >>> import pinqpy as pq
     >>> b = pq.Budget(epsilon=1.0, delta=1e-6)
     >>> b.remaining

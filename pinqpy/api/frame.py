@@ -94,6 +94,8 @@ class PrivateFrame:
         columns take the engine's type; a pandas ``object`` column is ``any``, whose values
         are each read as their own type (see the README).
 
+    Notes
+    -----
     A PrivateFrame has no ``len()``, no iteration and no ``head()``; its repr shows the
     schema, the stability and the budget only.
     """

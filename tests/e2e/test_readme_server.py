@@ -1,22 +1,18 @@
-"""The README's "Serving untrusted analysts" section runs as written, against real servers.
+"""The server page, docs/server.md, runs as written, against real servers.
 
-The snippets are read from README.md itself: the quick start, the config and its commands,
-and the three ways in (Python, the notebook magic, the shell). The only substitutions are
-the ones a reader makes: the port the test server listens on for 8765, the token the server
-printed for ``<TOKEN>``, and ``python -m pinqpy`` (this checkout's) for ``pinqpy``.
+Its python blocks run in tests/e2e/test_readme_snippets.py, with every other page's (they
+say ``# needs: server``, and that test starts ``pinqpy serve --demo``). Here: the quick
+start's commands, the config and its commands, the notebook magic and the shell, and the
+limits table. The only substitutions are the ones a reader makes: the port the test server
+listens on for 8765, and ``python -m pinqpy`` (this checkout's) for ``pinqpy``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
-import time
 import tomllib
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,35 +25,20 @@ pytest.importorskip("httpx")
 
 import pinqpy as pq
 from pinqpy.demo import PUMS_PATH
+from tests.e2e.snippets import PINQPY, REPO, Server
+from tests.e2e.snippets import blocks as read_blocks
+from tests.e2e.snippets import reader_env as child_env
 
-REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Serving untrusted analysts"
-PINQPY = [sys.executable, "-m", "pinqpy"]
+PAGE = REPO / "docs" / "server.md"
 
 
 def section() -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    return text[start : end if end >= 0 else len(text)]
+    return PAGE.read_text()
 
 
 def blocks(lang: str) -> list[str]:
-    """The section's fenced code blocks in language ``lang`` ("" for a bare fence)."""
-    found: list[str] = []
-    current: list[str] | None = None
-    keep = False
-    for line in section().splitlines():
-        if line.startswith("```"):
-            if current is None:  # an opening fence
-                current, keep = [], line[3:].strip() == lang
-            else:
-                if keep:
-                    found.append("\n".join(current) + "\n")
-                current = None
-        elif current is not None:
-            current.append(line)
-    return found
+    """The page's fenced code blocks in language ``lang`` ("" for a bare fence)."""
+    return [b.text for b in read_blocks(PAGE) if b.lang == lang]
 
 
 def commands(block: str) -> list[list[str]]:
@@ -70,60 +51,6 @@ def commands(block: str) -> list[list[str]]:
     return out
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a command the README shows: this checkout's pinqpy, and no testing
-    switch (a curator's server and an analyst's shell run without one)."""
-    env = dict(os.environ)
-    env.pop("PINQPY_TESTING", None)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-class Server:
-    """The README's server command, run with ``--port 0`` (a free port, which its banner's
-    ``listening on`` line names) until it refuses a request without a token."""
-
-    def __init__(self, argv: list[str], cwd: Path) -> None:
-        self.log = cwd / "server.log"
-        self.out = self.log.open("w")
-        self.proc = subprocess.Popen(
-            [*argv, "--port", "0"], cwd=cwd, env=child_env(), stdout=self.out,
-            stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while (
-            found := re.search(r"^listening on (http://127\.0\.0\.1:(\d+))$", self.output(), re.M)
-        ) is None:
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
-            time.sleep(0.1)
-        self.url, self.port = found.group(1), int(found.group(2))
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                urllib.request.urlopen(self.url + "/v1/session", timeout=2)
-            except urllib.error.HTTPError as err:
-                if err.code == 401:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, self.log.read_text()
-            time.sleep(0.1)
-
-    def output(self) -> str:
-        self.out.flush()
-        return self.log.read_text()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.out.close()
-
-
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     (quick,) = [b for b in blocks("bash") if "--demo" in b]
@@ -132,43 +59,12 @@ def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     assert serve == [*PINQPY, "serve", "--demo"]
     server = Server(serve, tmp_path)
     try:
-        tokens = re.findall(r"^token: (\S+)$", server.output(), flags=re.M)
+        tokens = server.tokens()
         assert len(tokens) == 1, server.output()
         assert f'pq.connect("{server.url}", token="{tokens[0]}")' in server.output()
         yield server, tokens[0]
     finally:
         server.stop()
-
-
-def run_python(block: str, port: int, token: str) -> dict[str, object]:
-    code = block.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace("<TOKEN>", token)
-    scope: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), scope)
-    return scope
-
-
-def test_quick_start(demo: tuple[Server, str]) -> None:
-    server, token = demo
-    quick = blocks("python")[0]
-    assert len([line for line in quick.splitlines() if line.strip()]) == 4
-    scope = run_python(quick, server.port, token)
-    s = scope["s"]
-    assert isinstance(s.table("pums").count(epsilon=0.1), int)  # the README's count, cached
-    answer = s.sql("SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex", epsilon=0.2)
-    assert isinstance(answer, pd.DataFrame) and list(answer["n"].index) == [0, 1]
-    assert s.budget.spent.epsilon == pytest.approx(0.3)  # the two README queries, once each
-    s.close()
-
-
-def test_three_ways_in_python(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    server, token = demo
-    monkeypatch.setenv("PINQPY_TOKEN", token)
-    (block,) = [b for b in blocks("python") if "PINQPY_TOKEN" in b]
-    scope = run_python(block, server.port, token)
-    s = scope["s"]
-    assert isinstance(s.audit(), pd.DataFrame)
-    assert s.budget.remaining.epsilon < s.budget.total.epsilon
-    s.close()
 
 
 def test_three_ways_in_notebook(demo: tuple[Server, str], monkeypatch: pytest.MonkeyPatch) -> None:
