@@ -124,7 +124,9 @@ def preview(
         fig = quantile_figure(prep.mechanism, level=lv, n=n, column=name)
     elif kind in ("variance", "stddev"):
         _needs_column(kind, column)
-        prep = prepare.prepare_variance(rel, column, epsilon, bounds, delta, stddev=kind == "stddev")
+        prep = prepare.prepare_variance(
+            rel, column, epsilon, bounds, delta, stddev=kind == "stddev"
+        )
     else:
         raise PinqError(f"accuracy() knows {', '.join(KINDS)}")
     m = prep.mechanism
