@@ -356,6 +356,7 @@ class ErrorFigure:
     rank_error: float | None = None
     n: float | None = None
     expected: float | None = None
+    expected_times_n: float | None = None
 
 
 def _fmt_n(n: float) -> str:
@@ -398,7 +399,8 @@ def mean_figure(
     curator's): the error is the sum's noise over ``n`` exactly, ``t/n`` with ``t`` the
     noise's ``level`` half-width. Figures are capped at the bounds' width ``hi - lo`` (a mean
     of values within the bounds is within them). ``expected`` is the same figure's expected
-    absolute error (``E|Z|/n``), which EXPLAIN shows.
+    absolute error (``E|Z|/n``, ``E|Z| = ∫ P(|Z| > t) dt`` numerically; ``expected_times_n``
+    is ``E|Z|``), which EXPLAIN shows.
     """
     lv = check_level(level)
     size = _check_n(n)
@@ -424,7 +426,8 @@ def mean_figure(
         )
         short = f"row count public, n = {public}"
         return ErrorFigure(
-            err, "", note, short, scale / public, t, None, size, expected
+            err, "", note, short, scale / public, t, None, size, expected,
+            mech.sum_noise.expected_abs(),
         )  # fmt: skip
     half = float(mech.lattice.half)
     c = mean_first_order(mech.sum_noise, count_noise, half, lv)
@@ -440,7 +443,7 @@ def mean_figure(
         )
         return ErrorFigure(
             width, "", note, f"± {_fmt(c, 4)}/n for n rows; pass n= for a figure in {units}",
-            scales, c, None, None, None,
+            scales, c, None, None, None, c_expected,
         )  # fmt: skip
     t_n = count_noise.half_width(lv)
     if size - t_n < 1.0:
@@ -449,7 +452,7 @@ def mean_figure(
             f"0, so the error can reach the bounds' width ({_fmt(width, 4)})"
         )
         return ErrorFigure(width, "", note, f"n = {_fmt_n(size)} too few rows", scales, c,
-                           None, size, width)  # fmt: skip
+                           None, size, width, c_expected)  # fmt: skip
     err = min(c / size, width)
     note = (
         f"for n = {_fmt_n(size)} rows, in {units}: {pct} half-width of the first-order error "
@@ -457,7 +460,7 @@ def mean_figure(
     )
     return ErrorFigure(
         err, "", note, f"for n = {_fmt_n(size)} rows (first order)", scales, c, None, size,
-        min(c_expected / size, width),
+        min(c_expected / size, width), c_expected,
     )  # fmt: skip
 
 
