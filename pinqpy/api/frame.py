@@ -576,7 +576,7 @@ class PrivateFrame:
         >>> people = pq.PrivateFrame(df, pq.Budget(epsilon=1, delta=1e-6))
         >>> with pq.testing.seed(3):
         ...     keys = people.select_keys("city", epsilon=0.5, delta=1e-7)
-        >>> keys, keys.counts.index.tolist()
+        >>> list(keys), keys.counts.index.tolist()
         (['Bergen', 'Oslo'], ['Bergen', 'Oslo'])
         """
         return run.select_keys(self._rel, columns, epsilon, delta, max_groups)

@@ -11,9 +11,10 @@ A SQL query compiles to the very same plans and aggregations as Python method ch
 ...                      keys={"state": ["CA", "NY"]})
 >>> with pq.testing.no_noise():
 ...     session.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=0.5)
-  state  n
-0    CA  2
-1    NY  1
+noisy (epsilon 0.5), 95% intervals:
+  state      n
+0    CA  2 ± 6
+1    NY  1 ± 6
 >>> budget.spent.epsilon == 0.5
 True
 """
