@@ -248,6 +248,7 @@ def test_noisy_frame_html_shows_values_and_intervals(people: pq.PrivateFrame) ->
         shown = str(value) if float(value).is_integer() else f"{value:.3f}"[:5]
         assert shown in text
     low, high = result.ci("n").iloc[0]
+    assert low < result["n"].iloc[0] < high
     # a count's interval is symmetric about the released value: shown as ± its half-width
     assert f"± {int(high - result['n'].iloc[0])}" in text and "[" not in text.split("n 0")[-1]
     assert "Laplace" in text and "epsilon 0.5" in text
