@@ -1,6 +1,9 @@
 """The accuracy of a release: the object mechanisms hand back with their released values, one
 entry per key, which results hold and ask for intervals; and the preview of an aggregation's
-accuracy before it runs (:class:`AccuracyPreview`).
+accuracy before it runs (:class:`AccuracyPreview`), in the answer's own units where the public
+facts allow it: :func:`mean_figure` (a mean's first-order error for ``n`` rows, derived in
+:func:`mean_first_order`, or over a public row count), :func:`quantile_figure` (ranks, and
+values assuming an even spread), :func:`key_selection_figure` (the threshold).
 """
 
 from __future__ import annotations
