@@ -35,6 +35,7 @@ import pandas as pd
 from pinqpy.accounting.budget import Budget
 from pinqpy.api.expressions import Expression, ExprLike, unwrap
 from pinqpy.api.partition import Partition
+from pinqpy.api.previews import preview
 from pinqpy.engines.registry import read_file, wrap
 from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
@@ -577,7 +578,7 @@ class PrivateFrame:
         >>> people = pq.PrivateFrame(df, pq.Budget(epsilon=1, delta=1e-6))
         >>> with pq.testing.seed(3):
         ...     keys = people.select_keys("city", epsilon=0.5, delta=1e-7)
-        >>> keys, keys.counts.index.tolist()
+        >>> list(keys), keys.counts.index.tolist()
         (['Bergen', 'Oslo'], ['Bergen', 'Oslo'])
         """
         return run.select_keys(self._rel, columns, epsilon, delta, max_groups)
@@ -651,7 +652,7 @@ class PrivateFrame:
     def accuracy(
         self,
         aggregation: str,
-        column: ExprLike | None = None,
+        column: ExprLike | str | Iterable[str] | None = None,
         *,
         epsilon: float,
         level: float = 0.95,
@@ -659,28 +660,48 @@ class PrivateFrame:
         delta: float | None = None,
         q: float = 0.5,
         n: float | None = None,
+        max_groups: int | None = None,
     ) -> AccuracyPreview:
         """How accurate an aggregation would be at ``epsilon``, without reading data or spending.
 
         ``aggregation`` is one of ``count``, ``sum``, ``mean``, ``median``, ``quantile``,
-        ``variance``, ``stddev``. ``n`` (a guess at the number of rows, public) sharpens the
-        bound of a mean. EXPLAIN shows the same figures for SQL.
+        ``variance``, ``stddev``, ``histogram``, ``select_keys``. The error is stated in the
+        answer's own units, with the assumption behind it in ``.note`` (see
+        :class:`~pinqpy.results.accuracy.AccuracyPreview`):
+
+        * a **mean**'s error depends on the number of rows ``n``: pass ``n=`` (a guess, or a
+          public count) for a figure in the column's units (first order, for any mean within
+          the bounds). On a frame with a public row count (``public_size=True``) that count is
+          used, and the note says so. Without either, the preview says which ``C`` the error
+          ``C/n`` has;
+        * a **median/quantile**'s error is in rows of rank; with ``n=`` it is also stated in
+          values, assuming the values spread evenly over the bounds;
+        * **histogram / select_keys** (``column`` the key column or columns, ``delta=`` and
+          ``max_groups=`` as for :meth:`select_keys`): the threshold (a key needs about that
+          many rows to be released with probability 1/2, ``.threshold``) and the error of the
+          released counts. A histogram over public keys is a count per key.
+
+        EXPLAIN shows the same figures for SQL.
 
         >>> import pandas as pd, pinqpy as pq
         >>> f = pq.PrivateFrame(pd.DataFrame({"age": [30]}), pq.Budget(epsilon=1))
         >>> f.accuracy("count", epsilon=0.1).error  # discrete Laplace(10): an integer bound
         30.0
+        >>> round(f.accuracy("mean", "age", epsilon=1, bounds=(0, 100), n=1000).error, 2)
+        0.41
         """
-        return prepare.accuracy(
+        return preview(
             self._rel,
             aggregation,
-            unwrap(column),
+            unwrap(column),  # type: ignore[arg-type]
             epsilon=epsilon,
             level=level,
             bounds=bounds,
             delta=delta,
             q=q,
             n=n,
+            max_groups=max_groups,
+            declared_keys=tuple(self.keys),
         )
 
     # -- noisy aggregations ---------------------------------------------------------------

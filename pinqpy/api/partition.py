@@ -32,12 +32,14 @@ import pandas as pd
 
 from pinqpy.accounting.agents import AllParts
 from pinqpy.api.expressions import ExprLike, unwrap
+from pinqpy.api.previews import preview
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
+from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.tables import NoisySeries
 
 __all__ = ["Partition"]
@@ -165,6 +167,50 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         rel, value = self._rel, unwrap(column)
         prep = prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates, ci)
         return self._run(prep)
+
+    def accuracy(
+        self,
+        kind: str,
+        column: ExprLike | None = None,
+        *,
+        epsilon: float,
+        level: float = 0.95,
+        bounds: tuple[float, float] | None = None,
+        delta: float | None = None,
+        q: float = 0.5,
+        n: float | None = None,
+    ) -> AccuracyPreview:
+        """How accurate ``kind`` (``count``, ``sum``, ``mean``, ``median``, ``quantile``,
+        ``variance``, ``stddev``) would be in **each part** at ``epsilon``: reads nothing,
+        charges nothing. As :meth:`PrivateFrame.accuracy <pinqpy.PrivateFrame.accuracy>`,
+        except that ``n`` is the rows of a part (a guess: a part's size is never public,
+        even when the frame's is) and ``charge`` is the one charge for all parts together
+        (parallel composition: ``epsilon × stability`` to the partitioned frame's budgets).
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"state": ["CA", "NY"], "age": [30, 40]})
+        >>> parts = pq.PrivateFrame(df, pq.Budget(1), bounds={"age": (0, 100)}).partition(
+        ...     "state", keys=["CA", "NY"])
+        >>> round(parts.accuracy("mean", "age", epsilon=1, n=500).error, 2)
+        0.82
+        """
+        if isinstance(kind, str) and kind.lower() in ("histogram", "select_keys"):
+            raise PinqError(
+                f"accuracy({kind!r}) previews a key selection of a frame; a partition's keys "
+                "are public already (use accuracy('count') for each part's count)"
+            )
+        return preview(
+            self._rel,
+            kind,
+            unwrap(column),
+            epsilon=epsilon,
+            level=level,
+            bounds=bounds,
+            delta=delta,
+            q=q,
+            n=n,
+            whole=False,
+        )
 
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
         """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""

@@ -11,15 +11,18 @@ A SQL query compiles to the very same plans and aggregations as Python method ch
 ...                      keys={"state": ["CA", "NY"]})
 >>> with pq.testing.no_noise():
 ...     session.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=0.5)
-  state  n
-0    CA  2
-1    NY  1
+noisy (epsilon 0.5), 95% intervals:
+  state      n
+0    CA  2 ± 6
+1    NY  1 ± 6
 >>> budget.spent.epsilon == 0.5
 True
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import weakref
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Literal
@@ -34,7 +37,14 @@ from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql import ast as q
-from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate, resolve_table
+from pinqpy.sql.compiler import (
+    Catalog,
+    CompiledRelease,
+    compile_release,
+    locate,
+    option_pos,
+    resolve_table,
+)
 from pinqpy.sql.explain import Explanation, explain
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
@@ -153,7 +163,12 @@ class Session:
 
     # -- SQL ----------------------------------------------------------------------------
     def sql(
-        self, query: str, epsilon: float | None = None, delta: float | None = None
+        self,
+        query: str,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        *,
+        n: float | None = None,
     ) -> NoisyFrame | Explanation | pd.DataFrame:
         """Answer one SQL statement.
 
@@ -161,11 +176,21 @@ class Session:
         column's accuracy available through ``result.ci(column)``. ``epsilon`` (or ``OPTIONS
         (epsilon = ...)``) is the total the query charges; EXPLAIN charges nothing and returns
         printable text; SHOW TABLES, DESCRIBE t and SHOW BUDGET return DataFrames.
+
+        ``n`` (or ``OPTIONS (n = ...)``), only with EXPLAIN: a guessed or public number of
+        rows (per group, for a grouped query) that states the error of means and quantiles
+        in the column's units; see :mod:`pinqpy.sql.explain`.
         """
         statement, compiled = self._compile(query, epsilon, delta)
         if isinstance(statement, q.Explain):
             assert isinstance(compiled, CompiledRelease)
-            return explain(compiled, self._budget_names())
+            rows = _explain_rows(statement.query, query, n)
+            return explain(compiled, self._budget_names(), n=rows)
+        if n is not None:
+            raise PinqSyntaxError(
+                "n= (a row count for EXPLAIN's accuracy figures) is accepted only with EXPLAIN",
+                text=query,
+            )
         if isinstance(statement, q.ShowTables):
             return self._show_tables()
         if isinstance(statement, q.ShowBudget):
@@ -178,13 +203,21 @@ class Session:
         return run_release(compiled, label=" ".join(query.split())[:120])
 
     def explain(
-        self, query: str, epsilon: float | None = None, delta: float | None = None
+        self,
+        query: str,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        *,
+        n: float | None = None,
     ) -> Explanation:
-        """EXPLAIN a SELECT without writing the keyword; charges nothing."""
-        _statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
+        """EXPLAIN a SELECT without writing the keyword; charges nothing. ``n`` as for
+        :meth:`sql`: a guessed or public row count for the accuracy of means and quantiles."""
+        statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
         if not isinstance(compiled, CompiledRelease):
             raise PinqSyntaxError("explain() takes a SELECT query", text=query)
-        return explain(compiled, self._budget_names())
+        inner = statement.query if isinstance(statement, q.Explain) else statement
+        rows = _explain_rows(inner, query, n)  # type: ignore[arg-type]
+        return explain(compiled, self._budget_names(), n=rows)
 
     def _compile(
         self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
@@ -230,7 +263,9 @@ class Session:
         if isinstance(statement, q.Describe):
             self._described(statement, text)
             return None
+        explaining = force or isinstance(statement, q.Explain)
         query = statement.query if isinstance(statement, q.Explain) else statement
+        query = _without_n(query, text, explaining)
         catalog = Catalog({n: f._rel for n, f in self._private.items()}, self._public)
         return compile_release(catalog, query, text, epsilon, delta)
 
@@ -370,3 +405,52 @@ def _note_session(session: Session) -> None:
 def newest_session() -> Session | None:
     """The most recently created Session, while it is still alive; else None."""
     return _newest() if _newest is not None else None
+
+
+# -- EXPLAIN's row count ----------------------------------------------------------------------
+def _without_n(query: Any, text: str, explaining: bool) -> Any:
+    """``query`` without its ``OPTIONS (n = ...)``, which only EXPLAIN takes (a row count
+    for its accuracy figures: it changes no release, so a query that runs refuses it)."""
+    options = tuple(getattr(query, "options", ()))
+    if not any(name == "n" for name, _ in options):
+        return query
+    if not explaining:
+        at = option_pos(text, "n")
+        raise PinqSyntaxError(
+            "OPTIONS n (a row count for EXPLAIN's accuracy figures) is accepted only with "
+            "EXPLAIN; remove it to run the query",
+            text=text,
+            line=at.line if at else None,
+            column=at.column if at else None,
+        )
+    _check_rows(dict(options)["n"], text)
+    return dataclasses.replace(query, options=tuple(o for o in options if o[0] != "n"))
+
+
+def _check_rows(value: object, text: str) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
+        at = option_pos(text, "n", value=True)
+        raise PinqSyntaxError(
+            "OPTIONS n must be a positive number of rows",
+            text=text,
+            line=at.line if at else None,
+            column=at.column if at else None,
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def _explain_rows(query: Any, text: str, n: object) -> float | None:
+    """The row count EXPLAIN states its figures for: ``n=`` or ``OPTIONS (n = ...)``."""
+    written = dict(getattr(query, "options", ())).get("n")
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int | float):
+            raise PinqError("n (a row count) must be a positive number")
+        if not math.isfinite(n) or n <= 0:
+            raise PinqError("n (a row count) must be a positive number")
+        if written is not None and float(written) != float(n):  # type: ignore[arg-type]
+            raise PinqSyntaxError(
+                "n is given twice, as an argument and in OPTIONS, differently", text=text
+            )
+        return float(n)
+    return None if written is None else _check_rows(written, text)

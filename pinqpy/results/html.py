@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from pinqpy.results.format import _fmt, _same_values
+from pinqpy.results.format import _fmt, _same_values, interval_cells, interval_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "budget_html",
     "frame_html",
+    "keys_html",
     "noisy_frame_html",
     "noisy_scalar_html",
     "noisy_series_html",
@@ -324,7 +325,8 @@ def interval_columns(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def interval_table(frame: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame | None:
-    """``level`` intervals ``[low, high]`` (as text) for each noisy column, or None."""
+    """``level`` intervals (as text) for each noisy column, or None: ``± e`` where the
+    interval is symmetric about the released value, ``[low, high]`` where it is not."""
     import pandas as pd
 
     cols = interval_columns(frame)
@@ -333,7 +335,8 @@ def interval_table(frame: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame | 
     data = {}
     for col in cols:
         ci = frame.ci(col, level)  # type: ignore[attr-defined]
-        data[col] = [_pair(lo, hi) for lo, hi in zip(ci["low"], ci["high"], strict=True)]
+        values = frame[col].to_numpy()
+        data[col] = interval_cells(values, ci["low"], ci["high"], cols[col], with_value=False)
     return pd.DataFrame(data, index=frame.index)
 
 
@@ -344,10 +347,6 @@ def _mechanisms(accuracies: dict[str, Any]) -> str:
         for col, acc in accuracies.items()
     ]
     return f'<div style="{_MUTED};font-size:11px">{"; ".join(items)}</div>'
-
-
-def _pair(low: float, high: float) -> str:
-    return f"[{_short(float(low))}, {_short(float(high))}]"
 
 
 def _level(level: float) -> str:
@@ -381,15 +380,31 @@ def noisy_series_html(series: pd.Series, level: float = LEVEL) -> str:
         return _box(parts[0], "result")
     table = pd.DataFrame(
         {
-            f"{_level(level)} interval": [
-                _pair(lo, hi) for lo, hi in zip(ci["low"], ci["high"], strict=True)
-            ]
+            f"{_level(level)} interval": interval_cells(
+                series.to_numpy(),
+                ci["low"],
+                ci["high"],
+                series.accuracy,  # type: ignore[attr-defined]
+                with_value=False,
+            )
         },
         index=series.index,
     )
     parts.append(_pandas_html(table))
     parts.append(_mechanisms({str(series.name or "value"): series.accuracy}))  # type: ignore[attr-defined]
     return _box("".join(parts), "result")
+
+
+def keys_html(keys: Any, level: float = LEVEL) -> str:
+    """A private key selection's released keys: how many, and their noisy counts with their
+    intervals (the counts' own rendering)."""
+    counts = keys.counts
+    head = (
+        f"<div><b>{len(keys)} key(s) chosen privately</b> "
+        f'<span style="{_MUTED}">(released with their noisy counts; a key with few rows may '
+        "be left out)</span></div>"
+    )
+    return _box(head + noisy_series_html(counts, level), "result")
 
 
 def noisy_scalar_html(value: Any, level: float = LEVEL, *, label: bool = False) -> str:
@@ -410,7 +425,8 @@ def noisy_scalar_html(value: Any, level: float = LEVEL, *, label: bool = False) 
         )
     else:
         shown = _e(_short(float(value)))
-        note = f"{_level(level)} interval [{_short(low)}, {_short(high)}]"
+        integer = isinstance(value, int) and isinstance(low, int)
+        note = f"{_level(level)} interval {interval_text(low, high, value, integer)}"
     acc = value.accuracy
     mech = f"{acc.mechanism}, epsilon {acc.epsilon}" + (
         f", delta {acc.delta}" if acc.delta > 0 else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
+from pinqpy.results.html import LEVEL, keys_html, result_html
 from pinqpy.results.tables import NoisySeries
 
 __all__ = ["SelectedKeys"]
@@ -22,7 +23,18 @@ class SelectedKeys(list):  # type: ignore[type-arg]
     >>> keys = SelectedKeys(["a", "b"], NoisySeries.from_release(acc, index=["a", "b"]))
     >>> keys == ["a", "b"], keys.counts["b"]
     (True, np.int64(31))
+
+    Its repr says the keys were chosen privately (``list(keys)`` is the plain list):
+
+    >>> keys
+    SelectedKeys(['a', 'b']; chosen privately, their noisy counts in .counts)
     """
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
+
+    def _result_html(self, level: float = LEVEL) -> str:
+        return keys_html(self, level)
 
     counts: NoisySeries
 
@@ -33,4 +45,6 @@ class SelectedKeys(list):  # type: ignore[type-arg]
         self.counts = counts
 
     def __repr__(self) -> str:
-        return list.__repr__(self)
+        return (
+            f"SelectedKeys({list.__repr__(self)}; chosen privately, their noisy counts in .counts)"
+        )

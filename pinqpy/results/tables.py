@@ -17,6 +17,7 @@ from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.format import _same_values
 from pinqpy.results.html import LEVEL, noisy_frame_html, noisy_series_html, result_html
 from pinqpy.results.noise import check_level
+from pinqpy.results.text import noisy_frame_text, noisy_series_text
 
 __all__ = ["NoisyFrame", "NoisySeries"]
 
@@ -39,6 +40,15 @@ class NoisySeries(pd.Series):
              low       high
     b  19.306853  20.693147
     c  29.306853  30.693147
+
+    Its repr says the values are noisy and shows each with its 95% interval:
+
+    >>> s
+    noisy (epsilon 1), 95% intervals:
+    a    10.0 ± 2.99573
+    b    20.0 ± 2.99573
+    c    30.0 ± 2.99573
+    Name: n, dtype: float64
     """
 
     def _repr_html_(self) -> str:
@@ -46,6 +56,13 @@ class NoisySeries(pd.Series):
 
     def _result_html(self, level: float = LEVEL) -> str:
         return noisy_series_html(self, level)
+
+    def __repr__(self) -> str:
+        """Marked noisy, each value with its 95% interval (:mod:`pinqpy.results.text`)."""
+        try:
+            return noisy_series_text(self)
+        except Exception:  # a repr must never fail
+            return "noisy (no interval could be shown):\n" + pd.Series.__repr__(self)
 
     _metadata: ClassVar[list[str]] = ["_pq_accuracy", "_pq_keys"]  # type: ignore[misc]
 
@@ -136,6 +153,14 @@ class NoisyFrame(pd.DataFrame):
 
     def _result_html(self, level: float = LEVEL) -> str:
         return noisy_frame_html(self, level)
+
+    def __repr__(self) -> str:
+        """Marked noisy, each noisy column's values with their 95% intervals
+        (:mod:`pinqpy.results.text`)."""
+        try:
+            return noisy_frame_text(self)
+        except Exception:  # a repr must never fail
+            return "noisy (no interval could be shown):\n" + pd.DataFrame.__repr__(self)
 
     _metadata: ClassVar[list[str]] = ["_pq_accuracy"]  # type: ignore[misc]
 

@@ -168,6 +168,9 @@ class NoisyCount(_HasAccuracy, int):
     def _repr_html_(self) -> str:
         return result_html(self)
 
+    def _result_html(self, level: float = LEVEL) -> str:
+        return noisy_scalar_html(self, level, label=False)
+
     def __new__(cls, value: int, accuracy: Accuracy) -> NoisyCount:
         obj = int.__new__(cls, value)
         obj._accuracy = _one_key(accuracy)

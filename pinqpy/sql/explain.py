@@ -1,5 +1,15 @@
 """EXPLAIN: the plan, each operator's stability, each aggregate's epsilon, noise and expected
-error, and the total charge, as printable text. Nothing is charged and no data is read."""
+error, and the total charge, as printable text. Nothing is charged and no data is read.
+
+Errors are in the answer's own units where the public facts allow it. A mean's and a
+quantile's depend on how many rows they cover, which EXPLAIN cannot read: given ``n`` (a
+guessed or public row count: ``Session.explain(query, n=...)``, ``session.sql("EXPLAIN ...",
+n=...)`` or ``OPTIONS (n = ...)``) they are stated in values, with the assumption behind
+them (:func:`pinqpy.results.accuracy.mean_figure`,
+:func:`~pinqpy.results.accuracy.quantile_figure`); a mean over a public row count uses that
+count. Without ``n`` the line says what the figure needs rather than print the bounds' width
+as if it were the error.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +19,12 @@ from pinqpy.accounting.agents import flatten
 from pinqpy.accounting.charges import CompositeCharge
 from pinqpy.core.exact import Exact
 from pinqpy.expr.ast import Expr
-from pinqpy.noise.mechanisms import PublicCountMechanism
+from pinqpy.noise.mechanisms import (
+    MeanMechanism,
+    PublicCountMechanism,
+    PublicSizeMeanMechanism,
+    QuantileMechanism,
+)
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -30,6 +45,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.stability import INF
+from pinqpy.results.accuracy import mean_figure, quantile_figure
 from pinqpy.sql.compiler import CompiledRelease
 
 __all__ = ["Explanation", "explain"]
@@ -145,6 +161,56 @@ def _form(mech: object) -> str:
     return f" (sample {what}: divides by n - 1)" if ddof else f" (population {what}: divides by n)"
 
 
+def _column_of(label: str) -> str | None:
+    """``age`` of ``AVG(age)`` (the measured expression, for "in age's units")."""
+    start, end = label.find("("), label.rfind(")")
+    inner = label[start + 1 : end].strip() if 0 <= start < end else ""
+    return inner or None
+
+
+def _error_text(mech: object, label: str, n: float | None, grouped: bool) -> str:
+    """The error part of a measurement's line: expected error (and the 95% half-width) in the
+    value's units when the public facts allow it, with what the figure assumes."""
+    column = _column_of(label)
+    rows = "rows a group" if grouped else "rows"
+    if isinstance(mech, MeanMechanism | PublicSizeMeanMechanism):
+        fig = mean_figure(mech, level=0.95, n=n, column=column)
+        if isinstance(mech, PublicSizeMeanMechanism):
+            return (
+                f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%), the row count "
+                f"public (n = {mech.n})"
+            )
+        if fig.n is None:
+            return (
+                f"expected error {fig.expected_times_n:.4g}/n (± {fig.error_times_n:.4g}/n at "
+                f"95%) for n {rows}, first order; pass n= for a figure in "
+                f"{column or 'the column'}'s units"
+            )
+        if fig.n - mech.count_noise.half_width(0.95) < 1.0:
+            return f"error up to the bounds' width {fig.error:.4g}: {fig.note}"
+        return (
+            f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%) for n = "
+            f"{_count(fig.n)} {rows}, first order, any mean within the bounds"
+        )
+    if isinstance(mech, QuantileMechanism):
+        fig = quantile_figure(mech, level=0.95, n=n, column=column)
+        if fig.n is None:
+            return (
+                f"expected error {fig.expected:.4g} ranks; pass n= for a figure in "
+                f"{column or 'the column'}'s units"
+            )
+        return (
+            f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%) for n = "
+            f"{_count(fig.n)} {rows} spread evenly over the bounds "
+            f"({mech.expected_error():.4g} ranks)"
+        )
+    return f"expected error {mech.expected_error():.4g}"  # type: ignore[attr-defined]
+
+
+def _count(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else f"{n:g}"
+
+
 def _tree(
     node: PlanNode, depth: int, lines: list[str], describe: _Describe, catalog: Catalog
 ) -> None:
@@ -156,7 +222,13 @@ def _tree(
         _tree(child, depth + 1, lines, describe, catalog)
 
 
-def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None) -> Explanation:
+def explain(
+    rel: CompiledRelease,
+    budget_names: dict[object, str] | None = None,
+    n: float | None = None,
+) -> Explanation:
+    """EXPLAIN's text for a compiled release; ``n`` (a guessed or public row count, per group
+    for a grouped query) states means and quantiles in the value's units."""
     lines = ["EXPLAIN (charges nothing, reads no data)", ""]
     head = (
         rel.group_desc + ": parallel composition, one charge for all groups"
@@ -190,11 +262,10 @@ def explain(rel: CompiledRelease, budget_names: dict[object, str] | None = None)
             )
             continue
         mech = meas.prepared.mechanism
-        err = mech.expected_error()
-        unit = " ranks" if "Quantile" in type(mech).__name__ else ""
+        err = _error_text(mech, meas.label, n, bool(rel.group_desc))
         lines.append(
             f"  {meas.label:<28} epsilon {Exact.of(Fraction(mech.epsilon))!s:<10} "
-            f"{mech.describe():<44} expected error {err:.4g}{unit}{_form(mech)}"
+            f"{mech.describe():<44} {err}{_form(mech)}"
         )
     if rel.key_selection is not None and sel_index is None:
         sel = rel.key_selection[2]
