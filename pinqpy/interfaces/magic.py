@@ -559,31 +559,6 @@ class PinqMagic:
 
 
 # -- display -------------------------------------------------------------------------------
-def noisy_frame_text(frame: Any, level: float = 0.95) -> str:
-    """A NoisyFrame as text: the DataFrame, then its noisy columns' ``level`` intervals."""
-    import pandas as pd
-
-    from pinqpy.results.html import interval_table
-
-    text = pd.DataFrame.__repr__(frame)
-    table = interval_table(frame, level)
-    if table is None:
-        return text
-    return f"{text}\n\n{level * 100:g}% intervals:\n{table.to_string()}"
-
-
-def noisy_series_text(series: Any, level: float = 0.95) -> str:
-    """A NoisySeries as text: the Series, then its ``level`` intervals when it has them."""
-    import pandas as pd
-
-    text = pd.Series.__repr__(series)
-    try:
-        ci = series.ci(level)
-    except PinqError:
-        return text
-    return f"{text}\n\n{level * 100:g}% intervals:\n{ci.to_string()}"
-
-
 def _text_printer(render: Any) -> Any:
     def printer(obj: Any, p: Any, cycle: bool) -> None:
         p.text(render(obj))
@@ -598,6 +573,7 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
     from pinqpy.results.html import budget_html, frame_html, result_html, session_html
     from pinqpy.results.labels import NoisyLabel
     from pinqpy.results.tables import NoisyFrame, NoisySeries
+    from pinqpy.results.text import noisy_frame_text, noisy_series_text
     from pinqpy.results.values import NoisyValue
     from pinqpy.sql.explain import Explanation
 
