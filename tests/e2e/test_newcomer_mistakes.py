@@ -192,10 +192,5 @@ def test_failing_magic_cell_reports_the_error(magic_cell: subprocess.CompletedPr
     assert float(outcome(magic_cell)["spent"]) == 0.0, shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the magic prints a failing query's error and returns, so IPython (and a notebook "
-    "run by nbclient) sees the cell succeed and goes on to the next",
-)
 def test_failing_magic_cell_fails(magic_cell: subprocess.CompletedProcess[str]) -> None:
     assert outcome(magic_cell)["success"] == "False", magic_cell.stdout + magic_cell.stderr
