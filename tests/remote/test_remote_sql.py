@@ -236,6 +236,26 @@ def test_explain_and_describe_methods(envs: tuple[RemoteEnv, LocalEnv, LocalEnv]
     assert list(budget["budget"]) == [f"budget of {name}" for name in TABLES]
 
 
+def test_explain_states_a_mean_for_a_row_count(
+    envs: tuple[RemoteEnv, LocalEnv, LocalEnv],
+) -> None:
+    """``n=`` crosses the wire: the server's EXPLAIN states the mean's error for that many rows,
+    as the local one does, and a SELECT that is not EXPLAIN refuses it the same way."""
+    remote, local, _ = envs
+    query = "SELECT AVG(income) FROM pums_raw"
+    plan = remote.session.explain(query, epsilon=0.5, n=1000)
+    assert plan == local.session.explain(query, epsilon=0.5, n=1000)
+    assert plan != remote.session.explain(query, epsilon=0.5)
+    assert remote.session.sql("EXPLAIN " + query, epsilon=0.5, n=1000) == plan
+    before = remote.session.sql("SHOW BUDGET")
+    with pytest.raises(pq.PinqError) as remote_err:
+        remote.session.sql(query, epsilon=0.5, n=1000)
+    with pytest.raises(pq.PinqError) as local_err:
+        local.session.sql(query, epsilon=0.5, n=1000)
+    assert str(remote_err.value) == str(local_err.value)
+    pd.testing.assert_frame_equal(remote.session.sql("SHOW BUDGET"), before)
+
+
 def test_a_syntax_error_shows_the_same_caret(envs: tuple[RemoteEnv, LocalEnv, LocalEnv]) -> None:
     remote, local, _ = envs
     query = "SELECT sex,\n       COUNT(*)\nFROM pums\nGROUP BY sexx"

@@ -179,7 +179,9 @@ class RemoteSession:
         return result
 
     # -- SQL --------------------------------------------------------------------------------
-    def _sql(self, query: object, epsilon: object, delta: object, explain: bool) -> Any:
+    def _sql(
+        self, query: object, epsilon: object, delta: object, explain: bool, n: object = None
+    ) -> Any:
         if not isinstance(query, str):
             raise PinqSyntaxError(f"a query must be text, not {type(query).__name__}")
         doc = {
@@ -188,19 +190,36 @@ class RemoteSession:
             "delta": _number(delta),
             "explain": explain,
         }
+        if n is not None:
+            # Sent only when given: a server that predates ``n`` still answers the rest.
+            doc["n"] = _number(n)
         return self._transport.result("POST", "/sql", doc)
 
     def sql(
-        self, query: str, epsilon: float | None = None, delta: float | None = None
+        self,
+        query: str,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        *,
+        n: float | None = None,
     ) -> NoisyFrame | pd.DataFrame | str:
         """Answer one SQL statement on the server, as :meth:`pinqpy.Session.sql` does locally:
         a SELECT gives a noisy table (``result.ci(column)`` works), EXPLAIN a printable plan
-        that charges nothing, SHOW TABLES / SHOW BUDGET / SHOW LEDGER / DESCRIBE a table."""
-        return self._sql(query, epsilon, delta, False)  # type: ignore[no-any-return]
+        that charges nothing, SHOW TABLES / SHOW BUDGET / SHOW LEDGER / DESCRIBE a table.
+        ``n`` (EXPLAIN only) is the row count a mean's or median's error is stated for."""
+        return self._sql(query, epsilon, delta, False, n)  # type: ignore[no-any-return]
 
-    def explain(self, query: str, epsilon: float | None = None, delta: float | None = None) -> str:
-        """EXPLAIN a SELECT without writing the keyword; charges nothing."""
-        return self._sql(query, epsilon, delta, True)  # type: ignore[no-any-return]
+    def explain(
+        self,
+        query: str,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        *,
+        n: float | None = None,
+    ) -> str:
+        """EXPLAIN a SELECT without writing the keyword; charges nothing. ``n`` as for
+        :meth:`sql`."""
+        return self._sql(query, epsilon, delta, True, n)  # type: ignore[no-any-return]
 
     # -- budgets ------------------------------------------------------------------------------
     @property

@@ -362,7 +362,7 @@ class ServerState:
 
     def sql(self, a: AnalystState, body: Any) -> Any:
         """The analyst's ``Session.sql`` (or ``Session.explain``) on the query text."""
-        body = _fields(body, ("query",), ("epsilon", "delta", "explain"))
+        body = _fields(body, ("query",), ("epsilon", "delta", "explain", "n"))
         query = body["query"]
         if not isinstance(query, str):
             raise PinqError("query must be the SQL text")
@@ -371,13 +371,16 @@ class ServerState:
                 f"the query has {len(query)} characters; this server accepts at most "
                 f"{self.limits.max_sql_chars}"
             )
-        with decoding("epsilon or delta"):
+        with decoding("epsilon, delta or n"):
             epsilon = decode_value(body.get("epsilon"))
             delta = decode_value(body.get("delta"))
+            n = decode_value(body.get("n"))
         explain = body.get("explain", False)
         if not isinstance(explain, bool):
             raise PinqError("explain must be true or false")
         call = {"query": query, "epsilon": epsilon, "delta": delta}
+        if n is not None:
+            call["n"] = n
         # A query may name any granted table.
         with self._engine(any(r.engine != "pandas" for r in a.tables().values())):
             if explain:
