@@ -174,6 +174,24 @@ class NoisyFrame(pd.DataFrame):
         out._pq_accuracy = {col: (acc, data.index.copy()) for col, acc in accuracy.items()}
         return out
 
+    def __getitem__(self, key: object) -> object:
+        """A noisy column taken alone is a :class:`NoisySeries`: it prints marked noisy with its
+        intervals and keeps ``ci()``, rather than passing for exact data."""
+        out = super().__getitem__(key)
+        store = getattr(self, "_pq_accuracy", {})
+        if isinstance(out, pd.Series) and not isinstance(out, NoisySeries):
+            try:
+                entry = store.get(key)
+            except TypeError:  # an unhashable key (a mask, a list) selects no single column
+                entry = None
+            if entry is not None:
+                acc, index = entry
+                column = NoisySeries(out)
+                column._pq_accuracy = acc
+                column._pq_keys = index
+                return column
+        return out
+
     @property
     def accuracy(self) -> dict[str, Accuracy]:
         """The accuracy of each noisy column, by column name."""

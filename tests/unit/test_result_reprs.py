@@ -154,6 +154,25 @@ def test_sql_group_by_frame_text_and_html(session: pq.Session) -> None:
     assert "95% intervals" in html and f"[{lo:.6g}, {hi:.6g}]" in html and "± " in html
 
 
+def test_a_noisy_column_taken_alone_stays_marked(session: pq.Session) -> None:
+    with pq.testing.seed(9):
+        r = session.sql(
+            "SELECT sex, COUNT(*) AS n, AVG(age) AS a FROM pums GROUP BY sex", epsilon=1
+        )
+    n = r["n"]
+    assert isinstance(n, pq.NoisySeries)
+    assert repr(n).splitlines()[0].startswith("noisy (epsilon")
+    pd.testing.assert_frame_equal(n.ci(), r.ci("n"))
+    assert repr(r.a) == repr(r["a"]) and "[" in repr(r["a"])
+    # a row filter keeps the column's intervals, on the rows kept
+    kept = r[r["sex"] == 1]["n"]
+    pd.testing.assert_frame_equal(kept.ci(), r.ci("n").loc[[1]])
+    # a key column is not noisy, and a changed column has no interval left
+    assert type(r["sex"]) is pd.Series
+    with pytest.raises(pq.PinqError, match="were changed"):
+        (r["n"] * 2).ci()
+
+
 def test_sql_frame_without_intervals_is_still_marked(session: pq.Session) -> None:
     with pq.testing.seed(8):
         r = session.sql("SELECT sex, SUM(age) / COUNT(*) AS r FROM pums GROUP BY sex", epsilon=1)
