@@ -198,29 +198,25 @@ class Session:
             )
         except BudgetExceededError:
             raise
-        except PinqError as first:
-            # Errors are rare: only now parse again with positions, so the error can point
-            # at the fault. Compiling reads no data and charges nothing, so this is safe.
-            try:
-                statement = parse_statement(query, positions=True)
-                self._compile_statement(statement, query, epsilon, delta, force_explain)
-            except (PinqSyntaxError, PrivacyError):
-                raise
-            except PinqError as err:
-                raise PinqSyntaxError(str(err), text=query) from None
-            except Exception as err:  # an internal fault must not surface as a raw error
-                raise PinqSyntaxError(
-                    f"pinqpy could not compile this query (internal error: {type(err).__name__})",
-                    text=query,
-                ) from None
-            if isinstance(first, PinqSyntaxError | PrivacyError):
-                raise
-            raise PinqSyntaxError(str(first), text=query) from None
+        except PinqError as err:
+            first = err
         except Exception as err:
-            raise PinqSyntaxError(
-                f"pinqpy could not compile this query (internal error: {type(err).__name__})",
-                text=query,
-            ) from None
+            raise _internal(err, query) from None
+        # Errors are rare: only now parse again with positions, so the error can point at the
+        # fault. Compiling reads no data and charges nothing, so this is safe. It runs outside
+        # the handler above, so the error it raises is the only traceback shown.
+        try:
+            statement = parse_statement(query, positions=True)
+            self._compile_statement(statement, query, epsilon, delta, force_explain)
+        except (PinqSyntaxError, PrivacyError) as err:
+            raise err from None
+        except PinqError as err:
+            raise PinqSyntaxError(str(err), text=query) from None
+        except Exception as err:  # an internal fault must not surface as a raw error
+            raise _internal(err, query) from None
+        if isinstance(first, PinqSyntaxError | PrivacyError):
+            raise first from None
+        raise PinqSyntaxError(str(first), text=query) from None
 
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
@@ -348,6 +344,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _internal(err: BaseException, query: str) -> PinqSyntaxError:
+    """The error for an internal fault while compiling: its type only (never its message,
+    which could quote anything)."""
+    return PinqSyntaxError(
+        f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+        text=query,
+    )
 
 
 def _check_name(name: object) -> None:
