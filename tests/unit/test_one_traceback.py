@@ -52,9 +52,7 @@ MISTAKES: dict[str, Callable[[pq.PrivateFrame, pq.Session], object]] = {
     "over budget": lambda f, s: f.count(epsilon=5),
     "sql table typo": lambda f, s: s.sql("SELECT COUNT(*) FROM peple", epsilon=0.1),
     "sql column typo": lambda f, s: s.sql("SELECT AVG(agee) FROM people", epsilon=0.1),
-    "sql where typo": lambda f, s: s.sql(
-        "SELECT COUNT(*) FROM people WHERE agee > 3", epsilon=0.1
-    ),
+    "sql where typo": lambda f, s: s.sql("SELECT COUNT(*) FROM people WHERE agee > 3", epsilon=0.1),
     "sql syntax": lambda f, s: s.sql("SELEC COUNT(*) FROM people", epsilon=0.1),
     "sql without bounds": lambda f, s: s.sql("SELECT AVG(income) FROM people", epsilon=0.1),
     "sql without epsilon": lambda f, s: s.sql("SELECT COUNT(*) FROM people"),
