@@ -27,15 +27,17 @@ from typing import Any, Literal
 import pandas as pd
 
 from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.cost import Cost
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.plan.nodes import Source
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql import ast as q
 from pinqpy.sql.compiler import Catalog, CompiledRelease, compile_release, locate, resolve_table
-from pinqpy.sql.explain import Explanation, explain
+from pinqpy.sql.explain import Explanation, cost_note, explain
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
 
@@ -53,6 +55,8 @@ class Session:
     def __init__(self) -> None:
         self._private: dict[str, PrivateFrame] = {}
         self._public: dict[str, pd.DataFrame] = {}
+        #: One line on what the last :meth:`sql` statement charged and why (see :meth:`sql`).
+        self.last_note: str | None = None
         _note_session(self)  # the notebook magic answers against the newest session
 
     def _repr_html_(self) -> str:
@@ -161,11 +165,19 @@ class Session:
         column's accuracy available through ``result.ci(column)``. ``epsilon`` (or ``OPTIONS
         (epsilon = ...)``) is the total the query charges; EXPLAIN charges nothing and returns
         printable text; SHOW TABLES, DESCRIBE t and SHOW BUDGET return DataFrames.
+
+        Afterwards :attr:`last_note` says in one line what the statement charged and why:
+        ``charged epsilon 0.2 on people: 2 measurements x 0.05 x stability 2 (join labels: a
+        key repeats up to 2 times (stability 1 -> 2))``, naming each step whose stability
+        multiplies the charge. EXPLAIN's note is ``charged nothing (EXPLAIN reads no data)``;
+        SHOW and DESCRIBE statements, and a refused query, leave it None.
         """
+        self.last_note = None
         statement, compiled = self._compile(query, epsilon, delta)
         if isinstance(statement, q.Explain):
             assert isinstance(compiled, CompiledRelease)
-            return explain(compiled, self._budget_names())
+            self.last_note = "charged nothing (EXPLAIN reads no data)"
+            return explain(compiled, self._budget_names(), self._table_names())
         if isinstance(statement, q.ShowTables):
             return self._show_tables()
         if isinstance(statement, q.ShowBudget):
@@ -175,7 +187,25 @@ class Session:
         if isinstance(statement, q.Describe):
             return self.describe(self._described(statement, query))
         assert isinstance(compiled, CompiledRelease)
-        return run_release(compiled, label=" ".join(query.split())[:120])
+        budgets = list(compiled.frame.stabilities())
+        before = {b: len(b.charges) for b in budgets}
+
+        def note(failed: bool) -> None:
+            # What this process committed to each budget: a charge stands when reading fails
+            # after it; a refused query charged nothing and leaves no note.
+            charged = {b: _sum_costs(b.charges[before[b] :]) for b in budgets}
+            if not failed or any(c.epsilon or c.delta for c in charged.values()):
+                self.last_note = cost_note(
+                    compiled, charged, self._note_names(), self._table_names()
+                )
+
+        try:
+            result = run_release(compiled, label=" ".join(query.split())[:120])
+        except BaseException:
+            note(failed=True)
+            raise
+        note(failed=False)
+        return result
 
     def explain(
         self, query: str, epsilon: float | None = None, delta: float | None = None
@@ -184,7 +214,25 @@ class Session:
         _statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
         if not isinstance(compiled, CompiledRelease):
             raise PinqSyntaxError("explain() takes a SELECT query", text=query)
-        return explain(compiled, self._budget_names())
+        return explain(compiled, self._budget_names(), self._table_names())
+
+    def _table_names(self) -> dict[str, str]:
+        """Each registered frame's table by the name it was registered as (a frame made as
+        "table" and registered as "people" is scanned as people)."""
+        names: dict[str, str] = {}
+        for name, frame in self._private.items():
+            plan = frame._plan
+            if isinstance(plan, Source):
+                names.setdefault(plan.table.id, name)
+        return names
+
+    def _note_names(self) -> dict[object, str]:
+        """Each budget by the tables registered on it, as the cost note names them."""
+        names: dict[object, list[str]] = {}
+        for tname, frame in self._private.items():
+            for b in frame.stabilities:
+                names.setdefault(b, []).append(tname)
+        return {b: ", ".join(ts) for b, ts in names.items()}
 
     def _compile(
         self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
@@ -344,6 +392,13 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _sum_costs(charges: list[tuple[Cost, str]]) -> Cost:
+    total = Cost()
+    for cost, _label in charges:
+        total = total + cost
+    return total
 
 
 def _internal(err: BaseException, query: str) -> PinqSyntaxError:
