@@ -48,6 +48,7 @@ from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
 from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
+from pinqpy.sql.explain import Explanation
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
 
@@ -310,6 +311,68 @@ class PrivateFrame:
     @property
     def budgets(self) -> list[Budget]:
         return list(self.stabilities)
+
+    def explain(self, epsilon: float | None = None) -> Explanation:
+        """Each step of this frame's plan with its stability, the steps that multiply a
+        query's charge and why, and (with ``epsilon``) what one query at that epsilon would
+        charge each budget. Reads no data and charges nothing; ``print()`` it.
+
+        A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
+        noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
+        multiplying steps are where a query's cost comes from: a public join whose key
+        repeats, a groupby (2), an explode, a bound of ``k`` rows per person.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
+        >>> print(f.groupby("g").agg(n="COUNT(*)").explain(epsilon=0.1))
+        GroupBy g: COUNT(*) AS n                                         stability 2
+          Scan people                                                    stability 1
+        <BLANKLINE>
+        Multiplies the charge: groupby g: a changed row alters two groups (stability 1 -> 2)
+        A query at epsilon 0.1 charges epsilon 0.1 x stability 2 = Cost(epsilon=0.2) to people
+        """
+        from pinqpy.accounting.agents import flatten
+        from pinqpy.accounting.cost import Cost
+        from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
+
+        rel = self._rel
+        describe = StepDescriber()
+        lines: list[str] = []
+
+        def tree(node: PlanNode, depth: int) -> None:
+            ks = flatten(rel.catalog.lineage(node)).values()
+            stab = ", ".join(sorted({stability_text(k) for k in ks}))
+            lines.append(f"{'  ' * depth + describe.visit(node):<64} stability {stab}")
+            for child in node.children:
+                tree(child, depth + 1)
+
+        tree(rel.plan, 0)
+        steps = multipliers(rel.plan)
+        lines.append("")
+        if steps:
+            lines += [f"Multiplies the charge: {step.reason}" for step in steps]
+        else:
+            lines.append("No step multiplies the charge.")
+        charges: dict[str, object] = {}
+        if epsilon is not None:
+            eps = Cost(epsilon).epsilon
+            for budget, k in rel.stabilities().items():
+                name = budget.name or _tables_on(rel, budget) or "budget"
+                if k == INF:
+                    lines.append(
+                        f"A query is refused on {name}: its stability is unbounded "
+                        "(bound_contributions first)"
+                    )
+                    continue
+                cost = Cost(eps * k)
+                charges[name] = cost
+                lines.append(
+                    f"A query at epsilon {eps} charges epsilon {eps} x stability "
+                    f"{stability_text(k)} = {cost!r} to {name}"
+                )
+        out = Explanation("\n".join(lines))
+        out.charges = charges
+        return out
 
     # -- no leaks -------------------------------------------------------------------------
     def _repr_html_(self) -> str:
@@ -887,6 +950,21 @@ class GroupedFrame:
 def _fmt(k: Fraction | float) -> str:
     v = _stability_value(k)
     return "inf" if v == math.inf else str(v)
+
+
+def _tables_on(rel: Relation, budget: Budget) -> str:
+    """The names of the tables of ``rel`` that draw on ``budget`` (a budget has no name of
+    its own unless given one)."""
+    from pinqpy.plan.nodes import Source
+
+    names: list[str] = []
+    stack = [rel.plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Source) and rel.catalog.agent(node.table.agent) is budget:
+            names.append(node.table.name)
+        stack.extend(node.children)
+    return ", ".join(dict.fromkeys(names))
 
 
 def _scalar(prepared: prepare.Prepared) -> NoisyValue:

@@ -243,10 +243,7 @@ class Multiplier:
             per = f"keeping {n.bounds[0]}/{n.bounds[1]} rows per key" if n.bounds else ""
             why = f"join on {', '.join(n.on)} {per}".rstrip()
         elif isinstance(n, GroupBy):
-            why = (
-                f"groupby {', '.join(n.keys)}: a changed row moves out of one group's row and "
-                "into another's"
-            )
+            why = f"groupby {', '.join(n.keys)}: a changed row alters two groups"
         elif isinstance(n, Explode):
             why = f"explode {n.column}: up to {n.max_items} items a row"
         elif isinstance(n, BoundDegree):
