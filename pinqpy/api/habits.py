@@ -84,38 +84,50 @@ FRAME_HABITS: dict[str, str] = {
     "standard deviations give it",
 }
 
+#: pandas GroupBy names -> the pinqpy method a partition answers them with.
+_GROUPED_AS: dict[str, str] = {
+    "count": "count",
+    "size": "count",
+    "value_counts": "count",
+    "sum": "sum",
+    "mean": "mean",
+    "median": "median",
+    "quantile": "quantile",
+    "min": "quantile",
+    "max": "quantile",
+    "var": "variance",
+    "std": "std",
+}
+_GROUPED_OTHER = (
+    "nunique",
+    "first",
+    "last",
+    "describe",
+    "apply",
+    "transform",
+    "filter",
+    "aggregate",
+    "ngroups",
+    "groups",
+)
+_GROUPED_TAIL = (
+    " (keys are public: declared, passed, or taken from integer bounds); .groupby(...)"
+    ".agg(n='COUNT(*)') builds exact per-group rows for a later noisy query"
+)
+
 #: pandas GroupBy names -> the pinqpy way (a pinqpy groupby builds per-group rows).
 GROUPED_HABITS: dict[str, str] = {
-    name: (
-        f"noisy per-group statistics come from .partition(keys).{name}(... epsilon=...) "
-        "(keys are public: declared, passed, or taken from integer bounds); .groupby(...)"
-        ".agg(n='COUNT(*)') builds exact per-group rows for a later noisy query"
-    )
-    for name in (
-        "count",
-        "size",
-        "sum",
-        "mean",
-        "median",
-        "quantile",
-        "var",
-        "std",
-        "min",
-        "max",
-        "nunique",
-        "first",
-        "last",
-        "describe",
-        "value_counts",
-        "apply",
-        "transform",
-        "filter",
-        "aggregate",
-        "ngroups",
-        "groups",
-    )
+    **{
+        name: f"noisy per-group statistics come from .partition(keys).{method}(..., "
+        f"epsilon=...){_GROUPED_TAIL}"
+        for name, method in _GROUPED_AS.items()
+    },
+    **{
+        name: "noisy per-group statistics come from .partition(keys).count(epsilon=...), "
+        f".mean(col, epsilon=...) and the like{_GROUPED_TAIL}"
+        for name in _GROUPED_OTHER
+    },
 }
-GROUPED_HABITS["var"] = GROUPED_HABITS["var"].replace(".var(", ".variance(")
 
 #: pandas names a Partition (a mapping of key -> part) does not have.
 PARTITION_HABITS: dict[str, str] = {
