@@ -76,7 +76,10 @@ class StepDescriber(PlanVisitor[str]):
             if node.table.privacy_unit
             else ""
         )
-        return f"Scan {table_name(node.table, self.names)}{unit}"
+        shown = table_name(node.table, self.names)
+        # A frame named for its file (or by name=) keeps that name beside the registered one.
+        own = f" ({node.table.name})" if node.table.name not in (shown, "table") else ""
+        return f"Scan {shown}{own}{unit}"
 
     def visit_part_source(self, node: PartSource) -> str:
         return f"Part {node.key!r} of partition by {', '.join(node.partition.key_columns)}"
