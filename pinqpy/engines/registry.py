@@ -203,8 +203,8 @@ def relation_connection(relation: Any) -> Any:
     if seen is None or seen[0] is None:
         raise PinqError(
             "pinqpy cannot tell which DuckDB connection this relation belongs to (a relation "
-            "does not name its connection); pass it once as connection=con, and later "
-            "relations of that connection are found without it"
+            "does not name its connection); pass the connection it belongs to as "
+            "connection=con, once: later relations of that connection are found without it"
         )
     return candidates[int(seen[0])]
 
