@@ -859,7 +859,7 @@ def test_relation_finds_a_known_connection_without_connection_argument() -> None
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT range AS x FROM range(50)")
     first = con.sql("SELECT * FROM t")
-    with pytest.raises(PinqError, match="pass the connection it belongs to as connection=con, once"):
+    with pytest.raises(PinqError, match="belongs to as connection=con, once"):
         pq.PrivateFrame(first, pq.Budget(1))
     pq.PrivateFrame(first, pq.Budget(1), connection=con)
     later = pq.PrivateFrame(con.sql("SELECT * FROM t WHERE x < 10"), pq.Budget(1))
