@@ -227,7 +227,12 @@ class Multiplier:
     __slots__ = ("after", "agent", "before", "node", "text")
 
     def __init__(
-        self, node: PlanNode, agent: str, before: Fraction, after: Fraction, text: str
+        self,
+        node: PlanNode,
+        agent: str,
+        before: Fraction | float,
+        after: Fraction | float,
+        text: str,
     ) -> None:
         self.node = node
         self.agent = agent
@@ -253,6 +258,11 @@ class Multiplier:
             why = f"bound_degree {', '.join(n.columns)}: a new row can evict a kept one"
         elif isinstance(n, SetOp):
             why = f"{n.kind}: both inputs draw on the same table"
+        elif isinstance(n, BoundContributions):
+            why = f"bound_contributions: up to {n.max_rows} rows per {n.unit!r}"
+        elif isinstance(n, BoundGroups):
+            per = f" of up to {n.max_rows_per_group} rows" if n.max_rows_per_group else ""
+            why = f"bound_contributions: up to {n.max_groups} groups{per} per {n.unit!r}"
         else:
             why = self.text
         return f"{why} (stability {stability_text(self.before)} -> {stability_text(self.after)})"
@@ -267,10 +277,10 @@ class Multiplier:
 
 def multipliers(plan: PlanNode, names: Names | None = None) -> list[Multiplier]:
     """The steps of ``plan`` (innermost first) that raise the stability of some agent above
-    the largest of their inputs': a join whose keys repeat, a groupby, an explode, a bound
-    that keeps up to ``k`` rows of a person... Each is why a query on ``plan`` costs more
-    than its epsilon. Steps that bring an infinite stability down (bounds on a user-level
-    frame) are not listed: they make a charge possible, they do not raise it."""
+    the largest of their inputs': a join whose keys repeat, a groupby, an explode... Each is
+    why a query on ``plan`` costs more than its epsilon. A bound that brings an unbounded
+    (user-level) stability down to ``k > 1`` rows per person is listed too: it sets the
+    multiplier."""
     out: list[Multiplier] = []
     describe = StepDescriber(names)
 
@@ -285,8 +295,12 @@ def multipliers(plan: PlanNode, names: Names | None = None) -> list[Multiplier]:
             if not before:
                 continue
             base = max(before)
-            if k > base and base != INF:
-                out.append(Multiplier(node, agent, Fraction(base), k, describe.visit(node)))
+            raised = k > base and base != INF
+            # A bound on an unbounded (user-level) input sets the stability: name it too
+            # when it leaves more than one row per person.
+            bounded = base == INF and k != INF and k > 1
+            if raised or bounded:
+                out.append(Multiplier(node, agent, base, k, describe.visit(node)))
 
     walk(plan)
     return out

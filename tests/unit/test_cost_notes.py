@@ -149,3 +149,19 @@ def test_explain_scans_a_frame_by_its_registered_name(session: pq.Session) -> No
     text = session.explain("SELECT COUNT(*) FROM people", epsilon=0.1)
     assert "Scan people" in text
     assert "Scan table" not in text
+
+
+def test_a_bound_on_a_user_level_table_is_named() -> None:
+    df = pd.DataFrame({"uid": [1, 1, 2], "x": [1, 2, 3]})
+    s = pq.Session()
+    s.register("visits", df, budget=pq.Budget(1), privacy_unit="uid", max_rows=2)
+    s.sql("SELECT COUNT(*) FROM visits", epsilon=0.1)
+    assert s.last_note == (
+        "charged epsilon 0.1 on visits: 1 measurement x 0.05 x stability 2 "
+        "(bound_contributions: up to 2 rows per 'uid' (stability inf -> 2))"
+    )
+    frame = pq.PrivateFrame(df, pq.Budget(1), privacy_unit="uid", name="visits")
+    text = frame.bound_contributions(3).explain(epsilon=0.1)
+    assert "Multiplies the charge: bound_contributions: up to 3 rows per 'uid'" in text
+    assert "= Cost(epsilon=0.3) to visits" in text
+    assert "No step multiplies" in frame.bound_contributions(1).explain()
