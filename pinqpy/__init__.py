@@ -20,7 +20,14 @@ from pinqpy.api.frame import GroupedFrame, PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
 from pinqpy.core.version import __version__ as __version__
-from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.errors import (
+    BudgetExceededError,
+    PandasHabitError,
+    PandasHabitTypeError,
+    PinqError,
+    PinqSyntaxError,
+    PrivacyError,
+)
 from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_extension
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
 from pinqpy.remote.client.session import connect
@@ -39,6 +46,8 @@ __all__ = [
     "NoisyLabel",
     "NoisySeries",
     "NoisyValue",
+    "PandasHabitError",
+    "PandasHabitTypeError",
     "Partition",
     "PinqError",
     "PinqSyntaxError",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "PandasHabitError",
+    "PandasHabitTypeError",
     "PinqError",
     "PinqSyntaxError",
     "PrivacyError",
@@ -33,6 +35,18 @@ class BudgetExceededError(PinqError):
 
 class PrivacyError(PinqError):
     """The request cannot be answered privately as written; the message says how to fix it."""
+
+
+class PandasHabitError(PinqError, AttributeError):
+    """A pandas spelling a private frame does not have (``.shape``, ``.describe()``,
+    ``.value_counts()``...); the message names the pinqpy way. It is an AttributeError too,
+    so ``hasattr()`` and completion in notebooks keep working."""
+
+
+class PandasHabitTypeError(PrivacyError, TypeError):
+    """``len()``, iteration or indexing of a private frame, or an aggregation called without
+    its epsilon, as pandas would allow; the message names the pinqpy way. It is a TypeError
+    too, as Python's own answer to such a call is."""
 
 
 class PinqSyntaxError(PinqError):

@@ -34,10 +34,11 @@ import pandas as pd
 
 from pinqpy.accounting.budget import Budget
 from pinqpy.api.expressions import Expression, ExprLike, unwrap
+from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error, need_epsilon
 from pinqpy.api.partition import Partition
 from pinqpy.api.previews import preview
 from pinqpy.engines.registry import read_file, wrap
-from pinqpy.errors import PinqError, PrivacyError
+from pinqpy.errors import PandasHabitTypeError, PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation, positive_int
@@ -48,6 +49,7 @@ from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
 from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
+from pinqpy.sql.explain import Explanation
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
 
@@ -313,6 +315,68 @@ class PrivateFrame:
     def budgets(self) -> list[Budget]:
         return list(self.stabilities)
 
+    def explain(self, epsilon: float | None = None) -> Explanation:
+        """Each step of this frame's plan with its stability, the steps that multiply a
+        query's charge and why, and (with ``epsilon``) what one query at that epsilon would
+        charge each budget. Reads no data and charges nothing; ``print()`` it.
+
+        A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
+        noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
+        multiplying steps are where a query's cost comes from: a public join whose key
+        repeats, a groupby (2), an explode, a bound of ``k`` rows per person.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
+        >>> print(f.groupby("g").agg(n="COUNT(*)").explain(epsilon=0.1))
+        GroupBy g: COUNT(*) AS n                                         stability 2
+          Scan people                                                    stability 1
+        <BLANKLINE>
+        Multiplies the charge: groupby g: a changed row alters two groups (stability 1 -> 2)
+        A query at epsilon 0.1 charges epsilon 0.1 x stability 2 = Cost(epsilon=0.2) to people
+        """
+        from pinqpy.accounting.agents import flatten
+        from pinqpy.accounting.cost import Cost
+        from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
+
+        rel = self._rel
+        describe = StepDescriber()
+        lines: list[str] = []
+
+        def tree(node: PlanNode, depth: int) -> None:
+            ks = flatten(rel.catalog.lineage(node)).values()
+            stab = ", ".join(sorted({stability_text(k) for k in ks}))
+            lines.append(f"{'  ' * depth + describe.visit(node):<64} stability {stab}")
+            for child in node.children:
+                tree(child, depth + 1)
+
+        tree(rel.plan, 0)
+        steps = multipliers(rel.plan)
+        lines.append("")
+        if steps:
+            lines += [f"Multiplies the charge: {step.reason}" for step in steps]
+        else:
+            lines.append("No step multiplies the charge.")
+        charges: dict[str, object] = {}
+        if epsilon is not None:
+            eps = Cost(epsilon).epsilon
+            for budget, k in rel.stabilities().items():
+                name = budget.name or _tables_on(rel, budget) or "budget"
+                if k == INF:
+                    lines.append(
+                        f"A query is refused on {name}: its stability is unbounded "
+                        "(bound_contributions first)"
+                    )
+                    continue
+                cost = Cost(eps * k)
+                charges[name] = cost
+                lines.append(
+                    f"A query at epsilon {eps} charges epsilon {eps} x stability "
+                    f"{stability_text(k)} = {cost!r} to {name}"
+                )
+        out = Explanation("\n".join(lines))
+        out.charges = charges
+        return out
+
     # -- no leaks -------------------------------------------------------------------------
     def _repr_html_(self) -> str:
         return frame_html(self)
@@ -327,8 +391,13 @@ class PrivateFrame:
         unit = f", privacy_unit={self._rel.privacy_unit!r}" if self._rel.privacy_unit else ""
         return f"PrivateFrame([{cols}]{unit}, " + "; ".join(parts) + ")"
 
+    def __getattr__(self, name: str) -> Any:
+        # Only names normal lookup did not find: answer pandas habits with a pointer.
+        columns = self._rel.columns if not name.startswith("_") else ()
+        habit_error(type(self).__name__, name, FRAME_HABITS, columns)
+
     def __len__(self) -> int:
-        raise PrivacyError(
+        raise PandasHabitTypeError(
             "a PrivateFrame has no length: the row count is private; use .count(epsilon=...) "
             "for a noisy count"
         )
@@ -337,7 +406,7 @@ class PrivateFrame:
         return True
 
     def __iter__(self) -> Iterator[Any]:
-        raise PrivacyError(
+        raise PandasHabitTypeError(
             "a PrivateFrame cannot be iterated: its rows are private; use noisy aggregations"
         )
 
@@ -350,9 +419,9 @@ class PrivateFrame:
     tail = sample = head
 
     def __getitem__(self, item: object) -> None:
-        raise PrivacyError(
+        raise PandasHabitTypeError(
             "a PrivateFrame cannot be indexed; use .select(...) to keep columns and "
-            ".where(...) to filter rows"
+            ".where(...) to filter rows (in expressions a column is its name: 'age >= 65')"
         )
 
     def __reduce__(self) -> None:  # pickling would carry the private rows
@@ -705,7 +774,7 @@ class PrivateFrame:
         )
 
     # -- noisy aggregations ---------------------------------------------------------------
-    def count(self, epsilon: float, *, delta: float | None = None) -> NoisyValue:
+    def count(self, epsilon: float | None = None, *, delta: float | None = None) -> NoisyValue:
         """A noisy row count.
 
         Sensitivity 1 (adding or removing a row changes the count by 1), so the Laplace
@@ -725,12 +794,13 @@ class PrivateFrame:
         >>> 80 < n < 120
         True
         """
+        need_epsilon("count", epsilon)
         return _scalar(prepare.prepare_count(self._rel, epsilon, delta, whole=True))
 
     def sum(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         delta: float | None = None,
@@ -741,12 +811,13 @@ class PrivateFrame:
         the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
         scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
         """
+        need_epsilon("sum", epsilon, column)
         return _scalar(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def mean(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         delta: float | None = None,
@@ -768,27 +839,74 @@ class PrivateFrame:
         values; EXPLAIN and the result's mechanism say so. See
         :class:`pinqpy.noise.mechanisms.PublicSizeMeanMechanism`.
         """
+        need_epsilon("mean", epsilon, column)
         return _scalar(
             prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta, whole=True)
         )
 
+    def variance(
+        self,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+        ddof: int = 1,
+    ) -> NoisyValue:
+        """A noisy variance of ``column`` clamped into ``bounds``: SQL's ``VARIANCE``.
+
+        ``ddof=1`` (the default, as pandas and SQL's ``VARIANCE``/``VAR_SAMP``) divides the
+        squared deviations by ``n - 1``; ``ddof=0`` (``VAR_POP``) by ``n``. The mechanism is
+        the one SQL runs (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`): epsilon in
+        thirds over a noisy count (sensitivity 1), a sum of ``x - mid`` (sensitivity ``h``,
+        the half-width of the bounds) and a sum of ``(x - mid)² - h²/2`` (sensitivity
+        ``h²/2``); the variance is post-processing of the three, clipped into ``[0, h²]``
+        (times ``n/(n - 1)`` for the sample form). Both forms come from the same three
+        measurements, so they charge the same: ``epsilon × stability`` (and delta).
+        """
+        need_epsilon("variance", epsilon, column)
+        prep = prepare.prepare_variance(
+            self._rel, unwrap(column), epsilon, bounds, delta, stddev=False, ddof=ddof
+        )
+        return _scalar(prep)
+
+    var = variance
+
+    def std(
+        self,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+        ddof: int = 1,
+    ) -> NoisyValue:
+        """A noisy standard deviation: the square root of :meth:`variance` (post-processing,
+        the same charge), SQL's ``STDDEV`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``)."""
+        need_epsilon("std", epsilon, column)
+        prep = prepare.prepare_variance(
+            self._rel, unwrap(column), epsilon, bounds, delta, stddev=True, ddof=ddof
+        )
+        return _scalar(prep)
+
     def median(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
         ci: bool = False,
     ) -> NoisyValue:
         """A noisy median by the exponential mechanism; see :meth:`quantile`."""
+        need_epsilon("median", epsilon, column)
         return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
 
     def quantile(
         self,
-        column: ExprLike,
-        q: float,
-        epsilon: float,
+        column: ExprLike | None = None,
+        q: float = 0.5,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
@@ -804,6 +922,7 @@ class PrivateFrame:
         histogram that gives ``ci()``. With public ``candidates`` no bounds are needed: the
         candidates' least and greatest values are the bounds.
         """
+        need_epsilon("quantile", epsilon, column)
         rel = self._rel
         prep = prepare.prepare_quantile(rel, unwrap(column), q, epsilon, bounds, candidates, ci)
         return _scalar(prep)
@@ -845,11 +964,30 @@ class GroupedFrame:
     def __repr__(self) -> str:
         return f"GroupedFrame(keys={list(self._keys)}); call .agg(name='COUNT(*)', ...)"
 
+    def __getattr__(self, name: str) -> Any:
+        keys = self._keys if not name.startswith("_") else ()
+        habit_error(type(self).__name__, name, GROUPED_HABITS, keys=keys)
+
 
 # -- helpers ---------------------------------------------------------------------------------
 def _fmt(k: Fraction | float) -> str:
     v = _stability_value(k)
     return "inf" if v == math.inf else str(v)
+
+
+def _tables_on(rel: Relation, budget: Budget) -> str:
+    """The names of the tables of ``rel`` that draw on ``budget`` (a budget has no name of
+    its own unless given one)."""
+    from pinqpy.plan.nodes import Source
+
+    names: list[str] = []
+    stack = [rel.plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Source) and rel.catalog.agent(node.table.agent) is budget:
+            names.append(node.table.name)
+        stack.extend(node.children)
+    return ", ".join(dict.fromkeys(names))
 
 
 def _scalar(prepared: prepare.Prepared) -> NoisyValue:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import AllParts
 from pinqpy.api.expressions import ExprLike, unwrap
+from pinqpy.api.habits import PARTITION_HABITS, habit_error, need_epsilon
 from pinqpy.api.previews import preview
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
@@ -99,6 +100,9 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         cols = ", ".join(self._ref.key_columns)
         return f"Partition(by [{cols}], {len(self)} public keys, parent={self._frame!r})"
 
+    def __getattr__(self, name: str) -> Any:
+        habit_error(type(self).__name__, name, PARTITION_HABITS)
+
     # -- per-key aggregations -------------------------------------------------------------
     def _target(self) -> run.Target:
         return (
@@ -115,55 +119,93 @@ class Partition(Mapping[Hashable, F], Generic[F]):
         _values, acc = run.run_one(prepared, self._target())
         return NoisySeries.from_release(acc, index=self._index())
 
-    def count(self, epsilon: float, *, delta: float | None = None) -> NoisySeries:
+    def count(self, epsilon: float | None = None, *, delta: float | None = None) -> NoisySeries:
         """A noisy count per key (one charge for all parts)."""
+        need_epsilon("count", epsilon)
         return self._run(prepare.prepare_count(self._rel, epsilon, delta))
 
     def sum(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped sum per key; see :meth:`PrivateFrame.sum`."""
+        need_epsilon("sum", epsilon, column)
         return self._run(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
 
     def mean(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         delta: float | None = None,
     ) -> NoisySeries:
         """A noisy clamped mean per key; see :meth:`PrivateFrame.mean`."""
+        need_epsilon("mean", epsilon, column)
         return self._run(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
+
+    def variance(
+        self,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+        ddof: int = 1,
+    ) -> NoisySeries:
+        """A noisy clamped variance per key (sample form for ``ddof=1``, population for
+        ``ddof=0``); see :meth:`PrivateFrame.variance`. One charge for all parts."""
+        need_epsilon("variance", epsilon, column)
+        rel, value = self._rel, unwrap(column)
+        prep = prepare.prepare_variance(rel, value, epsilon, bounds, delta, stddev=False, ddof=ddof)
+        return self._run(prep)
+
+    var = variance
+
+    def std(
+        self,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
+        bounds: tuple[float, float] | None = None,
+        *,
+        delta: float | None = None,
+        ddof: int = 1,
+    ) -> NoisySeries:
+        """A noisy standard deviation per key; see :meth:`PrivateFrame.std`."""
+        need_epsilon("std", epsilon, column)
+        rel, value = self._rel, unwrap(column)
+        prep = prepare.prepare_variance(rel, value, epsilon, bounds, delta, stddev=True, ddof=ddof)
+        return self._run(prep)
 
     def median(
         self,
-        column: ExprLike,
-        epsilon: float,
+        column: ExprLike | None = None,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
         ci: bool = False,
     ) -> NoisySeries:
         """A noisy median per key; see :meth:`PrivateFrame.quantile`."""
+        need_epsilon("median", epsilon, column)
         return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
 
     def quantile(
         self,
-        column: ExprLike,
-        q: float,
-        epsilon: float,
+        column: ExprLike | None = None,
+        q: float = 0.5,
+        epsilon: float | None = None,
         bounds: tuple[float, float] | None = None,
         *,
         candidates: Iterable[float] | None = None,
         ci: bool = False,
     ) -> NoisySeries:
         """A noisy ``q``-quantile per key; see :meth:`PrivateFrame.quantile`."""
+        need_epsilon("quantile", epsilon, column)
         rel, value = self._rel, unwrap(column)
         prep = prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates, ci)
         return self._run(prep)

@@ -30,9 +30,11 @@ from typing import Any, Literal
 import pandas as pd
 
 from pinqpy.accounting.budget import Budget
+from pinqpy.accounting.cost import Cost
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.plan.nodes import Source
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.tables import NoisyFrame
@@ -45,7 +47,7 @@ from pinqpy.sql.compiler import (
     option_pos,
     resolve_table,
 )
-from pinqpy.sql.explain import Explanation, explain
+from pinqpy.sql.explain import Explanation, cost_note, explain
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
 
@@ -63,6 +65,8 @@ class Session:
     def __init__(self) -> None:
         self._private: dict[str, PrivateFrame] = {}
         self._public: dict[str, pd.DataFrame] = {}
+        #: One line on what the last :meth:`sql` statement charged and why (see :meth:`sql`).
+        self.last_note: str | None = None
         _note_session(self)  # the notebook magic answers against the newest session
 
     def _repr_html_(self) -> str:
@@ -180,12 +184,20 @@ class Session:
         ``n`` (or ``OPTIONS (n = ...)``), only with EXPLAIN: a guessed or public number of
         rows (per group, for a grouped query) that states the error of means and quantiles
         in the column's units; see :mod:`pinqpy.sql.explain`.
+
+        Afterwards :attr:`last_note` says in one line what the statement charged and why:
+        ``charged epsilon 0.2 on people: 2 measurements x 0.05 x stability 2 (join labels: a
+        key repeats up to 2 times (stability 1 -> 2))``, naming each step whose stability
+        multiplies the charge. EXPLAIN's note is ``charged nothing (EXPLAIN reads no data)``;
+        SHOW and DESCRIBE statements, and a refused query, leave it None.
         """
+        self.last_note = None
         statement, compiled = self._compile(query, epsilon, delta)
         if isinstance(statement, q.Explain):
             assert isinstance(compiled, CompiledRelease)
             rows = _explain_rows(statement.query, query, n)
-            return explain(compiled, self._budget_names(), n=rows)
+            self.last_note = "charged nothing (EXPLAIN reads no data)"
+            return explain(compiled, self._budget_names(), self._table_names(), n=rows)
         if n is not None:
             raise PinqSyntaxError(
                 "n= (a row count for EXPLAIN's accuracy figures) is accepted only with EXPLAIN",
@@ -200,7 +212,25 @@ class Session:
         if isinstance(statement, q.Describe):
             return self.describe(self._described(statement, query))
         assert isinstance(compiled, CompiledRelease)
-        return run_release(compiled, label=" ".join(query.split())[:120])
+        budgets = list(compiled.frame.stabilities())
+        before = {b: len(b.charges) for b in budgets}
+
+        def note(failed: bool) -> None:
+            # What this process committed to each budget: a charge stands when reading fails
+            # after it; a refused query charged nothing and leaves no note.
+            charged = {b: _sum_costs(b.charges[before[b] :]) for b in budgets}
+            if not failed or any(c.epsilon or c.delta for c in charged.values()):
+                self.last_note = cost_note(
+                    compiled, charged, self._note_names(), self._table_names()
+                )
+
+        try:
+            result = run_release(compiled, label=" ".join(query.split())[:120])
+        except BaseException:
+            note(failed=True)
+            raise
+        note(failed=False)
+        return result
 
     def explain(
         self,
@@ -217,7 +247,25 @@ class Session:
             raise PinqSyntaxError("explain() takes a SELECT query", text=query)
         inner = statement.query if isinstance(statement, q.Explain) else statement
         rows = _explain_rows(inner, query, n)  # type: ignore[arg-type]
-        return explain(compiled, self._budget_names(), n=rows)
+        return explain(compiled, self._budget_names(), self._table_names(), n=rows)
+
+    def _table_names(self) -> dict[str, str]:
+        """Each registered frame's table by the name it was registered as (a frame made as
+        "table" and registered as "people" is scanned as people)."""
+        names: dict[str, str] = {}
+        for name, frame in self._private.items():
+            plan = frame._plan
+            if isinstance(plan, Source):
+                names.setdefault(plan.table.id, name)
+        return names
+
+    def _note_names(self) -> dict[object, str]:
+        """Each budget by the tables registered on it, as the cost note names them."""
+        names: dict[object, list[str]] = {}
+        for tname, frame in self._private.items():
+            for b in frame.stabilities:
+                names.setdefault(b, []).append(tname)
+        return {b: ", ".join(ts) for b, ts in names.items()}
 
     def _compile(
         self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
@@ -231,29 +279,25 @@ class Session:
             )
         except BudgetExceededError:
             raise
-        except PinqError as first:
-            # Errors are rare: only now parse again with positions, so the error can point
-            # at the fault. Compiling reads no data and charges nothing, so this is safe.
-            try:
-                statement = parse_statement(query, positions=True)
-                self._compile_statement(statement, query, epsilon, delta, force_explain)
-            except (PinqSyntaxError, PrivacyError):
-                raise
-            except PinqError as err:
-                raise PinqSyntaxError(str(err), text=query) from None
-            except Exception as err:  # an internal fault must not surface as a raw error
-                raise PinqSyntaxError(
-                    f"pinqpy could not compile this query (internal error: {type(err).__name__})",
-                    text=query,
-                ) from None
-            if isinstance(first, PinqSyntaxError | PrivacyError):
-                raise
-            raise PinqSyntaxError(str(first), text=query) from None
+        except PinqError as err:
+            first = err
         except Exception as err:
-            raise PinqSyntaxError(
-                f"pinqpy could not compile this query (internal error: {type(err).__name__})",
-                text=query,
-            ) from None
+            raise _internal(err, query) from None
+        # Errors are rare: only now parse again with positions, so the error can point at the
+        # fault. Compiling reads no data and charges nothing, so this is safe. It runs outside
+        # the handler above, so the error it raises is the only traceback shown.
+        try:
+            statement = parse_statement(query, positions=True)
+            self._compile_statement(statement, query, epsilon, delta, force_explain)
+        except (PinqSyntaxError, PrivacyError) as err:
+            raise err from None
+        except PinqError as err:
+            raise PinqSyntaxError(str(err), text=query) from None
+        except Exception as err:  # an internal fault must not surface as a raw error
+            raise _internal(err, query) from None
+        if isinstance(first, PinqSyntaxError | PrivacyError):
+            raise first from None
+        raise PinqSyntaxError(str(first), text=query) from None
 
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
@@ -383,6 +427,22 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _sum_costs(charges: list[tuple[Cost, str]]) -> Cost:
+    total = Cost()
+    for cost, _label in charges:
+        total = total + cost
+    return total
+
+
+def _internal(err: BaseException, query: str) -> PinqSyntaxError:
+    """The error for an internal fault while compiling: its type only (never its message,
+    which could quote anything)."""
+    return PinqSyntaxError(
+        f"pinqpy could not compile this query (internal error: {type(err).__name__})",
+        text=query,
+    )
 
 
 def _check_name(name: object) -> None:

@@ -36,6 +36,7 @@ inferred from the file by the engine that reads it, once, when it is wrapped.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -53,6 +54,7 @@ from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.sources import (
     DuckDBTable,
     SparkFile,
+    create_hidden_view,
     drop_pending_views,
     drop_view_when_gone,
 )
@@ -166,6 +168,47 @@ def _own_duckdb() -> Any:
     return _OWN_DUCKDB[0]
 
 
+# DuckDB connections pinqpy has been handed (connection=...), so that a relation of one of them
+# is found later without it.
+_KNOWN_CONNECTIONS: weakref.WeakSet[Any] = weakref.WeakSet()
+_PROBE = itertools.count()
+
+
+def relation_connection(relation: Any) -> Any:
+    """The connection a DuckDB relation belongs to, among the ones pinqpy knows: DuckDB's
+    default connection, pinqpy's own, and every connection passed as ``connection=`` before.
+
+    A relation does not expose its connection in DuckDB's Python API, but it runs queries in
+    it (``relation.query``): each candidate connection gets its own value of a session
+    variable, and the relation reads which one it sees. This reads no table and no row; the
+    variable is reset afterwards."""
+    duckdb = _import_duckdb()
+    candidates = [duckdb.default_connection(), *_OWN_DUCKDB, *_KNOWN_CONNECTIONS]
+    token = f"pinq_probe_{next(_PROBE)}"
+    marked = []
+    try:
+        for i, con in enumerate(candidates):
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"SET VARIABLE {token} = {i}")
+                marked.append(con)
+        try:
+            rows = relation.query("__pinq_probe", f"SELECT getvariable('{token}')").fetchall()
+        except duckdb.Error:
+            rows = []
+        seen = rows[0] if rows else None
+    finally:
+        for con in marked:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"RESET VARIABLE {token}")
+    if seen is None or seen[0] is None:
+        raise PinqError(
+            "pinqpy cannot tell which DuckDB connection this relation belongs to (a relation "
+            "does not name its connection); pass the connection it belongs to as "
+            "connection=con, once: later relations of that connection are found without it"
+        )
+    return candidates[int(seen[0])]
+
+
 def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False) -> Wrapped:
     """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
     data). ``foreign``: ``make`` returns the user's relation, which may belong to another
@@ -177,7 +220,9 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     view = f"__pinq_src{next(_VIEWS)}"
     try:
         rel = make(connection)
-        rel.create_view(view, replace=True)
+        source = create_hidden_view(
+            connection, lambda name: rel.create_view(name, replace=True), view
+        )
         # The relation is bound already: its columns are the view's (no second bind).
         columns = [str(c) for c in rel.columns]
         types = [str(t) for t in rel.types]
@@ -196,9 +241,9 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     except duckdb.Error as exc:
         raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
     _check_columns(columns)
-    table = DuckDBTable(connection, f'"{view}"', tuple(zip(columns, types, strict=True)))
+    table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
     # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
-    drop_view_when_gone(table, connection, view)
+    drop_view_when_gone(table, connection, source)
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
 
 
@@ -325,6 +370,9 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
         engine = _check_engine(engine)
     if connection is not None and engine not in (None, "duckdb"):
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
+    if connection is not None:
+        with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced
+            _KNOWN_CONNECTIONS.add(connection)
     if isinstance(data, pd.DataFrame):
         _check_columns(list(data.columns))
         declared = check_declared(schema, list(data.columns))
@@ -350,7 +398,7 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
     if _is_duckdb_relation(data):
         if engine not in (None, "duckdb"):
             raise PinqError(f"a DuckDB relation runs on the duckdb engine, not {engine!r}")
-        con = connection if connection is not None else _import_duckdb().default_connection()
+        con = connection if connection is not None else relation_connection(data)
         rel = _duckdb_declare(data, schema)
         return _duckdb_view(con, lambda c: rel[0], "this relation", foreign=True).with_sources(
             rel[1], "engine"

@@ -8,10 +8,47 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DuckDBTable", "SparkFile", "drop_pending_views", "drop_view_when_gone"]
+__all__ = [
+    "HIDDEN_SCHEMA",
+    "DuckDBTable",
+    "SparkFile",
+    "create_hidden_view",
+    "drop_pending_views",
+    "drop_view_when_gone",
+]
+
+#: The schema pinqpy keeps its views in, in the database a connection is using: SHOW TABLES
+#: lists the tables of the schemas on the search path only, so the user's own listing shows
+#: none of pinqpy's views (SHOW ALL TABLES and duckdb_views() still do).
+HIDDEN_SCHEMA = "__pinqpy"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def create_hidden_view(connection: Any, create: Callable[[str], None], name: str) -> str:
+    """Make the view ``name`` on ``connection`` by ``create(name)`` (a relation's
+    ``create_view``, which makes it in the connection's current schema) inside
+    :data:`HIDDEN_SCHEMA`, and return the FROM item that reads it (database, schema and
+    name, quoted). The connection's current schema is restored at once. A database that
+    cannot take a schema (a read-only file) gets the view in its current schema."""
+    try:
+        db, schema = connection.execute("SELECT current_database(), current_schema()").fetchone()
+        connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_q(db)}.{_q(HIDDEN_SCHEMA)}")
+    except Exception:  # read-only or otherwise unable: the view goes where it always went
+        create(name)
+        return _q(name)
+    connection.execute(f"USE {_q(db)}.{_q(HIDDEN_SCHEMA)}")
+    try:
+        create(name)
+    finally:
+        connection.execute(f"USE {_q(db)}.{_q(schema)}")
+    return f"{_q(db)}.{_q(HIDDEN_SCHEMA)}.{_q(name)}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +79,8 @@ _PENDING_DROPS: list[tuple[Any, str]] = []
 
 
 def drop_view_when_gone(owner: object, connection: Any, view: str) -> None:
-    """Drop ``view`` on ``connection`` once ``owner`` no longer exists (at the next use)."""
+    """Drop ``view`` (a quoted FROM item, as :func:`create_hidden_view` returns) on
+    ``connection`` once ``owner`` no longer exists (at the next use)."""
     weakref.finalize(owner, _PENDING_DROPS.append, (connection, view))
 
 
@@ -51,4 +89,4 @@ def drop_pending_views() -> None:
     while _PENDING_DROPS:
         connection, view = _PENDING_DROPS.pop()
         with contextlib.suppress(Exception):  # a closed connection has nothing left to drop
-            connection.execute(f'DROP VIEW IF EXISTS "{view}"')
+            connection.execute(f"DROP VIEW IF EXISTS {view}")

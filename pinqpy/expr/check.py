@@ -623,8 +623,10 @@ def parse_and_check(
     try:
         return fast, check_expression(fast, schema, text=text, allow_aggregates=allow_aggregates)
     except PinqError:
-        precise = parse_expression(text)
-        ctype = check_expression(precise, schema, text=text, allow_aggregates=allow_aggregates)
+        pass
+    # Outside the handler, so the positioned error is the only one its traceback shows.
+    precise = parse_expression(text)
+    ctype = check_expression(precise, schema, text=text, allow_aggregates=allow_aggregates)
     # Unreachable unless the two parses disagree; answer with the positioned one.
     return precise, ctype
 

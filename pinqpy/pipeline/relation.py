@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from fractions import Fraction
@@ -30,7 +31,7 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
-from pinqpy.expr.bounds import derive_bounds
+from pinqpy.expr.bounds import MAX_DERIVED_KEYS, derive_bounds, derive_keys
 from pinqpy.expr.check import check_expression, parse_and_check
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import ColumnType
@@ -502,6 +503,19 @@ class Relation:
             lineage, fresh_draws=draws_afresh(self.plan), max_parts_per_unit=per_unit
         )
 
+    def public_keys(self, column: str) -> list[Hashable] | None:
+        """The public keys of ``column`` from metadata alone, as SQL's GROUP BY takes them
+        (:func:`~pinqpy.expr.bounds.derive_keys`): its declared keys; ``[False, True]`` for a
+        boolean; ``range(lo, hi + 1)`` for an integer column with declared bounds spanning at
+        most :data:`~pinqpy.expr.bounds.MAX_DERIVED_KEYS` values. None when there are none.
+
+        Sound because every key comes from public metadata (declared keys, the schema, the
+        curator's bounds), never from the rows: a row whose value lies outside the listed keys
+        is dropped by the partition, as with any public key list."""
+        meta = self.meta
+        found = derive_keys(Column(column), dict(meta.keys), dict(meta.bounds), meta.schema)
+        return None if found is None else list(found)
+
     def partition(
         self, columns: str | Iterable[str], keys: Iterable[Hashable] | None = None
     ) -> tuple[PartitionRef, Relation]:
@@ -511,15 +525,22 @@ class Relation:
         cols = (columns,) if isinstance(columns, str) else tuple(columns)
         cols = self.check_columns(cols)
         if keys is None:
-            declared = [self.meta.keys.get(c) for c in cols]
+            declared = [self.public_keys(c) for c in cols]
             if any(d is None for d in declared):
                 missing = next(c for c, d in zip(cols, declared, strict=True) if d is None)
                 raise PrivacyError(
                     f"partition needs public keys for {missing!r}: pass keys=[...] or declare "
-                    f"keys={{{missing!r}: [...]}} on the PrivateFrame; keys are never read off "
-                    "the data"
+                    f"keys={{{missing!r}: [...]}} on the PrivateFrame (an integer column's "
+                    f"declared bounds give its keys when they span at most "
+                    f"{MAX_DERIVED_KEYS:,} values); keys are never read off the data"
                 )
             one = len(cols) == 1
+            combos = math.prod(len(d) for d in declared if d is not None)
+            if combos > MAX_PARTITION_KEYS:
+                raise PrivacyError(
+                    f"partition by {', '.join(map(repr, cols))} has {combos:,} key "
+                    f"combinations; at most {MAX_PARTITION_KEYS:,}"
+                )
             keys = declared[0] if one else list(itertools.product(*declared))  # type: ignore[arg-type]
         key_tuple = check_keys(keys, cols, self.meta.schema)  # type: ignore[arg-type]
         lineage = self.lineage()
@@ -534,6 +555,11 @@ class Relation:
         agent = PartAgent(self.catalog.agent(ref.agent), key)
         node = PartSource(ref, key, agent_name(agent))
         return Relation(node, self.catalog.with_agent(node.agent, agent))
+
+
+#: The most key combinations a partition takes from declared metadata: the limit SQL's GROUP BY
+#: sets (pinqpy.sql.compiler.MAX_GROUPS), so both refuse the same splits.
+MAX_PARTITION_KEYS = 1_000_000
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -28,13 +28,14 @@ from pinqpy.pipeline.prepare import Prepared, check_eps
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.batch import batch
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
+from pinqpy.plan.describe import plan_label
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.stability import INF, unit_spread
 from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.tables import NoisySeries
 
-__all__ = ["Target", "reading", "run", "run_one", "select_keys"]
+__all__ = ["Target", "audit_label", "reading", "run", "run_one", "select_keys"]
 
 #: Where aggregates are taken: None for the whole relation, or (grouping, lineage) for all
 #: parts of a partition at once.
@@ -99,7 +100,7 @@ def _run_batch(
     if requests and not charged:
         receipt = charge_all(
             requests,
-            label=label or ", ".join(p.label for p in prepared),
+            label=label or audit_label(prepared, grouping),
             plan=_plan_text(prepared),
             cache_key=pkey,
         )
@@ -156,7 +157,7 @@ def select_keys(
     m = KeySelectionMechanism(eps, dlt, max_groups=structure[0], max_rows=structure[1])
     ex = executor_for(base.plan, base.catalog)
     ex.validate(base.plan)
-    charge_all([(lin, m.charge)], label=label)
+    charge_all([(lin, m.charge)], label=f"{label}({', '.join(cols)}) over {plan_label(base.plan)}")
     with reading(label):
         keys, counts = ex.key_counts(base.plan, cols)
         selected, noisy = m.release(keys, counts)
@@ -240,6 +241,26 @@ def _key_order(keys: list[Hashable]) -> list[int]:
             return sorted(idx, key=robust)
         except TypeError:
             return sorted(idx, key=lambda i: repr(keys[i]))
+
+
+def audit_label(prepared: Sequence[Prepared], grouping: Grouping | None = None) -> str:
+    """What a method-chained charge is called in the budget's history and the ledger: each
+    aggregation and its input, per key when it is taken over a partition, and the plan on one
+    line (:func:`~pinqpy.plan.describe.plan_label`), e.g. ``mean(income) over Where(age >=
+    65) <- people``. Built from the query alone (expressions, public parameters and keys,
+    table names), never from data."""
+    parts = []
+    for p in prepared:
+        if p.what is None:
+            what = f"{p.label}(<callable>)"
+        else:  # candidate grids are digests: name the column only
+            what = p.what.split(";")[0] + ")" if ";" in p.what else p.what
+        per = ""
+        if grouping is not None:
+            n = len(grouping.keys)
+            per = f" per {', '.join(grouping.columns)} ({n} key{'s' if n != 1 else ''})"
+        parts.append(f"{what}{per} over {plan_label(p.relation.plan)}")
+    return "; ".join(parts)
 
 
 def _plan_text(prepared: list[Prepared]) -> str:

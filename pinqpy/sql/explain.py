@@ -13,12 +13,14 @@ as if it were the error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from pinqpy.accounting.agents import flatten
+from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.charges import CompositeCharge
+from pinqpy.accounting.cost import Cost
 from pinqpy.core.exact import Exact
-from pinqpy.expr.ast import Expr
 from pinqpy.noise.mechanisms import (
     MeanMechanism,
     PublicCountMechanism,
@@ -26,29 +28,13 @@ from pinqpy.noise.mechanisms import (
     QuantileMechanism,
 )
 from pinqpy.plan.catalog import Catalog
-from pinqpy.plan.nodes import (
-    BoundContributions,
-    BoundDegree,
-    BoundGroups,
-    Distinct,
-    Explode,
-    GroupBy,
-    Join,
-    PartSource,
-    PlanNode,
-    PlanVisitor,
-    PublicJoin,
-    PyFunc,
-    Select,
-    SetOp,
-    Source,
-    Where,
-)
+from pinqpy.plan.describe import Names, StepDescriber, multipliers, stability_text
+from pinqpy.plan.nodes import PartSource, PlanNode
 from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import mean_figure, quantile_figure
 from pinqpy.sql.compiler import CompiledRelease
 
-__all__ = ["Explanation", "explain"]
+__all__ = ["Explanation", "cost_note", "explain"]
 
 
 class Explanation(str):
@@ -66,88 +52,6 @@ def _fmt_stability(node: PlanNode, catalog: Catalog) -> str:
     values = flatten(catalog.lineage(node)).values()
     parts = sorted({"inf" if v == INF else str(Exact.of(Fraction(v))) for v in values})
     return ", ".join(parts)
-
-
-def _e(x: Expr | PyFunc) -> str:
-    return f"<callable {x.name}>" if isinstance(x, PyFunc) else x.to_sql()
-
-
-class _Describe(PlanVisitor[str]):
-    """One line per operator: what it does (stability is added by the caller)."""
-
-    def visit_source(self, node: Source) -> str:
-        unit = (
-            f", one person = all rows of {node.table.privacy_unit!r}"
-            if node.table.privacy_unit
-            else ""
-        )
-        return f"Scan {node.table.name}{unit}"
-
-    def visit_part_source(self, node: PartSource) -> str:
-        return f"Part {node.key!r} of partition by {', '.join(node.partition.key_columns)}"
-
-    def visit_where(self, node: Where) -> str:
-        return f"Filter {_e(node.predicate)}"
-
-    def visit_select(self, node: Select) -> str:
-        items = ", ".join(
-            n if (not isinstance(e, PyFunc) and e.to_sql() == n) else f"{_e(e)} AS {n}"
-            for n, e in node.outputs
-        )
-        return ("Assign " if node.keep_all else "Project ") + items
-
-    def visit_distinct(self, node: Distinct) -> str:
-        return f"Distinct {', '.join(node.columns)}"
-
-    def visit_explode(self, node: Explode) -> str:
-        return f"Explode {node.column} (at most {node.max_items} items a row)"
-
-    def visit_group_by(self, node: GroupBy) -> str:
-        aggs = ", ".join(f"{c.to_sql()} AS {n}" for n, c in node.aggs)
-        how = " (by privacy unit; rows with a NULL unit dropped)" if node.by_unit else ""
-        return f"GroupBy {', '.join(node.keys)}{how}: {aggs}"
-
-    def visit_join(self, node: Join) -> str:
-        bounds = (
-            f", at most {node.bounds[0]}/{node.bounds[1]} rows per key"
-            if node.bounds
-            else ", unique keys"
-        )
-        return f"Join on {', '.join(node.on)}{bounds}"
-
-    def visit_public_join(self, node: PublicJoin) -> str:
-        return (
-            f"{node.how.capitalize()} join public {node.public.name} on {', '.join(node.on)} "
-            f"(at most {max(node.multiplicity, 1)} public rows per key)"
-        )
-
-    def visit_set_op(self, node: SetOp) -> str:
-        return {
-            "concat": "Union all",
-            "union": "Union",
-            "intersect": "Intersect",
-            "difference": "Except",
-        }[node.kind]
-
-    def visit_bound_contributions(self, node: BoundContributions) -> str:
-        return (
-            f"Bound contributions: at most {node.max_rows} rows per {node.unit!r} "
-            "(rows with a NULL unit dropped)"
-        )
-
-    def visit_bound_groups(self, node: BoundGroups) -> str:
-        per_group = (
-            f", at most {node.max_rows_per_group} rows each"
-            if node.max_rows_per_group is not None
-            else ""
-        )
-        return (
-            f"Bound groups: at most {node.max_groups} groups of {', '.join(node.by)} per "
-            f"{node.unit!r}{per_group} (rows with a NULL unit dropped)"
-        )
-
-    def visit_bound_degree(self, node: BoundDegree) -> str:
-        return f"Bound degree: at most {node.max_rows} rows per {', '.join(node.columns)}"
 
 
 def _form(mech: object) -> str:
@@ -212,7 +116,7 @@ def _count(n: float) -> str:
 
 
 def _tree(
-    node: PlanNode, depth: int, lines: list[str], describe: _Describe, catalog: Catalog
+    node: PlanNode, depth: int, lines: list[str], describe: StepDescriber, catalog: Catalog
 ) -> None:
     text = "  " * depth + describe.visit(node)
     lines.append(f"{text:<64} stability {_fmt_stability(node, catalog)}")
@@ -225,10 +129,13 @@ def _tree(
 def explain(
     rel: CompiledRelease,
     budget_names: dict[object, str] | None = None,
+    table_names: Names | None = None,
     n: float | None = None,
 ) -> Explanation:
-    """EXPLAIN's text for a compiled release; ``n`` (a guessed or public row count, per group
-    for a grouped query) states means and quantiles in the value's units."""
+    """EXPLAIN's text for a compiled release. ``table_names`` (a table's id -> the name a
+    Session registered it as) names each scan as the query does; ``n`` (a guessed or public
+    row count, per group for a grouped query) states means and quantiles in the value's
+    units."""
     lines = ["EXPLAIN (charges nothing, reads no data)", ""]
     head = (
         rel.group_desc + ": parallel composition, one charge for all groups"
@@ -236,7 +143,7 @@ def explain(
         else "Release: one row"
     )
     lines.append(head)
-    _tree(rel.frame.plan, 1, lines, _Describe(), rel.frame.catalog)
+    _tree(rel.frame.plan, 1, lines, StepDescriber(table_names), rel.frame.catalog)
     sel_index = rel.selection_index
     extra = 1 if rel.key_selection is not None and sel_index is None else 0
     # A public row count is no noisy measurement: it takes no share of epsilon.
@@ -292,3 +199,55 @@ def explain(
     out = Explanation("\n".join(lines))
     out.charges = charges
     return out
+
+
+def _cost_text(cost: Cost) -> str:
+    text = f"epsilon {float(cost.epsilon):.6g}"
+    if cost.delta:
+        text += f", delta {float(cost.delta):.3g}"
+    return text
+
+
+def cost_note(
+    rel: CompiledRelease,
+    charged: Mapping[object, Cost],
+    budget_names: Mapping[object, str] | None = None,
+    table_names: Names | None = None,
+) -> str:
+    """One line saying what a query charged each budget and why: the measurements, the
+    epsilon of each, the stability of the FROM clause, and each step that multiplies it (a
+    join whose keys repeat, a groupby...), e.g. ``charged epsilon 0.2 on people: 2
+    measurements x 0.05 x stability 2 (join labels: a key repeats up to 2 times (stability 1
+    -> 2))``. ``charged`` is what the run actually committed per budget (an answer given
+    before charges nothing again). Public parameters and the plan only; no data."""
+    public = sum(isinstance(m.prepared.mechanism, PublicCountMechanism) for m in rel.measurements)
+    spent = {b: c for b, c in charged.items() if c.epsilon or c.delta}
+    if not spent:
+        if public == len(rel.measurements) and rel.key_selection is None:
+            return "charged nothing: public row counts only"
+        return "charged nothing: the same query was answered before, so that answer was returned"
+    extra = 1 if rel.key_selection is not None and rel.selection_index is None else 0
+    m = max(len(rel.measurements) - public, 1) + extra
+    stabilities = rel.frame.stabilities()
+    steps = multipliers(rel.frame.plan, table_names)
+    parts = []
+    for budget, cost in spent.items():
+        name = (budget_names or {}).get(budget) or getattr(budget, "name", None) or "budget"
+        k = stabilities.get(budget, rel.stability)  # type: ignore[call-overload]
+        why = (
+            f"{m} measurement{'s' if m != 1 else ''} x {Exact.of(rel.per_measurement_epsilon)} "
+            f"x stability {stability_text(k)}"
+        )
+        if rel.target_lineage is not None:
+            why += ", once for all groups"
+        reasons = []
+        for step in steps:
+            # A step of another budget's table does not raise this one's charge; a step over
+            # a partition's part (its own agent) is named for every budget.
+            agent = rel.frame.catalog.agent(step.agent)
+            if agent is budget or not isinstance(agent, Budget):
+                reasons.append(step.reason)
+        if reasons:
+            why += " (" + "; ".join(reasons) + ")"
+        parts.append(f"charged {_cost_text(cost)} on {name}: {why}")
+    return "; ".join(parts)

@@ -99,17 +99,20 @@ def _parse(text: str, positions: bool) -> Statement:
         tree = parse_tree(text, _START, positions=positions)
     try:
         return _Converter(text).statement(tree)
-    except PinqSyntaxError:
-        if not positions:
-            # Conversion errors locate themselves through tree positions, which the fast
-            # parse does not record: redo the work with them to raise a located error.
-            _parse(text, True)
-        raise
+    except PinqSyntaxError as err:
+        if positions:
+            raise
+        unlocated = err
     except RecursionError:
         raise PinqSyntaxError("the query is nested too deeply", text=text) from None
     except ValueError:
         # int() refuses numbers of more than sys.get_int_max_str_digits() digits.
         raise _long_number_error(text) from None
+    # Conversion errors locate themselves through tree positions, which the fast parse does
+    # not record: redo the work with them to raise a located error (outside the handler, so
+    # its traceback is the only one shown).
+    _parse(text, True)
+    raise unlocated
 
 
 def _long_number_error(text: str) -> PinqSyntaxError:

@@ -370,6 +370,8 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "median_ci": lambda f: f.median("age", 0.5, ci=True),
     "quantile_candidates_no_bounds": lambda f: f.quantile("sex", 0.5, 0.5, candidates=[0, 1]),
     "quantile": lambda f: f.quantile("income", 0.9, epsilon=0.5),
+    "variance": lambda f: f.variance("age", epsilon=0.5),
+    "std_pop": lambda f: f.std("age", 0.5, ddof=0),
     "argmax": lambda f: f.argmax("educ", candidates=range(1, 17), epsilon=0.5),
     "argmax_text": lambda f: f.assign(s="CASE WHEN sex = 1 THEN 'm' ELSE 'f' END").argmax(
         "s", ["f", "m", "x"], 0.5
@@ -392,6 +394,7 @@ AGGREGATIONS: dict[str, Callable[[pq.PrivateFrame], Any]] = {
     "parts_median_ci": lambda f: f.partition("educ").median("age", 0.5, ci=True),
     "parts_quantile": lambda f: f.partition(["married", "sex"]).quantile("income", 0.75, 0.5),
     "parts_argmax": lambda f: f.partition("race", [1, 2, 3]).argmax("sex", [0, 1], 0.5),
+    "parts_std": lambda f: f.partition("sex").std("age", 0.5),
     "part_mean": lambda f: f.partition("sex", keys=[1])[1].mean("income", 0.5),
 }
 
@@ -405,7 +408,7 @@ def test_every_aggregation(pair: Pair, name: str) -> None:
 # With the same seed, the same noise too (one of each mechanism).
 SEEDED = ["count", "count_gaussian", "sum", "mean", "median", "argmax", "select_keys"]
 SEEDED += ["select_keys_two", "histogram", "histogram_keys"]
-SEEDED += ["parts_count", "parts_mean", "parts_argmax", "part_mean"]
+SEEDED += ["parts_count", "parts_mean", "parts_argmax", "part_mean", "variance", "parts_std"]
 
 
 @pytest.mark.parametrize("name", SEEDED)

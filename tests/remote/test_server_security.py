@@ -99,7 +99,14 @@ def refused(r: httpx.Response, status: int, match: str = "") -> dict[str, Any]:
     assert r.headers["content-type"].startswith("application/json")
     ERRORS.append(r.text)
     error = r.json()["error"]
-    assert error["type"] in ("PinqError", "PinqSyntaxError", "PrivacyError", "BudgetExceededError")
+    assert error["type"] in (
+        "PinqError",
+        "PinqSyntaxError",
+        "PrivacyError",
+        "BudgetExceededError",
+        "PandasHabitError",
+        "PandasHabitTypeError",
+    )
     assert isinstance(error["message"], str)
     if match:
         assert re.search(match, error["message"]), error["message"]

@@ -806,3 +806,87 @@ def test_columns_that_differ_only_in_case_are_refused_before_the_charge() -> Non
     assert budget.spent == pq.Cost(0)
     with testing.no_noise():  # one of them alone is fine
         assert float(f.select(AGE="age * 2").sum("AGE", epsilon=1, bounds=(0, 300))) == 9900
+
+
+# -- the user's connection: no leaked names, relations find their connection ----------------
+def _user_tables(con: object) -> list[tuple[object, ...]]:
+    return con.sql("SHOW TABLES").fetchall()  # type: ignore[attr-defined]
+
+
+def test_show_tables_unchanged_by_frames_and_queries(pums: pd.DataFrame) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE people AS SELECT * FROM pums")
+    before = _user_tables(con)
+    budget = pq.Budget(10)
+    from_df = pq.PrivateFrame(
+        pums, budget, engine="duckdb", connection=con, bounds={"age": (0, 100)}
+    )
+    from_rel = pq.PrivateFrame(
+        con.sql("SELECT * FROM people"), budget, connection=con, bounds={"age": (0, 100)}
+    )
+    from_name = pq.PrivateFrame("people", budget, engine="duckdb", connection=con)
+    labels = pd.DataFrame({"educ": [1, 1, 2], "label": ["a", "b", "c"]})
+    with testing.seed(1):
+        from_df.where("age > 30").mean("age", epsilon=0.5)
+        from_rel.join(labels, on="educ").count(epsilon=0.5)
+        from_name.partition("sex", keys=[1, 2]).count(epsilon=0.5)
+    assert _user_tables(con) == before
+    # The views live in pinqpy's own schema while their frames do.
+    hidden = con.sql(
+        "SELECT count(*) FROM duckdb_views() WHERE schema_name = '__pinqpy'"
+    ).fetchall()[0][0]
+    assert hidden >= 3
+
+
+def test_views_of_gone_frames_are_dropped(pums: pd.DataFrame) -> None:
+    import gc
+
+    con = duckdb.connect()
+    frame = pq.PrivateFrame(pums, pq.Budget(1), engine="duckdb", connection=con)
+    count = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '__pinq_src%'"
+    assert con.sql(count).fetchall()[0][0] >= 1
+    del frame
+    gc.collect()
+    # The next use of DuckDB drops the views of frames that are gone.
+    pq.PrivateFrame(pd.DataFrame({"x": [1]}), pq.Budget(1), engine="duckdb", connection=con)
+    names = con.sql(
+        "SELECT view_name FROM duckdb_views() WHERE view_name LIKE '__pinq_src%'"
+    ).fetchall()
+    assert len(names) == 1
+
+
+def test_relation_finds_a_known_connection_without_connection_argument() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS x FROM range(50)")
+    first = con.sql("SELECT * FROM t")
+    with pytest.raises(PinqError, match="belongs to as connection=con, once"):
+        pq.PrivateFrame(first, pq.Budget(1))
+    pq.PrivateFrame(first, pq.Budget(1), connection=con)
+    later = pq.PrivateFrame(con.sql("SELECT * FROM t WHERE x < 10"), pq.Budget(1))
+    with testing.no_noise():
+        assert int(later.count(epsilon=1)) == 10
+    assert _user_tables(con) == [("t",)]
+
+
+def test_relation_of_the_default_connection_needs_no_argument() -> None:
+    frame = pq.PrivateFrame(duckdb.sql("SELECT 1 AS x UNION ALL SELECT 2"), pq.Budget(1))
+    with testing.no_noise():
+        assert int(frame.count(epsilon=1)) == 2
+
+
+def test_relation_connection_probe_leaves_no_variable() -> None:
+    from pinqpy.engines.registry import relation_connection
+
+    con = duckdb.connect()
+    pq.PrivateFrame(pd.DataFrame({"x": [1]}), pq.Budget(1), connection=con)
+    rel = con.sql("SELECT 1 AS x")
+    assert relation_connection(rel) is con
+    left = con.sql("SELECT count(*) FROM duckdb_variables() WHERE name LIKE 'pinq_probe%'")
+    assert left.fetchall()[0][0] == 0
+
+
+def test_relation_of_another_connection_is_refused_with_the_fix() -> None:
+    a, b = duckdb.connect(), duckdb.connect()
+    b.execute("CREATE TABLE t AS SELECT 1 AS x")
+    with pytest.raises(PinqError, match="not in this DuckDB connection"):
+        pq.PrivateFrame(b.sql("SELECT * FROM t"), pq.Budget(1), connection=a)

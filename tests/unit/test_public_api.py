@@ -13,6 +13,8 @@ EXPECTED = {
     "NoisyLabel",
     "NoisySeries",
     "NoisyValue",
+    "PandasHabitError",
+    "PandasHabitTypeError",
     "Partition",
     "PinqError",
     "PinqSyntaxError",

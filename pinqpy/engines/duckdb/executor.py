@@ -39,7 +39,7 @@ from pinqpy.engines.base import (
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
 from pinqpy.engines.duckdb.dialect import DUCKDB
 from pinqpy.engines.duckdb.types import kind_of_type
-from pinqpy.engines.sources import DuckDBTable, drop_pending_views
+from pinqpy.engines.sources import DuckDBTable, create_hidden_view, drop_pending_views
 from pinqpy.engines.sqlgen.expressions import (
     NUMERIC,
     Lets,
@@ -465,16 +465,20 @@ class DuckDBExecutor(Executor):
             return hit[1]
         name = f"__pinq_t{next(self._names)}"
         if isinstance(data, pd.DataFrame):
-            self._run(lambda c: c.register(name, data))
+            rel = self._run(lambda c: c.from_df(data))
         elif isinstance(data, self._duckdb.DuckDBPyRelation):
-            self._run(lambda c: data.create_view(name, replace=True))
+            rel = data
         else:
             raise PinqError(
                 f"the DuckDB engine reads pandas DataFrames and DuckDB relations, not "
                 f"{type(data).__name__}"
             )
-        self._registered[id(data)] = (data, DUCKDB.ident(name))
-        return DUCKDB.ident(name)
+        # In pinqpy's own schema, so the user's SHOW TABLES does not list it.
+        source = self._run(
+            lambda c: create_hidden_view(c, lambda n: rel.create_view(n, replace=True), name)
+        )
+        self._registered[id(data)] = (data, source)
+        return source  # type: ignore[no-any-return]
 
     def _table_schema(self, data: Any) -> list[tuple[str, str]]:
         """(column, DuckDB type) of a source or public table, bound once per table (tables

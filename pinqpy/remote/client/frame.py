@@ -34,6 +34,7 @@ import pandas as pd
 
 from pinqpy.api.expressions import Expression, unwrap
 from pinqpy.api.frame import GroupedFrame, PrivateFrame
+from pinqpy.api.habits import need_epsilon
 from pinqpy.api.partition import Partition
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Expr
@@ -129,10 +130,15 @@ def _remote(local: F, *, partition: bool = False) -> F:
     """The remote twin of an aggregation: same name, signature and docstring as ``local``;
     it binds the call as ``local`` would and asks the server to make it."""
     name, bind = local.__name__, _binder(local)
+    eps = inspect.signature(local).parameters.get("epsilon")
+    optional_eps = eps is not None and eps.default is None
 
     @functools.wraps(local)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._aggregate(name, bind(self, args, kwargs))
+        arguments = bind(self, args, kwargs)
+        if optional_eps:  # refused here, as locally, before any request is made
+            need_epsilon(name, arguments.get("epsilon"), arguments.get("column", True))
+        return self._aggregate(name, arguments)
 
     method.__qualname__ = f"{'RemotePartition' if partition else 'RemoteFrame'}.{name}"
     return method  # type: ignore[return-value]
@@ -291,6 +297,8 @@ class RemoteFrame(PrivateFrame):
     mean = _remote(PrivateFrame.mean)
     median = _remote(PrivateFrame.median)
     quantile = _remote(PrivateFrame.quantile)
+    variance = var = _remote(PrivateFrame.variance)
+    std = _remote(PrivateFrame.std)
     argmax = _remote(PrivateFrame.argmax)
     select_keys = _remote(PrivateFrame.select_keys)
     histogram = _remote(PrivateFrame.histogram)
@@ -333,6 +341,8 @@ class RemotePartition(Partition[PrivateFrame]):
     mean = _remote(Partition.mean, partition=True)
     median = _remote(Partition.median, partition=True)
     quantile = _remote(Partition.quantile, partition=True)
+    variance = var = _remote(Partition.variance, partition=True)
+    std = _remote(Partition.std, partition=True)
     argmax = _remote(Partition.argmax, partition=True)
 
     def __repr__(self) -> str:

@@ -88,12 +88,14 @@ FRAME_METHODS = (
     "mean",
     "median",
     "quantile",
+    "variance",
+    "std",
     "argmax",
     "select_keys",
     "histogram",
     "accuracy",
 )
-PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "argmax")
+PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "variance", "std", "argmax")
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
 
