@@ -405,7 +405,8 @@ class PinqMagic:
             ns[opts.out] = result
         if opts.quiet:
             return None
-        self.note_charge(session, result, before)
+        if first not in _NO_STATEMENT_CHARGE:  # EXPLAIN's own text already says it is free
+            self.note_charge(session, result, before)
         return result
 
     def failure(self, err: PinqError, session: object, note: str | None = None) -> str:

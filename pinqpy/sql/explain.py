@@ -218,7 +218,7 @@ def cost_note(
     epsilon of each, the stability of the FROM clause, and each step that multiplies it (a
     join whose keys repeat, a groupby...), e.g. ``charged epsilon 0.2 on people: 2
     measurements x 0.05 x stability 2 (join labels: a key repeats up to 2 times (stability 1
-    -> 2))``. ``charged`` is what the run actually committed per budget (an answer given
+    -> 2)); 0.8 left``. ``charged`` is what the run actually committed per budget (an answer given
     before charges nothing again). Public parameters and the plan only; no data."""
     public = sum(isinstance(m.prepared.mechanism, PublicCountMechanism) for m in rel.measurements)
     spent = {b: c for b, c in charged.items() if c.epsilon or c.delta}
@@ -249,5 +249,7 @@ def cost_note(
                 reasons.append(step.reason)
         if reasons:
             why += " (" + "; ".join(reasons) + ")"
+        if isinstance(budget, Budget):  # what is left is a public fact of the budget
+            why += f"; {float(budget.remaining.epsilon):.6g} left"
         parts.append(f"charged {_cost_text(cost)} on {name}: {why}")
     return "; ".join(parts)

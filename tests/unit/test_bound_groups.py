@@ -21,8 +21,8 @@ from pinqpy.accounting.charges import GaussianCharge, PureCharge, usage_of
 from pinqpy.accounting.models import rho_of_gaussian
 from pinqpy.engines.registry import executor_for
 from pinqpy.noise.mechanisms import CountMechanism
+from pinqpy.plan.describe import StepDescriber
 from pinqpy.plan.serialize import from_json, to_json
-from pinqpy.sql.explain import _Describe
 
 CITIES = list("ABCDEF")
 
@@ -235,9 +235,9 @@ def test_public_facts_survive():
     u = f.groupby("uid", "city").agg(n="COUNT(*)")
     assert u.bound_degree("city", 1)._rel.meta.unique_on(("uid", "city"))
     assert u.bound_contributions(max_groups=1, by="city")._rel.meta.unique_on(("uid", "city"))
-    text = _Describe().visit(g._plan)
+    text = StepDescriber().visit(g._plan)
     assert "at most 2 groups of city per 'uid', at most 1 rows each" in text
-    assert _Describe().visit(d._plan) == "Bound degree: at most 2 rows per city"
+    assert StepDescriber().visit(d._plan) == "Bound degree: at most 2 rows per city"
 
 
 def test_plan_json_round_trip():

@@ -40,16 +40,19 @@ def test_note_names_the_join_that_doubles_the_charge(session: pq.Session) -> Non
     )
     assert session.last_note == (
         "charged epsilon 0.2 on people: 2 measurements x 0.05 x stability 2 "
-        "(join labels: a key repeats up to 2 times (stability 1 -> 2))"
+        "(join labels: a key repeats up to 2 times (stability 1 -> 2)); 9.8 left"
     )
 
 
 def test_note_of_a_plain_query_and_of_groups(session: pq.Session, budget: pq.Budget) -> None:
     session.sql("SELECT COUNT(*) FROM people WHERE age > 30", epsilon=0.1)
-    assert session.last_note == "charged epsilon 0.1 on people: 1 measurement x 0.1 x stability 1"
+    assert session.last_note == (
+        "charged epsilon 0.1 on people: 1 measurement x 0.1 x stability 1; 9.9 left"
+    )
     session.sql("SELECT sex, AVG(income) FROM people GROUP BY sex", epsilon=0.3)
     assert session.last_note == (
-        "charged epsilon 0.3 on people: 1 measurement x 0.3 x stability 1, once for all groups"
+        "charged epsilon 0.3 on people: 1 measurement x 0.3 x stability 1, once for all groups; "
+        "9.6 left"
     )
     assert budget.spent == pq.Cost(0.4)
 
@@ -158,7 +161,7 @@ def test_a_bound_on_a_user_level_table_is_named() -> None:
     s.sql("SELECT COUNT(*) FROM visits", epsilon=0.1)
     assert s.last_note == (
         "charged epsilon 0.1 on visits: 1 measurement x 0.05 x stability 2 "
-        "(bound_contributions: up to 2 rows per 'uid' (stability inf -> 2))"
+        "(bound_contributions: up to 2 rows per 'uid' (stability inf -> 2)); 0.9 left"
     )
     frame = pq.PrivateFrame(df, pq.Budget(1), privacy_unit="uid", name="visits")
     text = frame.bound_contributions(3).explain(epsilon=0.1)

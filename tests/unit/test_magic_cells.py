@@ -344,7 +344,7 @@ def test_the_charge_note_follows_the_result(shell: Any, ns: dict[str, Any]) -> N
     res, out = run(shell, f"%%pinq -e 0.2\n{COUNT}")
     assert res.success
     lines = out.stdout.splitlines()
-    assert lines[-1] == "charged epsilon 0.2 to people (0.8 left)"
+    assert lines[-1] == "charged epsilon 0.2 on people: 1 measurement x 0.2 x stability 1; 0.8 left"
     shown = "\n".join(lines[:-1])
     assert "95% intervals" in shown  # the result came first, the note under it
 
