@@ -10,9 +10,8 @@ message on stderr, the caret under a typo, and that nothing was charged.
 4. ``groupby(...).count()``, the pandas habit (pinqpy counts groups with ``partition``);
 5. a ``%%pinq`` cell that fails, under IPython.
 
-Assertions marked ``xfail(strict=True)`` describe what the project is about to make hold (one
-traceback, not a chained pair; a pointer to ``partition``; a failing cell that IPython sees
-fail). They fail today; once they pass, strict mode reports it, and the mark comes off.
+Beyond the message itself: one traceback, not a chained pair; a pointer to ``partition`` for
+the pandas habit; a failing cell that IPython sees fail.
 """
 
 from __future__ import annotations
@@ -87,11 +86,6 @@ def test_typo_has_a_caret_under_the_unknown_name(typo: subprocess.CompletedProce
         assert lines[i + 1].index("^") == lines[i].index("agee"), typo.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the typo's error is raised while handling the first parse's error, so Python "
-    "prints two chained tracebacks of the same message; one is enough",
-)
 def test_typo_shows_one_traceback(typo: subprocess.CompletedProcess[str]) -> None:
     assert typo.stderr.count("Traceback") == 1, typo.stderr
 
@@ -146,11 +140,6 @@ def test_groupby_count_fails(groupby_count: subprocess.CompletedProcess[str]) ->
     assert groupby_count.stdout == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="groupby(...).count() is an AttributeError today; it should point at partition, "
-    "pinqpy's way to count each group",
-)
 def test_groupby_count_points_at_partition(
     groupby_count: subprocess.CompletedProcess[str],
 ) -> None:
