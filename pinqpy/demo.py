@@ -16,7 +16,7 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.errors import BudgetExceededError
 from pinqpy.results.values import NoisyCount, NoisyValue
 
-__all__ = ["PUMS_PATH", "load_pums", "main"]
+__all__ = ["NEXT_STEP", "PUMS_PATH", "load_pums", "main"]
 
 _PUMS = resources.files("pinqpy").joinpath("data", "PUMS.csv")
 # A file path, so engines that read files themselves (DuckDB, Spark) can be shown the sample.
@@ -29,6 +29,10 @@ PUMS_KEYS = {
     "race": [1, 2, 3, 4, 5, 6],
     "educ": list(range(1, 17)),
 }
+
+
+# The demo's last line: where a newcomer goes next (the same sample, in SQL).
+NEXT_STEP = "Next, ask the same sample in SQL: pinqpy shell --demo-data"
 
 
 def load_pums() -> pd.DataFrame:
@@ -80,6 +84,7 @@ def main() -> int:
     except BudgetExceededError as err:
         print(f"  BudgetExceededError: {err}")
     print(f"  budget unchanged: {budget}")
+    print(f"\n{NEXT_STEP}")
     return 0
 
 

@@ -10,6 +10,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 __all__ = [
     "BudgetExceededError",
     "PandasHabitError",
@@ -21,7 +24,25 @@ __all__ = [
 
 
 class PinqError(Exception):
-    """Root of every error pinqpy raises on purpose."""
+    """Root of every error pinqpy raises on purpose.
+
+    ``hints`` (optional, keyword only) is how to fix the error in the terms of each interface:
+    a mapping from ``"python"``, ``"magic"``, ``"shell"`` or ``"cli"`` to a phrase. Its
+    ``"python"`` entry is the phrase as the message spells it, so ``str(err)`` is the same with
+    or without hints; :func:`pinqpy.interfaces.errors.for_interface` swaps it for another
+    interface's entry.
+
+    >>> err = PinqError("needs an epsilon: pass epsilon=", hints={"python": "pass epsilon="})
+    >>> str(err), err.hints["python"]
+    ('needs an epsilon: pass epsilon=', 'pass epsilon=')
+    """
+
+    hints: Mapping[str, str] = MappingProxyType({})
+
+    def __init__(self, *args: object, hints: Mapping[str, str] | None = None):
+        super().__init__(*args)
+        if hints:
+            self.hints = dict(hints)
 
 
 class BudgetExceededError(PinqError):

@@ -8,8 +8,19 @@ state directory, see :mod:`pinqpy.interfaces.state_dir`), so running a command a
 spending the same budget and a repeated query is answered from the ledger at no charge;
 ``--ledger PATH`` chooses another file and ``--no-ledger`` forgets them (with a warning).
 
+``--demo-data`` registers the bundled PUMS sample as the private table ``pums`` (with its
+public bounds and keys and, unless ``--epsilon`` says otherwise, a budget of epsilon 1), so
+``pinqpy shell --demo-data`` and ``pinqpy query --demo-data "SELECT COUNT(*) FROM pums"`` run
+from a fresh install (see :func:`pinqpy.interfaces.tables.load_session`).
+
+``pinqpy shell`` speaks the conventions of the sqlite3 and duckdb shells: ``-c SQL`` runs
+the statements given and exits, ``-f FILE`` runs a file and exits, and ``-bail`` stops at the
+first error; ``--format`` (or ``.mode``) chooses table, csv, json or markdown output.
+
 A user error (a bad file, flag, column or query) is one line on standard error and a
-non-zero exit status (2 for a bad command line, 1 otherwise), never a traceback.
+non-zero exit status (2 for a bad command line, 1 otherwise), never a traceback. A run of
+statements (piped, ``-c`` or ``-f``) goes on after a failed statement and exits with status 1
+at the end if any failed, or at the first failure with ``-bail``.
 """
 
 from __future__ import annotations
@@ -30,10 +41,10 @@ from pinqpy.demo import main as demo
 from pinqpy.errors import PinqError
 from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, one_line
-from pinqpy.interfaces.output import format_result
+from pinqpy.interfaces.output import FORMATS, format_result
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
-from pinqpy.interfaces.tables import load_session
+from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, load_session
 
 __all__ = ["COMMANDS", "USAGE", "build_parser", "main"]
 
@@ -49,6 +60,8 @@ USAGE = (
     + "\n".join(f"  {name:<7} {text}" for name, text in COMMANDS.items())
     + "\n\nexamples:\n"
     "  pinqpy demo\n"
+    "  pinqpy shell --demo-data\n"
+    '  pinqpy shell --demo-data -c "SELECT sex, COUNT(*) FROM pums GROUP BY sex"\n'
     "  pinqpy shell people=people.csv --epsilon 1 --bounds age=0:100 --keys sex=0,1\n"
     '  pinqpy query people=people.csv --epsilon 1 "SELECT COUNT(*) FROM people"\n'
     "  pinqpy serve server.toml\n"
@@ -183,6 +196,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="the delta each query may spend (see --epsilon-per-query for the default)",
     )
     parser.add_argument(
+        "--demo-data",
+        action="store_true",
+        help=f"register the bundled PUMS sample (1,000 people) as the private table "
+        f"{DEMO_TABLE}, with public bounds and keys; its budget is epsilon {DEMO_EPSILON:g} "
+        "unless --epsilon says otherwise, and starts afresh on every run unless --ledger PATH "
+        "is given (or other files are)",
+    )
+    parser.add_argument(
         "--connect",
         metavar="URL",
         help="ask a pinqpy server (http://HOST:PORT) instead of reading local files; the "
@@ -213,6 +234,7 @@ _LOCAL_FLAGS = (
     ("engine", "--engine"),
     ("ledger", "--ledger"),
     ("no_ledger", "--no-ledger"),
+    ("demo_data", "--demo-data"),
 )
 
 
@@ -225,8 +247,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             prog="pinqpy shell",
             description=(
                 "An interactive SQL shell over private files, or over a pinqpy server's "
-                "tables with --connect URL. With standard input not a terminal, it reads "
-                "statements separated by ';' and exits non-zero if any failed."
+                "tables with --connect URL. With -c SQL, -f FILE or standard input not a "
+                "terminal, it runs the statements (separated by ';') and exits: with status 1 "
+                "if any failed (with -bail, at the first that fails), else 0."
             ),
             epilog=_EPILOG + " History is kept in $PINQPY_HISTORY (default ~/.pinqpy_history).",
         )
@@ -262,12 +285,33 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         metavar="EPS",
         help=per_query,
     )
-    if command == "query":
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="output format (default: table, where a noisy cell reads 'value ± e' or "
+        "'value [lo, hi]'); markdown prints the same cells as a pipe table; csv and json "
+        "add <col>_ci_low/_ci_high" + ("; .mode changes it" if command == "shell" else ""),
+    )
+    if command == "shell":
         parser.add_argument(
-            "--format",
-            choices=("table", "csv", "json"),
-            default="table",
-            help="output format (default: table); csv and json add <col>_ci_low/_ci_high",
+            "-c",
+            dest="command",
+            metavar="SQL",
+            help="run these statements (and dot-commands) and exit, as with piped input",
+        )
+        parser.add_argument(
+            "-f",
+            dest="file",
+            metavar="FILE",
+            help="run the statements and dot-commands in FILE and exit ('-': standard input)",
+        )
+        parser.add_argument(
+            "-bail",
+            "--bail",
+            action="store_true",
+            help="stop at the first statement that fails, with exit status 1 (default: go on "
+            "and exit with status 1 at the end)",
         )
     return parser
 
@@ -318,6 +362,8 @@ def _parse(command: str, rest: Sequence[str]) -> argparse.Namespace:
         if not args.demo and not args.config:
             parser.error("the following arguments are required: CONFIG (or --demo)")
         return args
+    if command == "shell" and args.command is not None and args.file is not None:
+        parser.error("-c SQL and -f FILE each give the statements to run: choose one")
     if args.connect is not None:
         check_url(args.connect)
         if args.tables:
@@ -339,13 +385,19 @@ def _parse(command: str, rest: Sequence[str]) -> argparse.Namespace:
         parser.error("--token-env goes with --connect URL")
     if args.ledger is not None and args.no_ledger:
         parser.error("--ledger PATH and --no-ledger contradict each other: choose one")
+    if args.demo_data and args.epsilon is None:
+        args.epsilon = DEMO_EPSILON
     missing = [
         name
-        for name, absent in (("NAME=PATH", not args.tables), ("--epsilon", args.epsilon is None))
+        for name, absent in (
+            ("NAME=PATH", not args.tables and not args.demo_data),
+            ("--epsilon", args.epsilon is None),
+        )
         if absent
     ]
     if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
+        demo = " (or --demo-data for the bundled sample)" if "NAME=PATH" in missing else ""
+        parser.error(f"the following arguments are required: {', '.join(missing)}{demo}")
     if args.delta is None:
         args.delta = 0.0
     if args.engine is None:
@@ -386,7 +438,7 @@ def _answer(session: SqlSession, text: str, epsilon: Any, delta: Any, fmt: str) 
     try:
         result = run_statement(session, text, epsilon, delta)
     except PinqError as err:
-        raise CliError(one_line(err)) from None
+        raise CliError(one_line(err, "cli")) from None
     print(format_result(result, fmt))
     return 0
 
@@ -396,24 +448,69 @@ def _shell(args: argparse.Namespace) -> int:
         with _remote(args) as session:
             epsilon, delta = _remote_defaults(args)
             notes = [f"Connected to {args.connect}: the server keeps the budgets."]
-            return _run_shell(Shell(session, epsilon=epsilon, delta=delta or 0.0, notes=notes))
+            shell = Shell(
+                session,
+                epsilon=epsilon,
+                delta=delta or 0.0,
+                notes=notes,
+                mode=args.format,
+                bail=args.bail,
+            )
+            return _run_shell(shell, args)
     _warn_no_ledger(args)
     loaded = load_session(args)
     epsilon = args.epsilon_per_query
     if epsilon is None:
         epsilon = tenth(args.epsilon)
     delta = args.delta_per_query if args.delta_per_query is not None else tenth(args.delta)
+    notes = []
+    if args.demo_data:
+        notes.append(
+            f"Demo data: {DEMO_TABLE} is the bundled PUMS sample (1,000 Californians; age, sex, "
+            "educ, race, income, married)."
+        )
     if loaded.ledger is not None:
-        note = f"Budgets are kept in the ledger {loaded.ledger} (--ledger PATH chooses another)."
+        notes.append(
+            f"Budgets are kept in the ledger {loaded.ledger} (--ledger PATH chooses another)."
+        )
+    elif args.no_ledger:
+        notes.append("Budgets are not kept: they start afresh on every run (--no-ledger).")
     else:
-        note = "Budgets are not kept: they start afresh on every run (--no-ledger)."
-    return _run_shell(Shell(loaded.session, epsilon=epsilon, delta=delta, notes=[note]))
+        notes.append(
+            "The demo data's budget is not kept: it starts afresh on every run "
+            "(--ledger PATH keeps it)."
+        )
+    shell = Shell(
+        loaded.session,
+        epsilon=epsilon,
+        delta=delta,
+        notes=notes,
+        mode=args.format,
+        bail=args.bail,
+    )
+    return _run_shell(shell, args)
 
 
-def _run_shell(shell: Shell) -> int:
-    if sys.stdin.isatty():
-        return shell.interact()
-    return shell.run_script(sys.stdin.read())
+def _run_shell(shell: Shell, args: argparse.Namespace) -> int:
+    """Run the shell: the statements of ``-c`` or ``-f``, else at a terminal interactively,
+    else the statements piped to standard input."""
+    try:
+        if args.command is not None:
+            return shell.run_script(args.command)
+        if args.file is not None:
+            if args.file == "-":
+                return shell.run_script(sys.stdin.read())
+            try:
+                text = Path(args.file).expanduser().read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                reason = getattr(err, "strerror", None) or "not UTF-8 text"
+                raise CliError(f"-f: cannot read {args.file!r} ({reason})") from None
+            return shell.run_script(text, source=args.file)
+        if sys.stdin.isatty():
+            return shell.interact()
+        return shell.run_script(sys.stdin.read())
+    finally:
+        shell.close()
 
 
 def _remote_defaults(args: argparse.Namespace) -> tuple[float | None, float | None]:
@@ -512,7 +609,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"pinqpy: error: {err}", file=sys.stderr)
         return err.status
     except PinqError as err:
-        print(f"pinqpy: error: {one_line(err)}", file=sys.stderr)
+        print(f"pinqpy: error: {one_line(err, 'cli')}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("pinqpy: interrupted", file=sys.stderr)

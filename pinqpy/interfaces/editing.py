@@ -39,6 +39,10 @@ DOT_COMMANDS: dict[str, tuple[str, str]] = {
     ".budget": ("", "what each private table's budget has spent and has left"),
     ".epsilon": ("[EPS]", "show or set the epsilon each query spends"),
     ".delta": ("[DELTA]", "show or set the delta each query may spend"),
+    ".mode": ("[MODE]", "show or set how results print: table, csv, json or markdown"),
+    ".output": ("[FILE]", "send results to FILE (overwritten); alone: back to the screen"),
+    ".read": ("FILE", "run the statements and commands in FILE"),
+    ".bail": ("[on|off]", "stop at the first error (non-interactive: exit status 1)"),
     ".quit": ("", "leave the shell (also .exit, Ctrl-D)"),
 }
 QUIT_WORDS = {".quit", ".exit", ".q", "quit", "exit", "\\q"}

@@ -1,5 +1,6 @@
-"""Printing answers: a result table as aligned text (noisy cells read ``value ± half-width``),
-CSV or JSON (each noisy column followed by its interval)."""
+"""Printing answers: a result table as aligned text or Markdown (noisy cells read ``value ±
+half-width``, or ``value [low, high]`` where the interval is not centred on the value), CSV or
+JSON (each noisy column followed by its interval)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ import pandas as pd
 from pinqpy.errors import PinqError
 from pinqpy.interfaces.errors import CliError
 
-__all__ = ["format_result", "render_table"]
+__all__ = [
+    "FORMATS",
+    "format_result",
+    "interval_kinds",
+    "render_markdown",
+    "render_table",
+    "symmetric",
+]
+
+FORMATS = ("table", "csv", "json", "markdown")
 
 
 def _fmt_number(value: float, decimals: int | None = None) -> str:
@@ -60,19 +70,78 @@ def _intervals(result: pd.DataFrame, level: float) -> dict[str, pd.DataFrame]:
     return out
 
 
-def render_table(frame: pd.DataFrame, level: float = 0.95) -> str:
-    """An aligned text table; a noisy column's cells read ``value ± half-width``.
+def symmetric(value: float, low: float, high: float, places: int | None = None) -> bool:
+    """Whether ``[low, high]`` is centred on ``value``, so that ``value ± half-width`` says
+    exactly the interval: up to float rounding, or, given ``places``, as printed with that
+    many decimals (the distances down and up read the same).
 
-    >>> print(render_table(pd.DataFrame({"state": ["CA", "NY"], "n": [12.5, 3.0]})))
-    state     n
-    -----  ----
-    CA     12.5
-    NY        3
+    An interval clipped to a column's bounds (a mean near 0 of a column bounded below by 0),
+    a ratio's interval (a mean is a noisy sum over a noisy count) or a quantile's interval
+    (built from ranks, not from a distance to the answer) can be lopsided: ``value ±
+    half-width`` would then claim values outside the interval on one side and hide some inside
+    it on the other, so those are printed as ``value [low, high]``.
+
+    >>> symmetric(10.0, 7.0, 13.0), symmetric(7945.0, 0.0, 78437.0), symmetric(0.3, 0.1, 0.5)
+    (True, False, True)
+    >>> symmetric(44.1, 42.81, 45.36), symmetric(44.1, 42.81, 45.36, places=1)
+    (False, True)
     """
+    down, up = value - low, high - value
+    if math.isinf(down) or math.isinf(up):
+        return down == up
+    if places is not None and _fmt_number(down, places) == _fmt_number(up, places):
+        return True
+    return math.isclose(down, up, rel_tol=1e-9, abs_tol=1e-9 * max(1.0, abs(value)))
+
+
+def _noisy_cells(series: pd.Series, ci: pd.DataFrame) -> tuple[list[str], set[str]]:
+    """A noisy column's cells, ``value ± half-width`` where the interval is symmetric about
+    the value and ``value [low, high]`` where it is not; and which of the two (``"±"``,
+    ``"[]"``) it used."""
+    values: list[str] = []
+    suffixes: list[tuple[str, str]] = []  # ("±", half) or ("[]", "[low, high]")
+    for value, low_, high_ in zip(series.tolist(), ci["low"], ci["high"], strict=True):
+        if value is None or pd.isna(value):
+            values.append("NULL")
+            suffixes.append(("", ""))
+            continue
+        value, low, high = float(value), float(low_), float(high_)
+        half = (high - low) / 2
+        # Integers (a discrete mechanism's count and interval) show no decimals.
+        integral = value.is_integer() and (
+            math.isnan(half) or (low.is_integer() and high.is_integer())
+        )
+        places = 0 if integral else _decimals(half)
+        values.append(_fmt_number(value, places))
+        if math.isnan(half):
+            suffixes.append(("", ""))
+        elif symmetric(value, low, high, places):
+            suffixes.append(("±", _fmt_number(max(high - value, value - low), places)))
+        else:
+            suffixes.append(("[]", f"[{_fmt_number(low, places)}, {_fmt_number(high, places)}]"))
+    vw = max((len(v) for v in values), default=0)
+    ew = max((len(e) for k, e in suffixes if k == "±"), default=0)
+    cells = []
+    for v, (kind, text) in zip(values, suffixes, strict=True):
+        if kind == "±":
+            cells.append(f"{v:>{vw}} ± {text:>{ew}}")
+        elif kind == "[]":
+            cells.append(f"{v:>{vw}} {text}")
+        else:
+            cells.append(f"{v:>{vw}}")
+    return cells, {kind for kind, _ in suffixes if kind}
+
+
+def _cells(
+    frame: pd.DataFrame, level: float
+) -> tuple[list[str], list[list[str]], list[bool], set[str]]:
+    """Headers, each column's cells as text, which columns align right (numbers), and how
+    the noisy cells' intervals were printed (``"±"``, ``"[]"``)."""
     cis = _intervals(frame, level)
     headers = [str(c) for c in frame.columns]
     columns: list[list[str]] = []
     right: list[bool] = []
+    kinds: set[str] = set()
     for position, column in enumerate(frame.columns):
         series = frame.iloc[:, position]
         numeric = pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
@@ -83,27 +152,30 @@ def render_table(frame: pd.DataFrame, level: float = 0.95) -> str:
         if ci is None:
             columns.append([_fmt_cell(v) for v in series.tolist()])
             continue
-        values: list[str] = []
-        errors: list[str] = []
-        for value, low, high in zip(series.tolist(), ci["low"], ci["high"], strict=True):
-            half = (float(high) - float(low)) / 2
-            if value is None or pd.isna(value):
-                values.append("NULL")
-                errors.append("")
-                continue
-            # Integers (a discrete mechanism's count and interval) show no decimals.
-            integral = float(value).is_integer() and (math.isnan(half) or half.is_integer())
-            places = 0 if integral else _decimals(half)
-            values.append(_fmt_number(float(value), places))
-            errors.append("" if math.isnan(half) else _fmt_number(half, places))
-        vw = max(len(v) for v in values) if values else 0
-        ew = max(len(e) for e in errors) if errors else 0
-        columns.append(
-            [
-                f"{v:>{vw}} ± {e:>{ew}}" if e else f"{v:>{vw}}   {'':>{ew}}".rstrip()
-                for v, e in zip(values, errors, strict=True)
-            ]
-        )
+        cells, used = _noisy_cells(series, ci)
+        columns.append(cells)
+        kinds |= used
+    return headers, columns, right, kinds
+
+
+def interval_kinds(frame: pd.DataFrame, level: float = 0.95) -> set[str]:
+    """How :func:`render_table` prints the noisy cells' intervals: ``"±"`` (``value ±
+    half-width``) and/or ``"[]"`` (``value [low, high]``)."""
+    return _cells(frame, level)[3]
+
+
+def render_table(frame: pd.DataFrame, level: float = 0.95) -> str:
+    """An aligned text table; a noisy column's cells read ``value ± half-width`` where the
+    ``level`` interval is symmetric about the value, else ``value [low, high]``
+    (see :func:`symmetric`).
+
+    >>> print(render_table(pd.DataFrame({"state": ["CA", "NY"], "n": [12.5, 3.0]})))
+    state     n
+    -----  ----
+    CA     12.5
+    NY        3
+    """
+    headers, columns, right, _ = _cells(frame, level)
     widths = [
         max([len(h), *(len(c) for c in cells)]) for h, cells in zip(headers, columns, strict=True)
     ]
@@ -116,6 +188,24 @@ def render_table(frame: pd.DataFrame, level: float = 0.95) -> str:
 
     lines = [line(headers), "  ".join("-" * w for w in widths)]
     lines += [line(row) for row in zip(*columns, strict=True)] if columns else []
+    return "\n".join(lines)
+
+
+def render_markdown(frame: pd.DataFrame, level: float = 0.95) -> str:
+    """A Markdown (GitHub) pipe table with the same cells as :func:`render_table`.
+
+    >>> print(render_markdown(pd.DataFrame({"state": ["CA"], "n": [3]})))
+    | state | n |
+    | --- | ---: |
+    | CA | 3 |
+    """
+    headers, columns, right, _ = _cells(frame, level)
+
+    def row(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.strip().replace("|", "\\|") for c in cells) + " |"
+
+    lines = [row(headers), "| " + " | ".join("---:" if r else "---" for r in right) + " |"]
+    lines += [row(r) for r in zip(*columns, strict=True)] if columns else []
     return "\n".join(lines)
 
 
@@ -149,18 +239,26 @@ def _with_intervals(result: pd.DataFrame, level: float) -> pd.DataFrame:
 
 
 def format_result(result: object, fmt: str = "table", level: float = 0.95) -> str:
-    """A statement's answer as text: ``table`` (aligned, ± the half-width of the ``level``
-    interval), ``csv`` or ``json`` (records; each noisy column followed by its interval as
-    ``<col>_ci_low`` and ``<col>_ci_high``). EXPLAIN text is printed as it is.
+    """A statement's answer as text: ``table`` (aligned; a noisy cell reads ``value ±
+    half-width`` of its ``level`` interval, or ``value [low, high]`` where the interval is
+    lopsided), ``markdown`` (a pipe table of the same cells), ``csv`` or ``json`` (records;
+    each noisy column followed by its interval as ``<col>_ci_low`` and ``<col>_ci_high``).
+    EXPLAIN text is printed as it is (in a fenced block for ``markdown``).
 
     >>> print(format_result(pd.DataFrame({"a": [1]}), "json"))
     [{"a": 1}]
     """
     if not isinstance(result, pd.DataFrame):
         text = str(result)
-        return json.dumps({"explain": text}) if fmt == "json" else text.rstrip("\n")
+        if fmt == "json":
+            return json.dumps({"explain": text})
+        if fmt == "markdown":
+            return "```text\n" + text.rstrip("\n") + "\n```"
+        return text.rstrip("\n")
     if fmt == "table":
         return render_table(result, level)
+    if fmt == "markdown":
+        return render_markdown(result, level)
     frame = _with_intervals(result, level)
     if fmt == "csv":
         return frame.to_csv(index=False).rstrip("\n")

@@ -3,9 +3,13 @@
 At a terminal it offers history kept across runs (``$PINQPY_HISTORY``, default
 ``~/.pinqpy_history``), statements spanning several lines up to a ``;``, tab completion of
 keywords, functions, tables and columns, syntax highlighting, and dot-commands (``.help``,
-``.tables``, ``.budget``, ``.epsilon 0.1``, ``.quit``). Every noisy answer is shown with its
-accuracy: ``value ± half-width`` of its 95% interval. With standard input not a terminal it
-runs the statements it reads and exits non-zero if any of them failed.
+``.tables``, ``.budget``, ``.epsilon 0.1``, ``.mode csv``, ``.output FILE``, ``.read FILE``,
+``.bail on``, ``.quit``), in the manner of the sqlite3 and duckdb shells. Every noisy answer
+is shown with its accuracy: ``value ± half-width`` of its 95% interval, or ``value [low,
+high]`` where the interval is not centred on the value. With standard input not a terminal
+(or with ``-c SQL`` / ``-f FILE``) it runs the statements it reads, goes on after an error,
+and exits with status 1 if any of them failed; with ``.bail on`` (``-bail``) it stops at the
+first error.
 
 The pieces that do not need a terminal are usable and testable alone: splitting statements,
 completion and highlighting (:mod:`pinqpy.interfaces.editing`), and :class:`Shell`, which
@@ -25,7 +29,11 @@ have, so the same shell runs over local files and over a pinqpy server:
     ``epsilon``, ``delta``, ``spent_epsilon``, ``spent_delta``, ``remaining_epsilon``,
     ``remaining_delta``) and ``DESCRIBE``; a user error raises a :class:`~pinqpy.PinqError`;
 ``describe(name)``
-    a table's columns, a DataFrame with a ``column`` column.
+    a table's columns, a DataFrame with a ``column`` column;
+``last_note`` (optional)
+    one line on the last statement answered (each step's stability and cost), or None: a
+    local :class:`~pinqpy.Session` keeps it, a remote session does not, and the footer then
+    reports what the budgets' spent grew by.
 
 Everything else the shell shows comes from those: which tables are public from ``SHOW
 TABLES``, the columns it completes from ``describe``, and budgets (``.budget``, the toolbar,
@@ -37,6 +45,7 @@ them meanwhile; the charge a footer reports is what the budget's spent grew by.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -62,7 +71,7 @@ from pinqpy.interfaces.editing import (
     statement_ready,
 )
 from pinqpy.interfaces.errors import one_line
-from pinqpy.interfaces.output import format_result
+from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds
 from pinqpy.interfaces.statements import run_statement
 
 __all__ = ["BudgetLine", "Shell", "SqlSession", "history_path", "tenth"]
@@ -129,8 +138,17 @@ class Shell:
     ``session`` is anything with the session protocol (:class:`SqlSession`). ``epsilon``
     and ``delta`` are what each query spends unless its OPTIONS say otherwise; ``epsilon``
     None means a tenth of the smallest budget's total (as ``pinqpy shell`` does locally).
-    ``notes`` are lines the banner adds (where the budgets are kept).
+    ``notes`` are lines the banner adds (where the budgets are kept). ``mode`` is how
+    results print (``.mode``); ``bail`` stops a run at its first error (``.bail``).
+
+    Results (answers, their footers, ``.tables``, ``.budget``) go to ``out``, or to the
+    file ``.output FILE`` opened; messages and errors go to ``out`` and ``err``. In the
+    ``csv``, ``json`` and ``markdown`` modes a result's footer (rows, what it charged) goes to
+    ``err``, so the results stay a clean CSV, JSON or Markdown stream while what a query
+    spent is still shown.
     """
+
+    MAX_READ_DEPTH = 16  # .read of a file that .reads itself stops here
 
     def __init__(
         self,
@@ -142,8 +160,15 @@ class Shell:
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         level: float = 0.95,
+        mode: str = "table",
+        bail: bool = False,
     ):
         self.session = session
+        self.mode = mode
+        self.bail = bail
+        self.sink: IO[str] | None = None  # the .output file, when one is open
+        self.sink_name: str | None = None
+        self._reading: list[Path] = []
         self.delta = delta
         self.level = level
         self.notes = list(notes)
@@ -202,6 +227,16 @@ class Shell:
     def _print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
+    def _emit(self, text: str = "") -> None:
+        """Print a result: to the ``.output`` file when one is open."""
+        print(text, file=self.sink or self.out, flush=True)
+
+    def close(self) -> None:
+        """Close the ``.output`` file, if one is open."""
+        if self.sink is not None:
+            self.sink.close()
+            self.sink, self.sink_name = None, None
+
     def _error(self, message: str, where: str = "") -> None:
         prefix = f"error ({where}): " if where else "error: "
         print(prefix + message, file=self.err, flush=True)
@@ -210,7 +245,8 @@ class Shell:
     def run_text(self, text: str, *, where: Callable[[Piece], str] | None = None) -> int:
         """Run every statement and command in ``text`` (a last one may lack its ``;``).
 
-        Returns how many failed; stops early after ``.quit``.
+        Returns how many failed; stops early after ``.quit``, and after the first failure
+        with ``.bail on``.
         """
         split = split_statements(text)
         pieces = list(split.pieces)
@@ -230,11 +266,16 @@ class Shell:
                 else self.sql(piece.text, label)
             )
             failures += not ok
+            if failures and self.bail:
+                break
         return failures
 
-    def run_script(self, text: str) -> int:
-        """Non-interactive use: run ``text``; exit status 1 if any statement failed."""
-        failures = self.run_text(text, where=lambda p: f"line {p.line}")
+    def run_script(self, text: str, source: str | None = None) -> int:
+        """Non-interactive use: run ``text`` (read from ``source``, a file name that errors
+        name, if given); exit status 1 if any statement failed (it goes on after a failure
+        unless ``bail``), else 0."""
+        prefix = f"{source} " if source else ""
+        failures = self.run_text(text, where=lambda p: f"{prefix}line {p.line}")
         return 1 if failures else 0
 
     def sql(self, text: str, where: str = "") -> bool:
@@ -244,11 +285,13 @@ class Shell:
         before = self.read_budgets()
         try:
             result = run_statement(self.session, text, self.epsilon, self.delta)
+            # Read before anything else asks the session (SHOW BUDGET would replace it).
+            note = getattr(self.session, "last_note", None)
         except PinqSyntaxError as err:
             self._error(str(err), where)
             return False
         except PinqError as err:
-            self._error(one_line(err), where)
+            self._error(one_line(err, "shell"), where)
             return False
         except KeyboardInterrupt:
             self._error("interrupted", where)
@@ -256,20 +299,37 @@ class Shell:
         except Exception as err:  # keep the session alive; the message may quote data
             self._error(f"internal error ({type(err).__name__}); the statement failed", where)
             return False
-        self._print(format_result(result, "table", self.level))
-        if isinstance(result, pd.DataFrame):
-            self._print(self._footer(result, before))
-        self._print()
+        try:
+            self._emit(format_result(result, self.mode, self.level))
+            if isinstance(result, pd.DataFrame):
+                footer = self._footer(result, before, note if isinstance(note, str) else None)
+                if self.mode == "table":
+                    self._emit(footer)
+                else:
+                    print(footer, file=self.err, flush=True)
+            if self.mode in ("table", "markdown"):
+                self._emit()
+        except OSError as err:
+            self._error(f"cannot write to {self.sink_name or 'the output'}: {err.strerror}")
+            return False
         return True
 
-    def _footer(self, result: pd.DataFrame, before: Sequence[BudgetLine]) -> str:
+    def _footer(
+        self, result: pd.DataFrame, before: Sequence[BudgetLine], note: str | None = None
+    ) -> str:
+        """``(N rows; how to read the intervals; what it charged)``.
+
+        What it charged is the session's own note on the statement (``last_note``: each
+        step's stability and cost) when the session keeps one, with what each charged
+        budget has left; else (a remote session) what each budget's spent grew by.
+        """
         rows = len(result)
         parts = [f"{rows} row{'s' if rows != 1 else ''}"]
         if getattr(result, "accuracy", None):
-            parts.append(f"± is the half-width of the {self.level:.0%} interval")
+            parts.append(self._how_to_read(interval_kinds(result, self.level)))
             self.budgets = self.read_budgets()
             earlier = {b.name: b for b in before}
-            charges = []
+            charges, left = [], []
             for budget in self.budgets:
                 was = earlier.get(budget.name)
                 if was is None:
@@ -278,12 +338,29 @@ class Shell:
                 dlt = budget.spent_delta - was.spent_delta
                 if eps or dlt:
                     cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
-                    left = _fmt(budget.remaining_epsilon)
-                    charges.append(f"{cost} to {budget.name} ({left} left)")
-            parts.append(
-                "charged " + "; ".join(charges) if charges else "charged nothing (asked before)"
-            )
+                    remaining = _fmt(budget.remaining_epsilon)
+                    charges.append(f"{cost} to {budget.name} ({remaining} left)")
+                    left.append(f"{budget.name} {remaining} left")
+            if note and note.strip():
+                parts.append(" ".join(note.split()))
+                if left:
+                    parts.append(", ".join(left))
+            else:
+                parts.append(
+                    "charged " + "; ".join(charges) if charges else "charged nothing (asked before)"
+                )
         return "(" + "; ".join(parts) + ")"
+
+    def _how_to_read(self, kinds: set[str]) -> str:
+        """How to read the intervals printed (see :func:`~pinqpy.interfaces.output.symmetric`)."""
+        level = f"{self.level:.0%}"
+        if kinds == {"[]"}:
+            return f"[lo, hi] is the {level} interval"
+        if "[]" in kinds:
+            return (
+                f"± is the half-width of the {level} interval, [lo, hi] the interval where lopsided"
+            )
+        return f"± is the half-width of the {level} interval"
 
     # -- dot-commands -------------------------------------------------------------------
     def command(self, line: str, where: str = "") -> bool:
@@ -297,7 +374,7 @@ class Shell:
             self._print(self.help_text())
             return True
         if name == ".tables":
-            self._print(self._tables_text())
+            self._emit(self._tables_text())
             return True
         if name in (".describe", ".schema"):
             if not arg:
@@ -305,10 +382,18 @@ class Shell:
                 return False
             return self.sql(f"DESCRIBE {quote_identifier(arg)}", where)
         if name == ".budget":
-            self._print(self._budget_text())
+            self._emit(self._budget_text())
             return True
         if name in (".epsilon", ".delta"):
             return self._set_default(name[1:], arg, where)
+        if name == ".mode":
+            return self._set_mode(arg, where)
+        if name == ".output":
+            return self._set_output(arg, where)
+        if name == ".read":
+            return self._read(arg, where)
+        if name == ".bail":
+            return self._set_bail(arg, where)
         self._error(f"unknown command {name}; type .help for the list", where)
         return False
 
@@ -330,6 +415,81 @@ class Shell:
         self._print(f"each query now spends {which} {_fmt(value)}")
         return True
 
+    def _set_mode(self, arg: str, where: str) -> bool:
+        if not arg:
+            self._print(f"results print as {self.mode}")
+            return True
+        mode = arg.lower()
+        if mode not in FORMATS:
+            self._error(f".mode takes one of {', '.join(FORMATS)}, not {arg!r}", where)
+            return False
+        self.mode = mode
+        return True
+
+    def _file_argument(self, command: str, arg: str, where: str) -> str | None:
+        """The one file name a command takes (quoted if it has spaces), or None after an
+        error."""
+        try:
+            words = shlex.split(arg)
+        except ValueError:
+            self._error(f"{command}: unbalanced quotes in {arg!r}", where)
+            return None
+        if len(words) != 1:
+            self._error(f"{command} takes one file name (quote it if it has spaces)", where)
+            return None
+        return words[0]
+
+    def _set_output(self, arg: str, where: str) -> bool:
+        if not arg or arg.strip() in ("stdout", "-"):
+            self.close()
+            return True
+        name = self._file_argument(".output", arg, where)
+        if name is None:
+            return False
+        try:
+            sink = Path(name).expanduser().open("w", encoding="utf-8")
+        except OSError as err:
+            self._error(f".output: cannot write {name!r} ({err.strerror or err})", where)
+            return False
+        self.close()
+        self.sink, self.sink_name = sink, name
+        return True
+
+    def _read(self, arg: str, where: str) -> bool:
+        if not arg:
+            self._error(".read needs a file name: .read FILE", where)
+            return False
+        name = self._file_argument(".read", arg, where)
+        if name is None:
+            return False
+        path = Path(name).expanduser()
+        if len(self._reading) >= self.MAX_READ_DEPTH:
+            self._error(f".read {name}: files read each other too deeply", where)
+            return False
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = getattr(err, "strerror", None) or "not UTF-8 text"
+            self._error(f".read: cannot read {name!r} ({reason})", where)
+            return False
+        self._reading.append(path)
+        try:
+            failures = self.run_text(text, where=lambda p: f"{name} line {p.line}")
+        finally:
+            self._reading.pop()
+        return failures == 0
+
+    def _set_bail(self, arg: str, where: str) -> bool:
+        if not arg:
+            self._print(f"bail is {'on' if self.bail else 'off'}")
+            return True
+        value = arg.lower()
+        if value not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+            self._error(f".bail takes on or off, not {arg!r}", where)
+            return False
+        self.bail = value in ("on", "true", "1", "yes")
+        return True
+
     def help_text(self) -> str:
         """The text of ``.help``."""
         commands = "\n".join(
@@ -345,7 +505,9 @@ class Shell:
             "  SHOW TABLES;  SHOW BUDGET;  DESCRIBE table;\n"
             "Commands:\n"
             f"{commands}\n"
-            "Answers read 'value ± e': e is the half-width of the 95% interval of the noise.\n"
+            "Answers read 'value ± e' (e is the half-width of the 95% interval of the noise), "
+            "or\n'value [lo, hi]' where the interval is not centred on the value.\n"
+            "From the command line: pinqpy shell ... -c SQL (run it and exit), -f FILE, -bail.\n"
             "Tab completes keywords, tables and columns; Alt-Enter runs a statement without ';'."
         )
 

@@ -15,6 +15,9 @@ column they name::
 ('visits', 'user_id')
 >>> parse_assignment("user_id", "--privacy-unit")
 (None, 'user_id')
+
+``--demo-data`` adds the bundled PUMS sample as the private table ``pums`` (see
+:func:`demo_spec`), so every example runs without a file of one's own.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import pandas as pd
 from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.ledger import Ledger
 from pinqpy.api.session import Session
+from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import COLUMN_TYPES
 from pinqpy.interfaces.errors import CliError, one_line
@@ -39,8 +43,11 @@ from pinqpy.interfaces.files import declare_types, open_table, read_table
 from pinqpy.interfaces.state_dir import STATE_ENV, default_ledger_path, ensure_dir
 
 __all__ = [
+    "DEMO_EPSILON",
+    "DEMO_TABLE",
     "LoadedSession",
     "TableSpec",
+    "demo_spec",
     "ledger_budget_name",
     "ledger_path",
     "load_session",
@@ -52,6 +59,9 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+DEMO_TABLE = "pums"  # the name ``pinqpy serve --demo`` gives the same sample
+DEMO_EPSILON = 1.0
 _INT_RE = re.compile(r"[+-]?\d+")
 
 
@@ -84,6 +94,17 @@ def parse_table_spec(text: str, flag: str = "table") -> TableSpec:
     if not stem or not _NAME_RE.fullmatch(stem):
         raise CliError(f"{flag} {text!r}: expected NAME=PATH (a name for the table)", 2)
     return TableSpec(stem, Path(text))
+
+
+def demo_spec() -> TableSpec:
+    """``--demo-data``: the bundled PUMS sample (:data:`pinqpy.demo.PUMS_PATH`) as the table
+    ``pums``, registered with the demo's public bounds (age 0-100, income 0-500,000) and keys
+    (sex, married, race, educ) unless ``--bounds`` / ``--keys`` say otherwise.
+
+    >>> demo_spec().name
+    'pums'
+    """
+    return TableSpec(DEMO_TABLE, Path(PUMS_PATH))
 
 
 def parse_assignment(text: str, flag: str) -> tuple[str | None, str]:
@@ -207,12 +228,21 @@ def ledger_path(args: argparse.Namespace) -> Path | None:
     Laplace answers shrinks the noise by a factor of sqrt(k), so the released values converge
     on the true one. With a ledger the k-th identical query is answered from the ledger's
     cache (the same value, at no charge) and new queries draw down what is left.
+
+    The one exception is ``--demo-data`` alone (no files of one's own, no ``--ledger``): the
+    bundled sample is public data (a public-use Census extract, shipped inside the package),
+    so there is no one to protect and a ledger would only make the documentation's examples
+    stop working after a few runs; its budget starts afresh on every run, and the shell's
+    banner says so. Given with files of one's own, the ledger is kept as usual (for them and
+    the sample).
     """
     if getattr(args, "no_ledger", False):
         return None
     given = getattr(args, "ledger", None)
     if given:
         return Path(given).expanduser()
+    if getattr(args, "demo_data", False) and not args.tables:
+        return None
     path = default_ledger_path()
     try:
         ensure_dir(path.parent)
@@ -315,11 +345,15 @@ def _spelled(value: object) -> str:
 def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> LoadedSession:
     """Load every file named on the command line and register it with its metadata."""
     private = [parse_table_spec(t) for t in args.tables]
+    demo = bool(getattr(args, "demo_data", False))
+    if demo:
+        private.append(demo_spec())
     public = [parse_table_spec(t, "--public") for t in args.public or []]
     names = [s.name for s in [*private, *public]]
     for n in names:
         if names.count(n) > 1:
-            raise CliError(f"table name {n!r} is given twice", 2)
+            also = " (--demo-data names its table pums)" if demo and n == DEMO_TABLE else ""
+            raise CliError(f"table name {n!r} is given twice{also}", 2)
     bounds = [parse_bounds(b) for b in args.bounds or []]
     keys = [parse_keys(k) for k in args.keys or []]
     units = [parse_assignment(u, "--privacy-unit") for u in args.privacy_unit or []]
@@ -331,6 +365,9 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     frames = _open_private(private, engine, schema_texts, declared, stream)
     public_frames = {s.name: read_table(s.path, name=s.name, stream=stream) for s in public}
     meta = _metadata(args, frames, bounds, keys, units, max_rows)
+    if demo:  # the demo's public facts, unless a flag said otherwise
+        meta[DEMO_TABLE]["bounds"] = {**PUMS_BOUNDS, **meta[DEMO_TABLE]["bounds"]}
+        meta[DEMO_TABLE]["keys"] = {**PUMS_KEYS, **meta[DEMO_TABLE]["keys"]}
 
     path = ledger_path(args)
     ledger = None if path is None else _open_ledger(path)

@@ -389,14 +389,30 @@ def _numeric_arg(
     b = rel.expr_bounds(e)
     if b is None:
         if isinstance(e, Column):
-            raise PrivacyError(
-                f"{what} needs bounds for {e.name}: pass bounds=(lo, hi), or declare "
-                f"bounds={{{e.name!r}: (lo, hi)}} on the PrivateFrame; bounds are never read off "
-                "the data"
+            fix = (
+                f"pass bounds=(lo, hi), or declare bounds={{{e.name!r}: (lo, hi)}} on the "
+                "PrivateFrame"
             )
+            raise PrivacyError(
+                f"{what} needs bounds for {e.name}: {fix}; bounds are never read off the data",
+                hints={
+                    "python": fix,
+                    "magic": f"declare bounds={{{e.name!r}: (lo, hi)}} when registering the table",
+                    "shell": f"start the shell with --bounds {e.name}=LO:HI",
+                    "cli": f"pass --bounds {e.name}=LO:HI",
+                },
+            )
+        fix = "pass bounds=(lo, hi), or declare bounds on the columns it is computed from"
         raise PrivacyError(
-            f"{what} needs bounds for {_expr_text(e)}: pass bounds=(lo, hi), or declare bounds "
-            "on the columns it is computed from; bounds are never read off the data"
+            f"{what} needs bounds for {_expr_text(e)}: {fix}; bounds are never read off the data",
+            hints={
+                "python": fix,
+                "magic": "declare bounds on the columns it is computed from when registering "
+                "the table",
+                "shell": "start the shell with --bounds COLUMN=LO:HI for the columns it is "
+                "computed from",
+                "cli": "pass --bounds COLUMN=LO:HI for the columns it is computed from",
+            },
         )
     return e, b
 

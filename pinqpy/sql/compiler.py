@@ -1463,12 +1463,26 @@ class _Compiler:
             return list(found)
         if delta > 0:
             return None  # selected privately at run time (noisy thresholding spends delta)
+        fix = (
+            "declare keys on the table, join a public table of keys, or give the query a "
+            "delta (delta= or OPTIONS (delta = 1e-6))"
+        )
+        col = e.name if isinstance(e, Column) else "COLUMN"
         raise PrivacyError(
             f"GROUP BY {e.to_sql()}: its keys are not public, and reading them off the data "
             "would reveal who is in it. Give the keys inline (GROUP BY "
-            f"{e.to_sql()} IN ('a', 'b')), declare keys on the table, join a public table "
-            "of keys, or give the query a delta (delta= or OPTIONS (delta = 1e-6)) so that "
-            "keys are selected privately"
+            f"{e.to_sql()} IN ('a', 'b')), {fix} so that keys are selected privately",
+            hints={
+                "python": fix,
+                "magic": "declare keys on the table, join a public table of keys, or give "
+                "the query a delta (-d 1e-6 or OPTIONS (delta = 1e-6))",
+                "shell": f"start the shell with --keys {col}=K1,K2,..., join a public table "
+                "of keys (--public NAME=PATH), or give the query a delta (.delta 1e-6 or "
+                "OPTIONS (delta = 1e-6), with a delta budget: --delta D)",
+                "cli": f"pass --keys {col}=K1,K2,..., join a public table of keys (--public "
+                "NAME=PATH), or give the query a delta (--delta-per-query 1e-6 or OPTIONS "
+                "(delta = 1e-6), with a delta budget: --delta D)",
+            },
         )
 
     def prepare(
@@ -1590,10 +1604,22 @@ class _Compiler:
             raise self.syntax(f"{call.name} takes both bounds or neither", call.pos)
         found = derive_bounds(value, frame.bounds)
         if found is None:
+            fix = "declare them for the column when registering the table"
+            if isinstance(value, Column):
+                flag = f"--bounds {value.name}=LO:HI"
+                python = f"bounds={{{value.name!r}: (lo, hi)}}"
+            else:
+                flag = "--bounds COLUMN=LO:HI for the columns it is computed from"
+                python = "bounds={'COLUMN': (lo, hi)}"
             raise PrivacyError(
-                f"{call.name}({value.to_sql()}) needs bounds: declare them for the column when "
-                f"registering the table, or write them inline: {call.name}({value.to_sql()}, "
-                "lo, hi). Bounds are never read off the data"
+                f"{call.name}({value.to_sql()}) needs bounds: {fix}, or write them inline: "
+                f"{call.name}({value.to_sql()}, lo, hi). Bounds are never read off the data",
+                hints={
+                    "python": fix,
+                    "magic": f"declare them when registering the table ({python})",
+                    "shell": f"start the shell with {flag}",
+                    "cli": f"pass {flag}",
+                },
             )
         return found
 
@@ -1679,8 +1705,15 @@ def resolve_budget(
     """The query's total (epsilon, delta), from the arguments or OPTIONS (if both, equal)."""
     eps_opt = options.get("epsilon")
     if epsilon is None and eps_opt is None:
+        fix = "pass epsilon= to sql() or write OPTIONS (epsilon = 0.5)"
         raise PrivacyError(
-            "the query needs an epsilon: pass epsilon= to sql() or write OPTIONS (epsilon = 0.5)"
+            f"the query needs an epsilon: {fix}",
+            hints={
+                "python": fix,
+                "magic": "pass -e E or write OPTIONS (epsilon = 0.5)",
+                "shell": "set .epsilon E or write OPTIONS (epsilon = 0.5)",
+                "cli": "pass --epsilon E or write OPTIONS (epsilon = 0.5)",
+            },
         )
     if epsilon is not None and eps_opt is not None and to_fraction(epsilon) != to_fraction(eps_opt):
         raise PrivacyError("epsilon is given twice, as an argument and in OPTIONS, differently")

@@ -83,6 +83,13 @@ def parse_table(stdout: str) -> tuple[list[str], list[list[str]]]:
 
 
 def value_pm(cell: str) -> tuple[float, float]:
+    """A noisy cell's value and the half-width of its interval: ``value ± half``, or
+    ``value [lo, hi]`` where the interval is lopsided (a mean's often is)."""
+    if "[" in cell:
+        value, _, rest = cell.partition("[")
+        low, high = (float(x) for x in rest.rstrip("]").split(","))
+        assert low <= high
+        return float(value), (high - low) / 2
     value, half = cell.split("±")
     return float(value), float(half)
 

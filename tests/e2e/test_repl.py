@@ -189,7 +189,7 @@ def test_history_is_kept_across_runs(tmp_path: Path, people_csv: Path):
     term.send("\x1b[A")  # the up arrow recalls the last statement of an earlier run
     term.expect(r"mean_age")
     term.send("\r")
-    term.expect(r"mean_age\s*\n-+\n\s*[\d.]+ ± [\d.]+")
+    term.expect(r"mean_age\s*\n-+\n\s*[\d.]+ (± [\d.]+|\[[\d.]+, [\d.]+\])")
     term.send(".quit\r")
     assert term.finish() == 0
 
