@@ -362,8 +362,9 @@ class PinqMagic:
             if cell is not None:
                 raise UsageError(f"%pinq {command} is a line magic: write it without %%")
             try:
-                self.run_command(command, line)
-            except MagicUsageError as err:
+                # {name} works in commands too (%pinq connect {url}), as in a query's options
+                self.run_command(command, substitute(line, self.shell.user_ns))
+            except (MagicUsageError, ParameterError) as err:
                 raise UsageError(str(err)) from None
             return None
 

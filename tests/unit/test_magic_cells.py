@@ -252,6 +252,15 @@ def test_use_is_a_line_magic(shell: Any, ns: dict[str, Any]) -> None:
     assert res.success is False and "line magic" in out.stderr
 
 
+def test_braces_work_in_commands(shell: Any, ns: dict[str, Any]) -> None:
+    ns["which"] = "session"
+    res, out = run(shell, "%pinq use {which}")
+    assert res.success, out.stderr
+    assert shell.magics_manager.magics["line"]["pinq"].chosen == "session"
+    res, out = run(shell, "%pinq use {nowhere}")
+    assert res.success is False and "nowhere" in out.stderr
+
+
 # -- parameters ----------------------------------------------------------------------------
 def test_braces_paste_text(shell: Any, ns: dict[str, Any], pums: pd.DataFrame) -> None:
     ns.update(tbl="people", eps=0.2, cond="age >= 65")
