@@ -320,8 +320,8 @@ class Shell:
         """``(N rows; how to read the intervals; what it charged)``.
 
         What it charged is the session's own note on the statement (``last_note``: each
-        step's stability and cost) when the session keeps one, with what each charged
-        budget has left; else (a remote session) what each budget's spent grew by.
+        step's stability and cost, and what each charged budget has left) when the session
+        keeps one; else (a remote session) what each budget's spent grew by.
         """
         rows = len(result)
         parts = [f"{rows} row{'s' if rows != 1 else ''}"]
@@ -329,7 +329,7 @@ class Shell:
             parts.append(self._how_to_read(interval_kinds(result, self.level)))
             self.budgets = self.read_budgets()
             earlier = {b.name: b for b in before}
-            charges, left = [], []
+            charges = []
             for budget in self.budgets:
                 was = earlier.get(budget.name)
                 if was is None:
@@ -340,11 +340,8 @@ class Shell:
                     cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
                     remaining = _fmt(budget.remaining_epsilon)
                     charges.append(f"{cost} to {budget.name} ({remaining} left)")
-                    left.append(f"{budget.name} {remaining} left")
-            if note and note.strip():
+            if note and note.strip():  # the note names what each budget has left
                 parts.append(" ".join(note.split()))
-                if left:
-                    parts.append(", ".join(left))
             else:
                 parts.append(
                     "charged " + "; ".join(charges) if charges else "charged nothing (asked before)"

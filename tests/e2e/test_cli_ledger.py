@@ -131,8 +131,10 @@ def test_the_shell_and_query_share_the_ledger(people_csv: Path, state: Path) -> 
     assert shell.returncode == 0, shell.stderr
     assert shell.stderr == ""
     # The repeated count came from the ledger; the average spent the shell's default 0.1.
-    assert "charged nothing (asked before)" in shell.stdout
-    assert "charged epsilon 0.1 to people (0.6 left)" in shell.stdout
+    assert "charged nothing: the same query was answered before" in shell.stdout
+    assert (
+        "charged epsilon 0.1 on people: 1 measurement x 0.1 x stability 1; 0.6 left" in shell.stdout
+    )
     assert spent(state / "ledger.db", people_csv) == Fraction(2, 5)
 
 

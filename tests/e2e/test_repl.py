@@ -152,7 +152,7 @@ def test_a_query_shows_its_table_and_quit_exits_cleanly(terminal: Terminal, tmp_
     assert str(tmp_path / "state" / "ledger.db") in banner
     terminal.send("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex;\r")
     start = terminal.mark
-    terminal.expect(r"charged epsilon 0\.1 to people \(0\.9 left\)")
+    terminal.expect(r"charged epsilon 0\.1 on people: [^\n]*; 0\.9 left")
     output = terminal.since(start)
     lines = [line.strip() for line in output.splitlines()]
     header = lines.index(next(line for line in lines if line.startswith("sex")))
@@ -240,9 +240,9 @@ def test_errors_show_a_caret_and_statements_span_lines(terminal: Terminal):
     terminal.send(".epsilon 0.25\r")
     terminal.expect(r"each query now spends epsilon 0\.25")
     terminal.send("SELECT AVG(age) FROM people;\r")
-    terminal.expect(r"charged epsilon 0\.25 to people \(0\.65 left\)")
+    terminal.expect(r"charged epsilon 0\.25 on people: [^\n]*; 0\.65 left")
     terminal.send("SELECT COUNT(*) FROM people OPTIONS (epsilon = 0.05);\r")
-    terminal.expect(r"charged epsilon 0\.05 to people \(0\.6 left\)")
+    terminal.expect(r"charged epsilon 0\.05 on people: [^\n]*; 0\.6 left")
     terminal.send("EXPLAIN SELECT COUNT(*) FROM people WHERE sex = 1;\r")
     terminal.expect(r"Total charge")
     terminal.send("SELECT COUNT(*) FROM people OPTIONS (epsilon = 5);\r")
@@ -299,7 +299,7 @@ def test_piped_script_runs_every_statement_and_fails_if_one_did(people_csv: Path
     out = proc.stdout
     assert "mean_age" in out and "each query now spends epsilon 0.2" in out
     assert "spent_epsilon" in out  # SHOW BUDGET ran after the failure
-    assert re.search(r"charged epsilon 0\.2 to people \(0\.7 left\)", out)
+    assert re.search(r"charged epsilon 0\.2 on people: [^\n]*; 0\.7 left", out)
 
 
 def test_piped_quit_stops_and_all_good_exits_zero(people_csv: Path, tmp_path: Path):

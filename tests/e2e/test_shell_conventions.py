@@ -47,7 +47,7 @@ def test_c_runs_the_statements_and_exits() -> None:
     assert lines[0].strip() == "n"
     value, half = (int(x) for x in COUNT_CELL.match(lines[2]).groups())  # type: ignore[union-attr]
     assert abs(value - 1000) <= 3 * half
-    assert "charged epsilon 0.1 to pums (0.9 left)" in proc.stdout
+    assert "charged epsilon 0.1 on pums: 1 measurement x 0.1 x stability 1; 0.9 left" in proc.stdout
     assert "pinqpy shell:" not in proc.stdout  # no banner
 
 
@@ -56,7 +56,7 @@ def test_without_bail_a_run_goes_on_and_exits_1_at_the_end() -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("error (line 1): unknown column 'nope'")
     assert "private" in proc.stdout  # SHOW TABLES ran after the failure
-    assert "charged epsilon 0.1 to pums" in proc.stdout  # and so did the query
+    assert "charged epsilon 0.1 on pums" in proc.stdout  # and so did the query
 
 
 def test_bail_stops_at_the_first_error_with_status_1() -> None:
@@ -87,10 +87,10 @@ def test_f_runs_a_file_naming_it_in_errors(tmp_path: Path) -> None:
     proc = shell("-f", str(script))
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"error ({script} line 3): unknown column 'agee'")
-    assert proc.stdout.count("charged epsilon 0.1 to pums") == 2
+    assert proc.stdout.count("charged epsilon 0.1 on pums") == 2
     proc = shell("-f", str(script), "-bail")
     assert proc.returncode == 1
-    assert proc.stdout.count("charged epsilon 0.1 to pums") == 1
+    assert proc.stdout.count("charged epsilon 0.1 on pums") == 1
     # '-' reads standard input.
     proc = shell("-f", "-", stdin="SELECT COUNT(*) FROM pums;")
     assert proc.returncode == 0 and "charged" in proc.stdout
@@ -117,7 +117,7 @@ def test_mode_csv_has_interval_columns_and_the_footer_on_stderr() -> None:
         low, n, high = int(row["n_ci_low"]), int(row["n"]), int(row["n_ci_high"])
         assert low < n < high and n - low == high - n
     # What the query spent is still shown, apart from the data.
-    assert "charged epsilon 0.1 to pums (0.9 left)" in proc.stderr
+    assert "charged epsilon 0.1 on pums: " in proc.stderr and "; 0.9 left)" in proc.stderr
 
 
 def test_mode_json_and_the_format_flag() -> None:
@@ -323,7 +323,7 @@ def test_dot_commands_at_a_terminal(tmp_path: Path) -> None:
         term.send(".mode csv\r")
         term.send("SELECT COUNT(*) AS n FROM pums;\r")
         term.expect(r"n,n_ci_low,n_ci_high\n\d+,\d+,\d+")
-        term.expect(r"charged epsilon 0\.1 to pums \(0\.9 left\)")
+        term.expect(r"charged epsilon 0\.1 on pums: [^\n]*; 0\.9 left")
         term.send(".mode markdown\r")
         term.send(f".output {out}\r")
         term.send(f".read {script}\r")
