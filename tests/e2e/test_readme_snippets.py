@@ -111,6 +111,7 @@ def test_bash_block(block: Block, tmp_path: Path) -> None:
     env["PATH"] = str(shim.parent) + os.pathsep + env["PATH"]
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=REPO, env=env,
+        stdin=subprocess.DEVNULL,  # an interactive command reads end of input, and quits
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, f"{block.id}\n{proc.stdout}\n{proc.stderr}"
