@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import weakref
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -67,7 +66,6 @@ class Session:
         self._public: dict[str, pd.DataFrame] = {}
         #: One line on what the last :meth:`sql` statement charged and why (see :meth:`sql`).
         self.last_note: str | None = None
-        _note_session(self)  # the notebook magic answers against the newest session
 
     def _repr_html_(self) -> str:
         return session_html(self)
@@ -448,23 +446,6 @@ def _internal(err: BaseException, query: str) -> PinqSyntaxError:
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name:
         raise PinqError("a table name must be a non-empty string")
-
-
-# -- the newest session ---------------------------------------------------------------------
-# The notebook magic answers against the most recently created Session. Only a weak reference
-# is kept, so a session that is otherwise gone is not kept alive.
-_newest: weakref.ReferenceType[Session] | None = None
-
-
-def _note_session(session: Session) -> None:
-    """Remember ``session`` as the most recently created one (called by ``Session()``)."""
-    global _newest
-    _newest = weakref.ref(session)
-
-
-def newest_session() -> Session | None:
-    """The most recently created Session, while it is still alive; else None."""
-    return _newest() if _newest is not None else None
 
 
 # -- EXPLAIN's row count ----------------------------------------------------------------------

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import flatten
 from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.engines.base import Read
 from pinqpy.engines.registry import executor_for
@@ -29,11 +28,9 @@ from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
 from pinqpy.plan.meta import check_bounds
 from pinqpy.plan.nodes import PyFunc, Source
-from pinqpy.results.accuracy import AccuracyPreview
 
 __all__ = [
     "Prepared",
-    "accuracy",
     "check_eps",
     "prepare_argmax",
     "prepare_count",
@@ -312,60 +309,6 @@ def prepare_argmax(rel: Relation, column: object, candidates: Any, epsilon: obje
     )
     prep.candidates = cands
     return prep
-
-
-def accuracy(
-    rel: Relation,
-    aggregation: str,
-    column: object,
-    *,
-    epsilon: float,
-    level: float,
-    bounds: tuple[float, float] | None,
-    delta: float | None,
-    q: float,
-    n: float | None,
-) -> AccuracyPreview:
-    """How accurate an aggregation would be at ``epsilon``: its mechanism's error bound at
-    ``level`` and what it would charge each budget. Charges nothing and reads nothing
-    private (a public row count, ``public_size``, is read once if a count or mean uses it)."""
-    kind = aggregation.lower()
-    if kind == "count":
-        prep = prepare_count(rel, epsilon, delta, whole=True)
-    elif kind == "sum":
-        if column is None:
-            raise PinqError(f"accuracy({kind!r}) needs a column")
-        prep = prepare_sum(rel, column, epsilon, bounds, delta)
-    elif kind == "mean":
-        if column is None:
-            raise PinqError(f"accuracy({kind!r}) needs a column")
-        prep = prepare_mean(rel, column, epsilon, bounds, delta, whole=True)
-    elif kind in ("median", "quantile"):
-        if column is None:
-            raise PinqError(f"accuracy({kind!r}) needs a column")
-        prep = prepare_quantile(rel, column, 0.5 if kind == "median" else q, epsilon, bounds, None)
-    elif kind in ("variance", "stddev"):
-        if column is None:
-            raise PinqError(f"accuracy({kind!r}) needs a column")
-        prep = prepare_variance(rel, column, epsilon, bounds, delta, stddev=kind == "stddev")
-    else:
-        raise PinqError("accuracy() knows count, sum, mean, median, quantile, variance and stddev")
-    m = prep.mechanism
-    unit = ""
-    if isinstance(m, mech.PublicSizeMeanMechanism):
-        err = m.accuracy(level)  # over the public row count, whatever ``n`` says
-    elif kind == "mean":
-        err = m.accuracy(level, n=n)
-    elif kind in ("median", "quantile"):
-        err, unit = m.accuracy(level), "ranks"
-    else:
-        err = m.accuracy(level)
-    lin = rel.lineage()
-    rel.require_bounded(lin, kind)
-    charge = {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
-    return AccuracyPreview(
-        kind, m.describe(), m.epsilon, float(level), float(err), unit, m.noise_scale, charge
-    )
 
 
 # -- argument checks -------------------------------------------------------------------------

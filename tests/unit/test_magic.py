@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy.api import session as sessions
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
 from pinqpy.interfaces import magic
 
@@ -51,7 +50,6 @@ def session(shell: Any, pums: pd.DataFrame) -> Iterator[pq.Session]:
     budget = pq.Budget(epsilon=1.0)
     s = pq.Session()
     s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
-    sessions._note_session(s)  # as Session.__init__ does
     shell.user_ns.update(s=s, budget=budget)
     the_magic = shell.magics_manager.magics["line"]["pinq"]
     the_magic.chosen = the_magic.sticky = None  # each test starts with no choice made
@@ -138,7 +136,6 @@ def test_session_option_picks_a_named_session(shell: Any, session: Any, pums: An
     s2 = pq.Session()
     s2.register("others", pums, budget=budget2, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
     shell.user_ns.update(s2=s2, budget2=budget2)
-    sessions._note_session(session)  # the default stays the first session
     with pq.testing.no_noise():
         res, out = run(shell, "%%pinq --session s2 -e 0.4\nSELECT COUNT(*) AS n FROM others")
     assert res.success, out.stderr
@@ -171,7 +168,6 @@ def test_default_session_is_the_only_one_in_the_namespace(
     s2 = pq.Session()  # the newest Session, but in no variable: not a candidate
     b2 = pq.Budget(epsilon=1.0)
     s2.register("people", pums.head(10), budget=b2)
-    sessions._note_session(s2)
     with pq.testing.no_noise():
         res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) AS n FROM people")
     assert res.success, out.stderr
@@ -193,21 +189,6 @@ def test_no_session_or_several_is_a_usage_error(shell: Any, session: Any) -> Non
     assert not res.success
     assert "(s, s2)" in out.stderr and "%pinq use NAME" in out.stderr and "-s NAME" in out.stderr
     assert shell.user_ns["budget"].spent.epsilon == 0
-
-
-def test_new_sessions_note_themselves() -> None:
-    s = pq.Session()
-    assert sessions.newest_session() is s
-
-
-def test_noted_session_is_a_weak_reference() -> None:
-    import gc
-
-    s = pq.Session()
-    sessions._note_session(s)
-    del s
-    gc.collect()
-    assert sessions.newest_session() is None
 
 
 # -- epsilon and delta -----------------------------------------------------------------------
@@ -382,7 +363,6 @@ class RemoteStandIn:
         self._session.register(
             "pums", load_pums(), budget=self.budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS
         )
-        sessions._note_session(self._session)  # as if it were not there: see the fixture
         self.closed = False
         self.asked: list[tuple[str, Any, Any]] = []
 
@@ -416,7 +396,6 @@ def servers(
 
     def connect(url: str, token: str | None = None, **kwargs: Any) -> RemoteStandIn:
         remote = RemoteStandIn(url, str(token))
-        sessions._note_session(session)  # the notebook's own session stays the default
         made.append(remote)
         return remote
 
@@ -586,7 +565,6 @@ def test_session_option_takes_a_server_session_variable(
     shell: Any, servers: list[RemoteStandIn], session: Any
 ) -> None:
     remote = RemoteStandIn(URL, TOKEN)
-    sessions._note_session(session)
     shell.user_ns["s2"] = remote
     with pq.testing.no_noise():
         res, out = run(shell, "%%pinq -s s2 -e 0.2\nSELECT COUNT(*) AS n FROM pums")
