@@ -47,6 +47,9 @@ def pums() -> pd.DataFrame:
 @pytest.fixture
 def session(shell: Any, pums: pd.DataFrame) -> Iterator[pq.Session]:
     """A fresh session over PUMS in the user namespace as ``s``, noted as the latest one."""
+    # The InteractiveShell is one per process: drop Sessions other test files left in it.
+    for name in [k for k, v in shell.user_ns.items() if isinstance(v, pq.Session)]:
+        del shell.user_ns[name]
     budget = pq.Budget(epsilon=1.0)
     s = pq.Session()
     s.register("people", pums, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)

@@ -54,6 +54,9 @@ def make_session(frame: pd.DataFrame, epsilon: float = 1.0) -> tuple[pq.Session,
 @pytest.fixture
 def ns(shell: Any, pums: pd.DataFrame) -> Iterator[dict[str, Any]]:
     """The notebook's namespace holding ``session`` over PUMS (budget epsilon 1)."""
+    # The InteractiveShell is one per process: drop Sessions other test files left in it.
+    for name in [k for k, v in shell.user_ns.items() if isinstance(v, pq.Session)]:
+        del shell.user_ns[name]
     s, budget = make_session(pums)
     shell.user_ns.update(session=s, budget=budget)
     the_magic = shell.magics_manager.magics["line"]["pinq"]
