@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -1006,6 +1007,35 @@ class _Compiler:
             if s.order_by
             else None
         )
+        # HAVING and ORDER BY run on the released values, after the charge: check them now
+        # (an unknown function, a type error), so that their refusal spends nothing.
+        released = {f"__m{i}": infer_type(c, frame.schema) for i, c in enumerate(calls)}
+        released.update({f"__k{i}": infer_type(k, frame.schema) for i, k in enumerate(key_exprs)})
+        spelled = {f"__m{i}": c.to_sql() for i, c in enumerate(calls)}
+        spelled.update({f"__k{i}": k.to_sql() for i, k in enumerate(key_exprs)})
+
+        def check_released(e: Expr, written: Expr, clause: str) -> str:
+            try:
+                return check_expression(e, released, text=self.text)
+            except PinqSyntaxError as err:
+                if not re.search(r"__[mk]\d", str(err)):
+                    raise
+                # A fault on a released value: say it in the query's own terms, at the clause.
+                message = re.sub(r"__[mk]\d+", lambda m: spelled[m.group(0)], err.message)
+                raise self.syntax(f"{clause} {written.to_sql()}: {message}", written.pos) from None
+
+        if having is not None:
+            assert s.having is not None
+            ctype = check_released(having, s.having, "HAVING")
+            if ctype not in ("bool", "any"):
+                raise self.syntax(
+                    f"HAVING needs a condition (true or false), but {s.having.to_sql()} is of "
+                    f"type {ctype}; compare it with something, e.g. COUNT(*) > 10",
+                    s.having.pos,
+                )
+        for item, written in zip(order_by or (), s.order_by or (), strict=True):
+            if isinstance(item.expr, Expr):
+                check_released(item.expr, written.expr, "ORDER BY")
         if not calls:
             raise PrivacyError(
                 "the query releases no aggregate: the outermost SELECT needs at least one "
