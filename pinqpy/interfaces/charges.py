@@ -8,11 +8,10 @@ meanwhile: the charge reported is what each budget's spent grew by, as the shell
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from pinqpy.errors import PinqError
-from pinqpy.interfaces.shell import BudgetLine, _fmt
+from pinqpy.interfaces.shell import BudgetLine, charged
 
 __all__ = ["charged", "read_budgets"]
 
@@ -38,19 +37,3 @@ def read_budgets(session: Any) -> list[BudgetLine]:
         ]
     except (PinqError, KeyError, TypeError, ValueError, AttributeError):
         return []
-
-
-def charged(before: Sequence[BudgetLine], after: Sequence[BudgetLine]) -> list[str]:
-    """One ``epsilon E[, delta D] to NAME (R left)`` per budget whose spent grew."""
-    earlier = {b.name: b for b in before}
-    charges = []
-    for budget in after:
-        was = earlier.get(budget.name)
-        if was is None:
-            continue
-        eps = budget.spent_epsilon - was.spent_epsilon
-        dlt = budget.spent_delta - was.spent_delta
-        if eps or dlt:
-            cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
-            charges.append(f"{cost} to {budget.name} ({_fmt(budget.remaining_epsilon)} left)")
-    return charges

@@ -109,6 +109,23 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def charged(before: Sequence[BudgetLine], after: Sequence[BudgetLine]) -> list[str]:
+    """One ``epsilon E[, delta D] to NAME (R left)`` per budget whose spent grew between two
+    readings of ``SHOW BUDGET``."""
+    earlier = {b.name: b for b in before}
+    charges = []
+    for budget in after:
+        was = earlier.get(budget.name)
+        if was is None:
+            continue
+        eps = budget.spent_epsilon - was.spent_epsilon
+        dlt = budget.spent_delta - was.spent_delta
+        if eps or dlt:
+            cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
+            charges.append(f"{cost} to {budget.name} ({_fmt(budget.remaining_epsilon)} left)")
+    return charges
+
+
 def tenth(value: float) -> float:
     """A tenth of ``value``, spelled as a short decimal (0.7 -> 0.07, not 0.06999...).
 
@@ -328,18 +345,7 @@ class Shell:
         if getattr(result, "accuracy", None):
             parts.append(self._how_to_read(interval_kinds(result, self.level)))
             self.budgets = self.read_budgets()
-            earlier = {b.name: b for b in before}
-            charges = []
-            for budget in self.budgets:
-                was = earlier.get(budget.name)
-                if was is None:
-                    continue
-                eps = budget.spent_epsilon - was.spent_epsilon
-                dlt = budget.spent_delta - was.spent_delta
-                if eps or dlt:
-                    cost = f"epsilon {_fmt(eps)}" + (f", delta {_fmt(dlt)}" if dlt else "")
-                    remaining = _fmt(budget.remaining_epsilon)
-                    charges.append(f"{cost} to {budget.name} ({remaining} left)")
+            charges = charged(before, self.budgets)
             if note and note.strip():  # the note names what each budget has left
                 parts.append(" ".join(note.split()))
             else:
