@@ -600,23 +600,55 @@ def _clean_value(x: object, depth: int = 0) -> object:
     return x
 
 
-def _needs_cleaning(s: pd.Series) -> bool:
-    dtype = s.dtype
+def _needs_cleaning(dtype: Any) -> bool:
     if isinstance(dtype, np.dtype) and dtype.kind == "O":
         return True
     if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
         return True
-    return isinstance(dtype, pd.CategoricalDtype) and _needs_cleaning(pd.Series(dtype.categories))
+    return isinstance(dtype, pd.CategoricalDtype) and _needs_cleaning(dtype.categories.dtype)
+
+
+# Values per join in :func:`_valid_strings`: about a megabyte of text at a time, so the check
+# never holds a copy of a large column's text.
+_TEXT_CHUNK = 100_000
+
+
+def _valid_strings(objs: np.ndarray) -> bool:
+    """Whether every value is a ``str`` (or NULL-like) that is valid text, so cleaning would
+    change nothing: an exact check at C speed instead of a Python call per value.
+
+    Joined text is ASCII exactly when every piece is; otherwise its UTF-8 encoding fails
+    exactly when some piece holds a surrogate, the only text :func:`valid_text` changes
+    (Python never merges a surrogate at the end of one piece with one at the start of the
+    next: each stays a separate code point). A join refuses non-strings (TypeError), so a
+    chunk with NULL-like values is joined again without them; anything else (numbers,
+    containers) takes the value-by-value path.
+    """
+    for start in range(0, len(objs), _TEXT_CHUNK):
+        part = objs[start : start + _TEXT_CHUNK]
+        try:
+            text = "".join(part)
+        except TypeError:
+            try:
+                text = "".join(part[~pd.isna(part)])
+            except TypeError:
+                return False
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
 
 
 def clean_text(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every string an engine cannot encode made valid (a new frame; ``df``
     itself when nothing needed it)."""
     fixed: dict[int, pd.Series] = {}
-    for i in range(df.shape[1]):
-        s = df.iloc[:, i]
-        if not _needs_cleaning(s):
+    for i, dtype in enumerate(df.dtypes):
+        if not _needs_cleaning(dtype):  # typed columns (Arrow text too) hold valid text
             continue
+        s = df.iloc[:, i]
         if isinstance(s.dtype, pd.CategoricalDtype):
             cats = s.dtype.categories
             new = [_clean_value(c) for c in cats]
@@ -626,6 +658,8 @@ def clean_text(df: pd.DataFrame) -> pd.DataFrame:
                 ).astype(object)
             continue
         objs = s.to_numpy(dtype=object)
+        if _valid_strings(objs):  # the common case: text columns with nothing to clean
+            continue
         new_objs = [_clean_value(v) for v in objs]
         if any(a is not b for a, b in zip(new_objs, objs, strict=True)):
             arr = np.empty(len(new_objs), dtype=object)

@@ -231,11 +231,21 @@ def _is_hashable(x: object) -> bool:
     return True
 
 
+# What pandas' type inference calls an object array of only these values (NULLs skipped):
+# each kind is a hashable scalar type, so no value needs to be tried one by one.
+_SCALAR_KINDS = frozenset(
+    {"string", "bytes", "integer", "floating", "mixed-integer-float", "boolean", "datetime64"}
+    | {"datetime", "date", "timedelta64", "timedelta", "time", "period", "empty"}
+)
+
+
 def _unhashable(s: pd.Series) -> np.ndarray | None:
     """Where an object column holds a value that cannot be hashed, or None (typed columns and
     columns of hashable values)."""
     if s.dtype != object or len(s) == 0:
         return None
+    if pd.api.types.infer_dtype(s.to_numpy(dtype=object), skipna=True) in _SCALAR_KINDS:
+        return None  # one typed pass at C speed: strings, numbers and the like all hash
     bad = np.fromiter((not _is_hashable(x) for x in s.to_numpy(dtype=object)), bool, len(s))
     return bad if bad.any() else None
 
@@ -569,6 +579,11 @@ class _PlanRunner(PlanVisitor[_Relation]):
         return _Relation(_truncate_per_key(df, node.columns, node.max_rows))
 
 
+def _has_group_index(rel: _Relation, grouping: Grouping) -> bool:
+    memo = batch_memo()
+    return memo is not None and ("pandas-codes", id(rel), grouping) in memo
+
+
 def _group_index(rel: _Relation, grouping: Grouping | None) -> np.ndarray:
     """Per row: the position of its key in ``grouping.keys``, or -1 (not counted).
 
@@ -630,6 +645,12 @@ def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
     key (None, NaN, NA, NaT) matches every NULL value, whatever its spelling."""
     kind = series_type(col)
     plain, null_at = _canonical_keys(keys, kind)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        # The codes are the factorization already: look each category up once. Code -1
+        # (NULL) picks the appended NULL key's position.
+        cats = col.dtype.categories
+        table = _unique_positions(cats, kind, plain, cats.dtype == object)
+        return np.append(table, null_at)[col.cat.codes.to_numpy()]
     bad = _unhashable(col)
     if bad is not None:  # a value that cannot be hashed matches no key, not even NULL
         return np.where(bad, -1, _key_positions(col.where(~bad, None), keys))
@@ -674,15 +695,24 @@ def _multi_key_positions(df: pd.DataFrame, grouping: Grouping) -> np.ndarray:
     return out
 
 
-def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
-    """How many values of ``col`` equal each key (a NULL key counts NULL values), for a
-    numeric, boolean or datetime numpy column."""
-    plain, null_at = _canonical_keys(keys, series_type(col))
+def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray | None:
+    """How many values of ``col`` equal each key (a NULL key counts NULL values), from one
+    hash count of the column and a lookup of its few distinct values among the keys: the
+    work of ``value_counts``, with no per-row key positions. Matching is that of
+    :func:`_key_positions` (each distinct value answers for all its rows). None when the
+    column holds a value that cannot be hashed (the caller then takes the positions path)."""
+    kind = series_type(col)
+    plain, null_at = _canonical_keys(keys, kind)
     out = np.zeros(len(keys), dtype=np.int64)
     if plain:
-        sizes = col.value_counts(sort=False)  # NULL excluded
-        found = sizes.reindex(pd.Index(list(plain)), fill_value=0)
-        out[list(plain.values())] = found.to_numpy(dtype=np.int64)
+        try:
+            sizes = col.value_counts(sort=False)  # NULL excluded
+        except TypeError:
+            return None
+        pos = _unique_positions(sizes.index, kind, plain, col.dtype == object)
+        hit = pos >= 0
+        # Several distinct values can find one key (1 and 1.0 in an untyped column).
+        np.add.at(out, pos[hit], sizes.to_numpy(dtype=np.int64)[hit])
     if null_at >= 0:
         out[null_at] = int(col.isna().sum())
     return out
@@ -758,12 +788,15 @@ class PandasExecutor(Executor):
         rel = self.relation(plan)
         if grouping is None:
             return np.array([rel.row_count()], dtype=np.int64)
-        col = rel.df[grouping.columns[0]]
-        if len(grouping.columns) == 1 and isinstance(col.dtype, np.dtype) and col.dtype != object:
-            # Numbers: a hash count of the column, then the keys looked up among its distinct
-            # values, is fastest. Strings and the rest take the group positions, which the
-            # query's other aggregates then reuse from the batch.
-            return _key_counts(col if rel.mask is None else col[rel.mask], grouping.keys)
+        if len(grouping.columns) == 1 and not _has_group_index(rel, grouping):
+            # One key column: a hash count of the column, then the keys looked up among its
+            # few distinct values, is fastest for every column type (numbers, Arrow and
+            # object strings, categoricals). Positions already found for the query's other
+            # aggregates are reused instead.
+            col = rel.df[grouping.columns[0]]
+            got = _key_counts(col if rel.mask is None else col[rel.mask], grouping.keys)
+            if got is not None:
+                return got
         codes = _group_index(rel, grouping)
         k = _n_groups(grouping)
         return _per_group(np.where(codes < 0, k, codes), k)
@@ -880,8 +913,23 @@ class PandasExecutor(Executor):
     def key_counts(
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
+        rel = self.relation(plan)
+        if len(columns) == 1:
+            # One pass: a hash count of the column (categoricals count their codes).
+            col = rel.df[columns[0]]
+            col = col if rel.mask is None else col[rel.mask]
+            try:
+                sizes = col.value_counts(dropna=False, sort=False)
+            except TypeError:  # a value that cannot be hashed: the general path drops it
+                sizes = None
+            if sizes is not None:
+                n = sizes.to_numpy(dtype=np.int64)
+                # A categorical lists its unused categories too: a key no row holds is
+                # never a candidate.
+                found = n > 0
+                return canonical_key_counts(list(sizes.index[found]), n[found], [series_type(col)])
         # A value that cannot be hashed is no key.
-        df = _drop_unhashable(self.relation(plan).materialize(), columns)
+        df = _drop_unhashable(rel.materialize(list(columns)), columns)
         sizes = df.groupby(list(columns), dropna=False, sort=False).size()
         keys: list[Hashable] = list(sizes.index)
         if len(columns) > 1:
