@@ -44,6 +44,7 @@ from pinqpy.plan.nodes import (
     Source,
     Where,
 )
+from pinqpy.plan.truncation import TruncatedCount, truncated_count
 
 __all__ = ["PandasExecutor"]
 
@@ -343,6 +344,20 @@ def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         nxt, uniques = pd.factorize(df[col], use_na_sentinel=False)
         codes, _ = pd.factorize(codes.astype(np.int64) * len(uniques) + nxt)
     return codes
+
+
+def _rows_per_key(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """How many rows each distinct key of ``columns`` has (in no particular order), grouped
+    as :func:`_codes` groups them."""
+    col = df[columns[0]]
+    if len(columns) == 1 and isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+        # Integer ids (the usual privacy unit): counted by offset from the smallest when
+        # their range is not much wider than the rows, with no hash table at all.
+        v = col.to_numpy()
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo <= 4 * len(v) + 1024:
+            return np.bincount((v - lo).astype(np.intp, copy=False))
+    return np.bincount(_codes(df, columns))
 
 
 def _drop_null_keys(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -785,6 +800,10 @@ class PandasExecutor(Executor):
         return runner.visit(plan)  # type: ignore[no-any-return]
 
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        if grouping is None:
+            shortcut = truncated_count(plan)
+            if shortcut is not None:
+                return np.array([self._truncated_count(shortcut)], dtype=np.int64)
         rel = self.relation(plan)
         if grouping is None:
             return np.array([rel.row_count()], dtype=np.int64)
@@ -800,6 +819,20 @@ class PandasExecutor(Executor):
         codes = _group_index(rel, grouping)
         k = _n_groups(grouping)
         return _per_group(np.where(codes < 0, k, codes), k)
+
+    def _truncated_count(self, t: TruncatedCount) -> int:
+        """The row count of the truncation ``t`` describes, as ``Σ min(rows per key, limit)``
+        over its child, without choosing rows: :mod:`pinqpy.plan.truncation` derives why the
+        released count's distribution is exactly that of counting the chosen rows. Keys
+        follow the truncation's own rules (:func:`_truncate_per_key`): NULL keys dropped when
+        ``t.drop_null`` and otherwise one key, values that cannot be hashed dropped."""
+        df = self.relation(t.child).materialize(list(t.columns))
+        if t.drop_null:
+            df = _drop_null_keys(df, t.columns)
+        df = _drop_unhashable(df, t.columns)
+        if len(df) == 0:
+            return 0
+        return int(np.minimum(_rows_per_key(df, t.columns), t.limit).sum())
 
     def _values(
         self, rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc
