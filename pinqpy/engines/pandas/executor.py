@@ -155,6 +155,30 @@ def _integer_sum(
     return np.array([float(got[0])]), np.array([got[1]], dtype=np.int64)
 
 
+def _integer_group_sums(
+    rel: _Relation, grouping: Grouping, value: Expr | PyFunc, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per group: the clamped sum of a stored int64 column with integer bounds, and the row
+    count; None when it does not apply.
+
+    Every partial sum of ``n`` clamped values is an integer of magnitude at most
+    ``n * max(|lo|, |hi|)``; below ``2**53`` the float64 accumulator of ``np.bincount``
+    holds each one exactly, so the sums are exact with no fixed-point grid."""
+    if not isinstance(value, Column) or value.name not in rel.df.columns:
+        return None
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        return None
+    series = rel.df[value.name]
+    if series.dtype != np.dtype("int64") or max(len(series), 1) * max(abs(lo), abs(hi)) >= 2**53:
+        return None
+    k = _n_groups(grouping)
+    codes = _group_index(rel, grouping)
+    codes = np.where(codes < 0, k, codes)
+    clipped = _clip(series.to_numpy(), int(lo), int(hi))
+    sums = np.bincount(codes, weights=clipped, minlength=k + 1)[:k]
+    return sums, _per_group(codes, k)
+
+
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
@@ -666,6 +690,8 @@ def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
         cats = col.dtype.categories
         table = _unique_positions(cats, kind, plain, cats.dtype == object)
         return np.append(table, null_at)[col.cat.codes.to_numpy()]
+    if kind == "str" and _is_arrow_text(col.dtype):
+        return _arrow_key_positions(col, plain, null_at)
     bad = _unhashable(col)
     if bad is not None:  # a value that cannot be hashed matches no key, not even NULL
         return np.where(bad, -1, _key_positions(col.where(~bad, None), keys))
@@ -674,6 +700,29 @@ def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
     row_codes, uniques = pd.factorize(col)  # every NULL-like value is code -1
     table = _unique_positions(uniques, kind, plain, col.dtype == object)
     return np.append(table, null_at)[row_codes]
+
+
+def _is_arrow_text(dtype: Any) -> bool:
+    """Text stored as Arrow strings: pandas 3's default ``str`` or ``string[pyarrow]``."""
+    return isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"
+
+
+def _arrow_key_positions(col: pd.Series, plain: dict[Any, int], null_at: int) -> np.ndarray:
+    """:func:`_key_positions` for Arrow text: Arrow looks every row up among the listed
+    (canonical, exact) strings, which is faster than factorizing the column first."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = np.full(len(col), -1, dtype=np.int64)
+    if plain:
+        text = col.array.__arrow_array__()
+        found = pc.index_in(text, value_set=pa.array(list(plain), type=text.type))
+        # Unlisted and NULL values find nothing (NULL); they take the slot past the keys.
+        where = np.array([*plain.values(), -1], dtype=np.int64)
+        out = where[pc.fill_null(found, len(plain)).to_numpy()]
+    if null_at >= 0:
+        out[col.isna().to_numpy()] = null_at
+    return out
 
 
 def _multi_key_positions(df: pd.DataFrame, grouping: Grouping) -> np.ndarray:
@@ -716,14 +765,13 @@ def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray | None
     work of ``value_counts``, with no per-row key positions. Matching is that of
     :func:`_key_positions` (each distinct value answers for all its rows). None when the
     column holds a value that cannot be hashed (the caller then takes the positions path)."""
+    if _unhashable(col) is not None:
+        return None
     kind = series_type(col)
     plain, null_at = _canonical_keys(keys, kind)
     out = np.zeros(len(keys), dtype=np.int64)
     if plain:
-        try:
-            sizes = col.value_counts(sort=False)  # NULL excluded
-        except TypeError:
-            return None
+        sizes = col.value_counts(sort=False)  # NULL excluded
         pos = _unique_positions(sizes.index, kind, plain, col.dtype == object)
         hit = pos >= 0
         # Several distinct values can find one key (1 and 1.0 in an untyped column).
@@ -864,6 +912,10 @@ class PandasExecutor(Executor):
         exact = _integer_sum(rel, grouping, value, lo, hi)
         if exact is not None:
             return exact
+        if grouping is not None:
+            grouped = _integer_group_sums(rel, grouping, value, lo, hi)
+            if grouped is not None:
+                return grouped
         vals, codes = self._values(rel, grouping, value)
         # clip also sends +-inf to the bounds, so they count like any other value.
         clipped = _clip(vals, lo, hi)
@@ -947,21 +999,17 @@ class PandasExecutor(Executor):
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
         rel = self.relation(plan)
-        if len(columns) == 1:
+        col = rel.df[columns[0]]
+        # A value that cannot be hashed is no key: the general path below drops it.
+        if len(columns) == 1 and _unhashable(col) is None:
             # One pass: a hash count of the column (categoricals count their codes).
-            col = rel.df[columns[0]]
             col = col if rel.mask is None else col[rel.mask]
-            try:
-                sizes = col.value_counts(dropna=False, sort=False)
-            except TypeError:  # a value that cannot be hashed: the general path drops it
-                sizes = None
-            if sizes is not None:
-                n = sizes.to_numpy(dtype=np.int64)
-                # A categorical lists its unused categories too: a key no row holds is
-                # never a candidate.
-                found = n > 0
-                return canonical_key_counts(list(sizes.index[found]), n[found], [series_type(col)])
-        # A value that cannot be hashed is no key.
+            sizes = col.value_counts(dropna=False, sort=False)
+            n = sizes.to_numpy(dtype=np.int64)
+            # A categorical lists its unused categories too: a key no row holds is never a
+            # candidate.
+            found = n > 0
+            return canonical_key_counts(list(sizes.index[found]), n[found], [series_type(col)])
         df = _drop_unhashable(rel.materialize(list(columns)), columns)
         sizes = df.groupby(list(columns), dropna=False, sort=False).size()
         keys: list[Hashable] = list(sizes.index)
