@@ -275,6 +275,26 @@ def _unhashable(s: pd.Series) -> np.ndarray | None:
     return bad if bad.any() else None
 
 
+def _all_hashable(uniques: Any) -> bool:
+    """Whether every distinct value pandas found in a column can be hashed. pandas' hash
+    tables accept some values Python cannot hash (equal lists form one entry), but such a
+    value only ever shares an entry with values equal to it, so its entry's representative
+    cannot be hashed either: checking the few distinct values finds them all."""
+    if not isinstance(uniques, np.ndarray) or uniques.dtype != object:
+        return True
+    return all(_is_hashable(u) for u in uniques)
+
+
+def _hash_counts(col: pd.Series, dropna: bool) -> pd.Series | None:
+    """``col.value_counts`` (unsorted), or None when the column holds a value that cannot be
+    hashed (the caller then takes a path that drops such values)."""
+    try:
+        sizes = col.value_counts(sort=False, dropna=dropna)
+    except (TypeError, ValueError):
+        return None
+    return sizes if _all_hashable(sizes.index.to_numpy()) else None
+
+
 def _unhashable_rows(df: pd.DataFrame, columns: Any) -> np.ndarray | None:
     out: np.ndarray | None = None
     for c in columns:
@@ -692,12 +712,17 @@ def _key_positions(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray:
         return np.append(table, null_at)[col.cat.codes.to_numpy()]
     if kind == "str" and _is_arrow_text(col.dtype):
         return _arrow_key_positions(col, plain, null_at)
-    bad = _unhashable(col)
-    if bad is not None:  # a value that cannot be hashed matches no key, not even NULL
-        return np.where(bad, -1, _key_positions(col.where(~bad, None), keys))
     # Look up each distinct value once: much faster than a lookup per row (string columns
     # above all), with the same matching, since every row shares its distinct value's answer.
-    row_codes, uniques = pd.factorize(col)  # every NULL-like value is code -1
+    try:
+        row_codes, uniques = pd.factorize(col)  # every NULL-like value is code -1
+    except (TypeError, ValueError):
+        uniques = None
+    if uniques is None or not _all_hashable(uniques):
+        bad = _unhashable(col)
+        if bad is not None:  # a value that cannot be hashed matches no key, not even NULL
+            return np.where(bad, -1, _key_positions(col.where(~bad, None), keys))
+        row_codes, uniques = pd.factorize(col)
     table = _unique_positions(uniques, kind, plain, col.dtype == object)
     return np.append(table, null_at)[row_codes]
 
@@ -765,13 +790,13 @@ def _key_counts(col: pd.Series, keys: tuple[Hashable, ...]) -> np.ndarray | None
     work of ``value_counts``, with no per-row key positions. Matching is that of
     :func:`_key_positions` (each distinct value answers for all its rows). None when the
     column holds a value that cannot be hashed (the caller then takes the positions path)."""
-    if _unhashable(col) is not None:
-        return None
     kind = series_type(col)
     plain, null_at = _canonical_keys(keys, kind)
     out = np.zeros(len(keys), dtype=np.int64)
     if plain:
-        sizes = col.value_counts(sort=False)  # NULL excluded
+        sizes = _hash_counts(col, dropna=True)  # NULL excluded
+        if sizes is None:
+            return None
         pos = _unique_positions(sizes.index, kind, plain, col.dtype == object)
         hit = pos >= 0
         # Several distinct values can find one key (1 and 1.0 in an untyped column).
@@ -999,12 +1024,14 @@ class PandasExecutor(Executor):
         self, plan: PlanNode, columns: tuple[str, ...]
     ) -> tuple[list[Hashable], np.ndarray]:
         rel = self.relation(plan)
-        col = rel.df[columns[0]]
-        # A value that cannot be hashed is no key: the general path below drops it.
-        if len(columns) == 1 and _unhashable(col) is None:
-            # One pass: a hash count of the column (categoricals count their codes).
+        sizes = None
+        if len(columns) == 1:
+            # One pass: a hash count of the column (categoricals count their codes). A
+            # value that cannot be hashed is no key: the general path below drops it.
+            col = rel.df[columns[0]]
             col = col if rel.mask is None else col[rel.mask]
-            sizes = col.value_counts(dropna=False, sort=False)
+            sizes = _hash_counts(col, dropna=False)
+        if sizes is not None:
             n = sizes.to_numpy(dtype=np.int64)
             # A categorical lists its unused categories too: a key no row holds is never a
             # candidate.
