@@ -64,6 +64,7 @@ from pinqpy.plan.nodes import (
     PyFunc,
     Source,
 )
+from pinqpy.plan.truncation import truncated_count
 
 __all__ = ["DuckDBExecutor"]
 
@@ -741,6 +742,12 @@ class DuckDBExecutor(Executor):
         hit = prefetched("count", plan, grouping)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
+        tc = truncated_count(plan) if grouping is None else None
+        if tc is not None:
+            # Without choosing rows: the same released distribution (see
+            # pinqpy.plan.truncation and CtePlanSql.truncated_count).
+            p = self._translation()
+            return np.array([int(self._fetch(p.truncated_count(tc))[0][0])], dtype=np.int64)
         rows, k = self._grouped(plan, grouping, None, lambda v, kind: ["COUNT(*)"])
         return _count_rows(rows, k)
 

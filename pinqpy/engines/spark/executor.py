@@ -102,6 +102,7 @@ from pinqpy.plan.nodes import (
     PyFunc,
     Source,
 )
+from pinqpy.plan.truncation import truncated_count
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -649,6 +650,13 @@ class SparkExecutor(Executor):
         hit = prefetched("count", plan, grouping)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
+        tc = truncated_count(plan) if grouping is None else None
+        if tc is not None:
+            # Without choosing rows: the same released distribution (see
+            # pinqpy.plan.truncation and CtePlanSql.truncated_count).
+            with self._call("counting rows") as (call, p):
+                n = call.collect(p.truncated_count(tc))[0][0]
+            return np.array([int(n)], dtype=np.int64)
         counts: np.ndarray = self._aggregates("counting rows", plan, grouping, [("count",)])[0]
         return counts
 

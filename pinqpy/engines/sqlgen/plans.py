@@ -44,6 +44,7 @@ from pinqpy.plan.nodes import (
     Where,
     walk,
 )
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = [
     "Col",
@@ -417,6 +418,28 @@ class CtePlanSql(PlanVisitor[R]):
             f"WHERE __pinq_rank < {int(limit)}"
         )
         return self.add(sql, cols, [child], True)
+
+    def truncated_count(self, tc: TruncatedCount) -> str:
+        """A query of one row, one column: the row count of the truncation ``tc`` describes,
+        ``Σ min(rows per key, limit)``, computed from per-key row counts without choosing
+        rows. The count of the materialised truncation is exactly this number whatever rows
+        the salt keeps, and its noise does not depend on the data, so the released
+        distribution and the charge are those of counting the truncation (derivation:
+        :mod:`pinqpy.plan.truncation`). Keys are grouped as :meth:`truncate` partitions them:
+        normalized first (NaN is NULL), by the engine's equality of values (a GROUP BY and a
+        window's PARTITION BY agree), rows whose key is NULL dropped with ``drop_null`` and
+        otherwise one key."""
+        child = self.normalized(self.visit(tc.child), tc.columns)
+        part = ", ".join(self.d.ident(c) for c in tc.columns)
+        keep = ""
+        if tc.drop_null:
+            keep = " WHERE " + " AND ".join(f"{self.d.ident(c)} IS NOT NULL" for c in tc.columns)
+        inner = f"SELECT COUNT(*) AS __pinq_n FROM {self.name(child)}{keep} GROUP BY {part}"
+        limit = self.d.int_lit(int(tc.limit))
+        return self.query(
+            f"SELECT COALESCE(SUM(LEAST(__pinq_n, {limit})), 0) FROM ({inner}) AS __pinq_c",
+            child,
+        )
 
     def merge(
         self,
