@@ -249,6 +249,9 @@ def _rows_frame(
 
 
 _INLINE_ROWS = 5000
+# Key columns grouped before they are matched to the listed keys (DuckDBExecutor._keyed):
+# the kinds whose key tables have the column's own type.
+_PLAIN_KEYS = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
 
 
 def _rows_sql(
@@ -574,6 +577,12 @@ class DuckDBExecutor(Executor):
             src = f"(SELECT *, {v.sql} AS __pinq_v FROM {lets.source(rel, [v.sql])}) AS r"
         with contextlib.ExitStack() as stack:
             gi = "0"
+            if grouping is not None and staged is None and extra is None:
+                keyed = self._keyed(p, rel, grouping, src, keep, aggs("r.__pinq_v", kind), stack)
+                if keyed == "":
+                    return [], k
+                if keyed is not None:
+                    return self._fetch(p.query(keyed, rel)), k
             if grouping is not None:
                 join = self._group_join(p, rel, grouping, stack)
                 if join is None:
@@ -603,6 +612,65 @@ class DuckDBExecutor(Executor):
             )
             sql = f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}"
             return self._fetch(p.query(sql, rel)), k
+
+    def _keyed(
+        self,
+        p: _PlanSql,
+        rel: str,
+        grouping: Grouping,
+        src: str,
+        keep: str,
+        aggs: Sequence[str],
+        stack: contextlib.ExitStack,
+    ) -> str | None:
+        """The query of ``aggs`` per listed key over the rows ``src`` (``keep``: its WHERE
+        clause or ""), as rows (key position, aggs...), computed as DuckDB computes a plain
+        GROUP BY: the rows are grouped by the key columns' values, then the few groups are
+        joined to the listed keys. "" when no key can match; None when the keys are too many
+        or of types this does not handle (the caller then joins every row to the keys).
+
+        The groups are the classes of the values under the columns' equality, and the keys
+        are compared to them with that equality (``IS NOT DISTINCT FROM``, keys typed as the
+        columns: VARCHAR, BIGINT, DOUBLE, BOOLEAN), so a row is counted for a key exactly
+        when it equals the key, as in the per-row join: each key meets at most one group,
+        and keys equal to each other were merged into the first (``column_key_rows``). The
+        rows are first filtered by each column's listed values (``IN``, and ``IS NULL`` where
+        a key is NULL), which drops only rows no key can match, so that the groups are no
+        more than the keys' values whatever the column's other values."""
+        cols = list(grouping.columns)
+        types = dict(p.schema(rel))
+        kinds = p.kinds(rel)
+        ckinds = [kinds[c] for c in cols]
+        if any(types[c].upper() != _PLAIN_KEYS.get(kinds[c]) for c in cols):
+            return None
+        rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
+        if not rows:
+            return ""
+        if len(rows) > _INLINE_ROWS:
+            return None
+        values = [p.value(rel, c, "r.") for c in cols]
+        conds = []
+        for j, (v, kind) in enumerate(zip(values, ckinds, strict=True)):
+            listed = {r[j + 1] for r in rows}
+            ors = []
+            if listed - {None}:
+                lits = sorted(_key_literal(x, kind) for x in listed - {None})
+                ors.append(f"{v} IN ({', '.join(lits)})")
+            if None in listed:
+                ors.append(f"{v} IS NULL")
+            conds.append("(" + " OR ".join(ors) + ")")
+        where = (keep + " AND " if keep else " WHERE ") + " AND ".join(conds)
+        ks = [f"__pinq_k{j}" for j in range(len(cols))]
+        named = [f"{a} AS __pinq_a{i}" for i, a in enumerate(aggs)]
+        keyed = [f"{v} AS {kk}" for v, kk in zip(values, ks, strict=True)]
+        inner = f"SELECT {', '.join(keyed + named)} FROM {src}{where} GROUP BY {', '.join(ks)}"
+        keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
+        on = " AND ".join(
+            f"a.{kk} IS NOT DISTINCT FROM g.{DUCKDB.ident(c)}"
+            for kk, c in zip(ks, cols, strict=True)
+        )
+        outs = ", ".join(f"a.__pinq_a{i}" for i in range(len(aggs)))
+        return f"SELECT g.{_GI} AS __pinq_gi, {outs} FROM ({inner}) AS a JOIN {keys} AS g ON {on}"
 
     def _group_join(
         self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
@@ -684,6 +752,15 @@ class DuckDBExecutor(Executor):
         with contextlib.ExitStack() as stack:
             gi, join, group_by = "0", "", ""
             if grouping is not None:
+                listed = [*items, *nan_items]
+                keyed = self._keyed(p, rel, grouping, src, "", listed, stack)
+                if keyed == "":
+                    return [], k, False
+                if keyed is not None:
+                    rows = self._fetch(p.query(keyed, rel))
+                    n = 1 + len(items)
+                    nans = any(any(row[n:]) for row in rows)
+                    return [row[:n] for row in rows], k, nans
                 join = self._group_join(p, rel, grouping, stack)  # type: ignore[assignment]
                 gi, group_by = f"g.{_GI}", " GROUP BY __pinq_gi"
             if join is None:
