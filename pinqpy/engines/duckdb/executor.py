@@ -167,11 +167,29 @@ class _PlanSql(CtePlanSql[str]):
                 if not u.startswith("DECIMAL"):
                     nan.add(c)
             elif u.startswith("ENUM"):
-                casts.append(f"CAST({q} AS VARCHAR) AS {q}")
-                t = "VARCHAR"
+                # Kept as stored (grouped and filtered by its codes, several times faster
+                # than text) and read as VARCHAR wherever a value is read (stored_read).
+                nan.add(c)
             schema.append((c, t))
         star = f"* REPLACE ({', '.join(casts)})" if casts else "*"
         return self._add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
+
+    def stored_read(self, col: Col, q: str) -> str:
+        """A stored ENUM column is read as its text (VARCHAR), as everywhere else in pinqpy:
+        expressions, comparisons, joins and set operations see only strings, never the
+        enum's order or codes. A stored float column: NaN as NULL."""
+        if _is_enum(col.dtype):
+            return f"CAST({q} AS VARCHAR)"
+        return super().stored_read(col, q)
+
+    def read_col(self, col: Col) -> Col:
+        if _is_enum(col.dtype):
+            return Col(col.name, "str", "VARCHAR")
+        return super().read_col(col)
+
+    def concat_ready(self, rel: str) -> str:
+        # Enums of different values do not concatenate: the text does.
+        return self.normalized(rel, [c.name for c in self.columns(rel) if _is_enum(c.dtype)])
 
     def public(self, data: Any) -> str:
         return self._add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
@@ -186,6 +204,10 @@ class _PlanSql(CtePlanSql[str]):
     def set_column(self, a: Col, b: Col) -> Col | None:
         # Columns of the same names and types keep them; otherwise DuckDB decides.
         return a if a.dtype == b.dtype else Col(a.name, a.kind)
+
+
+def _is_enum(dtype: object) -> bool:
+    return isinstance(dtype, str) and dtype.upper().startswith("ENUM")
 
 
 def _key_literal(v: object, kind: str) -> str:
@@ -406,7 +428,12 @@ def _value(
 ) -> _Value:
     """``value`` as pandas' numeric view: a DOUBLE of kind "float" (with ``ints``, an integer
     value stays BIGINT of kind "int"); with ``as_stored``, the value as translated."""
-    if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
+    if (
+        isinstance(value, Column)
+        and not as_stored
+        and value.name in p.nan(rel)
+        and p.kinds(rel)[value.name] == "float"
+    ):
         col = DUCKDB.ident(value.name)
         return _Value(col, "float", nan_col=col)
     v = p.value_expr(value, rel, lets, "an aggregation")
@@ -641,14 +668,17 @@ class DuckDBExecutor(Executor):
         types = dict(p.schema(rel))
         kinds = p.kinds(rel)
         ckinds = [kinds[c] for c in cols]
-        if any(types[c].upper() != _PLAIN_KEYS.get(kinds[c]) for c in cols):
+        stored = p.nan(rel)
+        enums = {c for c in cols if c in stored and _is_enum(types[c])}
+        if any(c not in enums and types[c].upper() != _PLAIN_KEYS.get(kinds[c]) for c in cols):
             return None
         rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
         if not rows:
             return ""
         if len(rows) > _INLINE_ROWS:
             return None
-        values = [p.value(rel, c, "r.") for c in cols]
+        # An enum is grouped by its codes and read as text in the join, on the groups.
+        values = [f"r.{DUCKDB.ident(c)}" if c in enums else p.value(rel, c, "r.") for c in cols]
         conds = []
         for j, (v, kind) in enumerate(zip(values, ckinds, strict=True)):
             listed = {r[j + 1] for r in rows}
@@ -666,7 +696,8 @@ class DuckDBExecutor(Executor):
         inner = f"SELECT {', '.join(keyed + named)} FROM {src}{where} GROUP BY {', '.join(ks)}"
         keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
         on = " AND ".join(
-            f"a.{kk} IS NOT DISTINCT FROM g.{DUCKDB.ident(c)}"
+            f"{f'CAST(a.{kk} AS VARCHAR)' if c in enums else f'a.{kk}'} "
+            f"IS NOT DISTINCT FROM g.{DUCKDB.ident(c)}"
             for kk, c in zip(ks, cols, strict=True)
         )
         outs = ", ".join(f"a.__pinq_a{i}" for i in range(len(aggs)))
@@ -935,11 +966,18 @@ class DuckDBExecutor(Executor):
     ) -> tuple[list[Hashable], np.ndarray]:
         p = self._translation()
         rel = p.visit(plan)
-        cols = ", ".join(f"{p.value(rel, c)} AS {DUCKDB.ident(c)}" for c in columns)
-        order = ", ".join(f"{DUCKDB.ident(c)} ASC NULLS LAST" for c in columns)
-        rows = self._fetch(
-            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}", rel)
+        # One GROUP BY of the values as stored (an enum by its codes, a float with its NaN);
+        # the few groups are read as pinqpy reads them afterwards, and groups that read
+        # alike (NaN and NULL) are merged by canonical_key_counts, which also orders them.
+        ks = [f"__pinq_k{j}" for j in range(len(columns))]
+        grouped = ", ".join(f"{DUCKDB.ident(c)} AS {k}" for c, k in zip(columns, ks, strict=True))
+        inner = f"SELECT {grouped}, COUNT(*) AS __pinq_n FROM {rel} GROUP BY ALL"
+        by_name = {c.name: c for c in p.columns(rel)}
+        reads = ", ".join(
+            p.stored_read(by_name[c], k) if by_name[c].nan else k
+            for c, k in zip(columns, ks, strict=True)
         )
+        rows = self._fetch(p.query(f"SELECT {reads}, __pinq_n FROM ({inner}) AS __pinq_c", rel))
         if len(columns) == 1:
             keys: list[Hashable] = [r[0] for r in rows]
         else:
