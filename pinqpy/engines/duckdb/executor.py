@@ -762,7 +762,7 @@ class DuckDBExecutor(Executor):
             if r.kind == "count":
                 items.append("COUNT(*)")
                 continue
-            ints = r.kind == "sum" and _integral(r.lo) and _integral(r.hi)
+            ints = _integral(r.lo) and _integral(r.hi)
             v = _value(p, rel, r.value, lets, ints=ints)  # type: ignore[arg-type]
             sqls.append((i, v.sql))
             when = ""
@@ -886,8 +886,14 @@ class DuckDBExecutor(Executor):
         hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
+        # An integer value stays BIGINT for integer bounds: _lattice_aggs then sums it as an
+        # integer where that is exact (and converts it as a DOUBLE would be otherwise).
         rows, k = self._grouped(
-            plan, grouping, value, lambda v, kind: _lattice_aggs(v, kind, lo, hi, "", squares)
+            plan,
+            grouping,
+            value,
+            lambda v, kind: _lattice_aggs(v, kind, lo, hi, "", squares),
+            ints=_integral(lo) and _integral(hi),
         )
         return _lattice_rows(rows, k)
 
