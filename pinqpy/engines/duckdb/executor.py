@@ -83,6 +83,8 @@ class _PlanSql(CtePlanSql[str]):
     lists such columns in ``nan``. Expressions read them as NULL; nodes that compare or
     group whole values normalize them; plain filters and projections pass them through, so
     an aggregate of a stored column pays for no normalization (it skips NaN instead).
+    ENUM columns are kept as stored too and read as their text (VARCHAR) the same way, so a
+    GROUP BY or a filter on one works on its codes and only the few groups are converted.
     """
 
     d = DUCKDB
