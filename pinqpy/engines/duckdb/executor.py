@@ -64,6 +64,7 @@ from pinqpy.plan.nodes import (
     PyFunc,
     Source,
 )
+from pinqpy.plan.truncation import truncated_count
 
 __all__ = ["DuckDBExecutor"]
 
@@ -82,6 +83,8 @@ class _PlanSql(CtePlanSql[str]):
     lists such columns in ``nan``. Expressions read them as NULL; nodes that compare or
     group whole values normalize them; plain filters and projections pass them through, so
     an aggregate of a stored column pays for no normalization (it skips NaN instead).
+    ENUM columns are kept as stored too and read as their text (VARCHAR) the same way, so a
+    GROUP BY or a filter on one works on its codes and only the few groups are converted.
     """
 
     d = DUCKDB
@@ -166,11 +169,29 @@ class _PlanSql(CtePlanSql[str]):
                 if not u.startswith("DECIMAL"):
                     nan.add(c)
             elif u.startswith("ENUM"):
-                casts.append(f"CAST({q} AS VARCHAR) AS {q}")
-                t = "VARCHAR"
+                # Kept as stored (grouped and filtered by its codes, several times faster
+                # than text) and read as VARCHAR wherever a value is read (stored_read).
+                nan.add(c)
             schema.append((c, t))
         star = f"* REPLACE ({', '.join(casts)})" if casts else "*"
         return self._add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
+
+    def stored_read(self, col: Col, q: str) -> str:
+        """A stored ENUM column is read as its text (VARCHAR), as everywhere else in pinqpy:
+        expressions, comparisons, joins and set operations see only strings, never the
+        enum's order or codes. A stored float column: NaN as NULL."""
+        if _is_enum(col.dtype):
+            return f"CAST({q} AS VARCHAR)"
+        return super().stored_read(col, q)
+
+    def read_col(self, col: Col) -> Col:
+        if _is_enum(col.dtype):
+            return Col(col.name, "str", "VARCHAR")
+        return super().read_col(col)
+
+    def concat_ready(self, rel: str) -> str:
+        # Enums of different values do not concatenate: the text does.
+        return self.normalized(rel, [c.name for c in self.columns(rel) if _is_enum(c.dtype)])
 
     def public(self, data: Any) -> str:
         return self._add(f"SELECT * FROM {self.ex._table(data)}", self.ex._table_schema(data))
@@ -185,6 +206,10 @@ class _PlanSql(CtePlanSql[str]):
     def set_column(self, a: Col, b: Col) -> Col | None:
         # Columns of the same names and types keep them; otherwise DuckDB decides.
         return a if a.dtype == b.dtype else Col(a.name, a.kind)
+
+
+def _is_enum(dtype: object) -> bool:
+    return isinstance(dtype, str) and dtype.upper().startswith("ENUM")
 
 
 def _key_literal(v: object, kind: str) -> str:
@@ -248,6 +273,9 @@ def _rows_frame(
 
 
 _INLINE_ROWS = 5000
+# Key columns grouped before they are matched to the listed keys (DuckDBExecutor._keyed):
+# the kinds whose key tables have the column's own type.
+_PLAIN_KEYS = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
 
 
 def _rows_sql(
@@ -402,7 +430,12 @@ def _value(
 ) -> _Value:
     """``value`` as pandas' numeric view: a DOUBLE of kind "float" (with ``ints``, an integer
     value stays BIGINT of kind "int"); with ``as_stored``, the value as translated."""
-    if isinstance(value, Column) and not as_stored and value.name in p.nan(rel):
+    if (
+        isinstance(value, Column)
+        and not as_stored
+        and value.name in p.nan(rel)
+        and p.kinds(rel)[value.name] == "float"
+    ):
         col = DUCKDB.ident(value.name)
         return _Value(col, "float", nan_col=col)
     v = p.value_expr(value, rel, lets, "an aggregation")
@@ -573,6 +606,12 @@ class DuckDBExecutor(Executor):
             src = f"(SELECT *, {v.sql} AS __pinq_v FROM {lets.source(rel, [v.sql])}) AS r"
         with contextlib.ExitStack() as stack:
             gi = "0"
+            if grouping is not None and staged is None and extra is None:
+                keyed = self._keyed(p, rel, grouping, src, keep, aggs("r.__pinq_v", kind), stack)
+                if keyed == "":
+                    return [], k
+                if keyed is not None:
+                    return self._fetch(p.query(keyed, rel)), k
             if grouping is not None:
                 join = self._group_join(p, rel, grouping, stack)
                 if join is None:
@@ -602,6 +641,69 @@ class DuckDBExecutor(Executor):
             )
             sql = f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}"
             return self._fetch(p.query(sql, rel)), k
+
+    def _keyed(
+        self,
+        p: _PlanSql,
+        rel: str,
+        grouping: Grouping,
+        src: str,
+        keep: str,
+        aggs: Sequence[str],
+        stack: contextlib.ExitStack,
+    ) -> str | None:
+        """The query of ``aggs`` per listed key over the rows ``src`` (``keep``: its WHERE
+        clause or ""), as rows (key position, aggs...), computed as DuckDB computes a plain
+        GROUP BY: the rows are grouped by the key columns' values, then the few groups are
+        joined to the listed keys. "" when no key can match; None when the keys are too many
+        or of types this does not handle (the caller then joins every row to the keys).
+
+        The groups are the classes of the values under the columns' equality, and the keys
+        are compared to them with that equality (``IS NOT DISTINCT FROM``, keys typed as the
+        columns: VARCHAR, BIGINT, DOUBLE, BOOLEAN), so a row is counted for a key exactly
+        when it equals the key, as in the per-row join: each key meets at most one group,
+        and keys equal to each other were merged into the first (``column_key_rows``). The
+        rows are first filtered by each column's listed values (``IN``, and ``IS NULL`` where
+        a key is NULL), which drops only rows no key can match, so that the groups are no
+        more than the keys' values whatever the column's other values."""
+        cols = list(grouping.columns)
+        types = dict(p.schema(rel))
+        kinds = p.kinds(rel)
+        ckinds = [kinds[c] for c in cols]
+        stored = p.nan(rel)
+        enums = {c for c in cols if c in stored and _is_enum(types[c])}
+        if any(c not in enums and types[c].upper() != _PLAIN_KEYS.get(kinds[c]) for c in cols):
+            return None
+        rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
+        if not rows:
+            return ""
+        if len(rows) > _INLINE_ROWS:
+            return None
+        # An enum is grouped by its codes and read as text in the join, on the groups.
+        values = [f"r.{DUCKDB.ident(c)}" if c in enums else p.value(rel, c, "r.") for c in cols]
+        conds = []
+        for j, (v, kind) in enumerate(zip(values, ckinds, strict=True)):
+            listed = {r[j + 1] for r in rows}
+            ors = []
+            if listed - {None}:
+                lits = sorted(_key_literal(x, kind) for x in listed - {None})
+                ors.append(f"{v} IN ({', '.join(lits)})")
+            if None in listed:
+                ors.append(f"{v} IS NULL")
+            conds.append("(" + " OR ".join(ors) + ")")
+        where = (keep + " AND " if keep else " WHERE ") + " AND ".join(conds)
+        ks = [f"__pinq_k{j}" for j in range(len(cols))]
+        named = [f"{a} AS __pinq_a{i}" for i, a in enumerate(aggs)]
+        keyed = [f"{v} AS {kk}" for v, kk in zip(values, ks, strict=True)]
+        inner = f"SELECT {', '.join(keyed + named)} FROM {src}{where} GROUP BY {', '.join(ks)}"
+        keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
+        on = " AND ".join(
+            f"{f'CAST(a.{kk} AS VARCHAR)' if c in enums else f'a.{kk}'} "
+            f"IS NOT DISTINCT FROM g.{DUCKDB.ident(c)}"
+            for kk, c in zip(ks, cols, strict=True)
+        )
+        outs = ", ".join(f"a.__pinq_a{i}" for i in range(len(aggs)))
+        return f"SELECT g.{_GI} AS __pinq_gi, {outs} FROM ({inner}) AS a JOIN {keys} AS g ON {on}"
 
     def _group_join(
         self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
@@ -662,7 +764,7 @@ class DuckDBExecutor(Executor):
             if r.kind == "count":
                 items.append("COUNT(*)")
                 continue
-            ints = r.kind == "sum" and _integral(r.lo) and _integral(r.hi)
+            ints = _integral(r.lo) and _integral(r.hi)
             v = _value(p, rel, r.value, lets, ints=ints)  # type: ignore[arg-type]
             sqls.append((i, v.sql))
             when = ""
@@ -683,6 +785,15 @@ class DuckDBExecutor(Executor):
         with contextlib.ExitStack() as stack:
             gi, join, group_by = "0", "", ""
             if grouping is not None:
+                listed = [*items, *nan_items]
+                keyed = self._keyed(p, rel, grouping, src, "", listed, stack)
+                if keyed == "":
+                    return [], k, False
+                if keyed is not None:
+                    rows = self._fetch(p.query(keyed, rel))
+                    n = 1 + len(items)
+                    nans = any(any(row[n:]) for row in rows)
+                    return [row[:n] for row in rows], k, nans
                 join = self._group_join(p, rel, grouping, stack)  # type: ignore[assignment]
                 gi, group_by = f"g.{_GI}", " GROUP BY __pinq_gi"
             if join is None:
@@ -741,6 +852,12 @@ class DuckDBExecutor(Executor):
         hit = prefetched("count", plan, grouping)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
+        tc = truncated_count(plan) if grouping is None else None
+        if tc is not None:
+            # Without choosing rows: the same released distribution (see
+            # pinqpy.plan.truncation and CtePlanSql.truncated_count).
+            p = self._translation()
+            return np.array([int(self._fetch(p.truncated_count(tc))[0][0])], dtype=np.int64)
         rows, k = self._grouped(plan, grouping, None, lambda v, kind: ["COUNT(*)"])
         return _count_rows(rows, k)
 
@@ -771,8 +888,14 @@ class DuckDBExecutor(Executor):
         hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
+        # An integer value stays BIGINT for integer bounds: _lattice_aggs then sums it as an
+        # integer where that is exact (and converts it as a DOUBLE would be otherwise).
         rows, k = self._grouped(
-            plan, grouping, value, lambda v, kind: _lattice_aggs(v, kind, lo, hi, "", squares)
+            plan,
+            grouping,
+            value,
+            lambda v, kind: _lattice_aggs(v, kind, lo, hi, "", squares),
+            ints=_integral(lo) and _integral(hi),
         )
         return _lattice_rows(rows, k)
 
@@ -851,11 +974,18 @@ class DuckDBExecutor(Executor):
     ) -> tuple[list[Hashable], np.ndarray]:
         p = self._translation()
         rel = p.visit(plan)
-        cols = ", ".join(f"{p.value(rel, c)} AS {DUCKDB.ident(c)}" for c in columns)
-        order = ", ".join(f"{DUCKDB.ident(c)} ASC NULLS LAST" for c in columns)
-        rows = self._fetch(
-            p.query(f"SELECT {cols}, COUNT(*) FROM {rel} GROUP BY ALL ORDER BY {order}", rel)
+        # One GROUP BY of the values as stored (an enum by its codes, a float with its NaN);
+        # the few groups are read as pinqpy reads them afterwards, and groups that read
+        # alike (NaN and NULL) are merged by canonical_key_counts, which also orders them.
+        ks = [f"__pinq_k{j}" for j in range(len(columns))]
+        grouped = ", ".join(f"{DUCKDB.ident(c)} AS {k}" for c, k in zip(columns, ks, strict=True))
+        inner = f"SELECT {grouped}, COUNT(*) AS __pinq_n FROM {rel} GROUP BY ALL"
+        by_name = {c.name: c for c in p.columns(rel)}
+        reads = ", ".join(
+            p.stored_read(by_name[c], k) if by_name[c].nan else k
+            for c, k in zip(columns, ks, strict=True)
         )
+        rows = self._fetch(p.query(f"SELECT {reads}, __pinq_n FROM ({inner}) AS __pinq_c", rel))
         if len(columns) == 1:
             keys: list[Hashable] = [r[0] for r in rows]
         else:

@@ -298,7 +298,8 @@ class ExprSql:
     """Translates one expression over a relation with known column kinds.
 
     ``nan``: stored float columns whose NaN reads as NULL (an engine that normalizes its
-    sources has none).
+    sources has none); ``reads`` may give another reading of a stored column (SQL with ``{}``
+    for the column).
     """
 
     def __init__(
@@ -307,11 +308,13 @@ class ExprSql:
         kinds: dict[str, str],
         lets: Lets,
         nan: frozenset[str] = frozenset(),
+        reads: dict[str, str] | None = None,
     ) -> None:
         self.d = dialect
         self.kinds = kinds
         self.lets = lets
         self.nan = nan
+        self.reads = reads or {}
         self.unchecked = False  # whether only the engine can tell if the SQL is valid
         # Sub-expressions written more than once (k-means' distances) are translated once
         # and computed once, as lets (where the dialect shares repeats).
@@ -403,7 +406,8 @@ class ExprSql:
             raise PinqSyntaxError(f"unknown column '{e.name}'")
         q = self.d.ident(key)
         if key in self.nan:
-            return S(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)", self.kinds[key])
+            read = self.reads.get(key, "(CASE WHEN isnan({}) THEN NULL ELSE {} END)")
+            return S(read.replace("{}", q), self.kinds[key])
         return S(q, self.kinds[key])
 
     # -- coercions ------------------------------------------------------------------------

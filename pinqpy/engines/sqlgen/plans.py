@@ -44,6 +44,7 @@ from pinqpy.plan.nodes import (
     Where,
     walk,
 )
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = [
     "Col",
@@ -135,9 +136,10 @@ def key_match(
 @dataclass(frozen=True)
 class Col:
     """A column of a translated relation: its pinqpy kind, the engine's type where known
-    (``dtype``, None when only the engine can tell), and ``nan``, whether it is a stored float
-    column whose NaN means NULL (read as NULL by expressions, made NULL by nodes that compare
-    or group whole values)."""
+    (``dtype``, None when only the engine can tell), and ``nan``, whether it is a stored
+    column read through a conversion: a float column whose NaN means NULL (read as NULL by
+    expressions, made NULL by nodes that compare or group whole values), or a column of a
+    type the engine reads as another (:meth:`CtePlanSql.stored_read`), converted alike."""
 
     name: str
     kind: str
@@ -217,7 +219,9 @@ class CtePlanSql(PlanVisitor[R]):
         new ones)."""
         lets = lets if lets is not None else Lets(self.d)
         kinds = {c.name: c.kind for c in self.columns(rel)}
-        t = ExprSql(self.d, kinds, lets, self.nan(rel))
+        nan = self.nan(rel)
+        reads = {c.name: self.stored_read(c, "{}") for c in self.columns(rel) if c.name in nan}
+        t = ExprSql(self.d, kinds, lets, nan, reads)
         self._translators.append(t)
         return t, lets
 
@@ -238,10 +242,21 @@ class CtePlanSql(PlanVisitor[R]):
         """The columns of ``rel`` whose NaN means NULL."""
         return frozenset(c.name for c in self.columns(rel) if c.nan)
 
+    def stored_read(self, col: Col, q: str) -> str:
+        """How a stored column ``col`` (``nan``) is read, ``q`` its SQL: NaN as NULL. An
+        engine may keep other columns as stored, read through another conversion."""
+        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)"
+
+    def read_col(self, col: Col) -> Col:
+        """The column :meth:`stored_read` makes of a stored column."""
+        return replace(col, nan=False)
+
     def value(self, rel: R, col: str, qual: str = "") -> str:
         """A column of ``rel`` as pinqpy reads it (NaN as NULL)."""
         q = qual + self.d.ident(col)
-        return f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)" if col in self.nan(rel) else q
+        if col not in self.nan(rel):
+            return q
+        return self.stored_read(next(c for c in self.columns(rel) if c.name == col), q)
 
     def normalized(self, rel: R, columns: Sequence[str] | None = None) -> R:
         """``rel`` with NaN made NULL in ``columns`` (default: all)."""
@@ -256,8 +271,13 @@ class CtePlanSql(PlanVisitor[R]):
             else self.d.ident(c.name)
             for c in cols
         ]
-        out = [replace(c, nan=False) if c.name in todo else c for c in cols]
+        out = [self.read_col(c) if c.name in todo else c for c in cols]
         return self.add(f"SELECT {', '.join(items)} FROM {self.name(rel)}", out, [rel], True)
+
+    def concat_ready(self, rel: R) -> R:
+        """``rel`` with the stored columns converted that a concatenation cannot keep (none:
+        NaN stays, read as NULL later)."""
+        return rel
 
     def made(self, v: S, name: str, child: Sequence[Col]) -> Col:
         """The column an expression ``v`` of a projection makes."""
@@ -347,7 +367,7 @@ class CtePlanSql(PlanVisitor[R]):
         for c in node.columns:
             v, q = self.value(child, c), self.d.ident(c)
             items.append(q if v == q else f"{v} AS {q}")
-        cols = [replace(by_name[c], nan=False) for c in node.columns]
+        cols = [self.read_col(by_name[c]) if by_name[c].nan else by_name[c] for c in node.columns]
         sql = f"SELECT DISTINCT {', '.join(items)} FROM {self.name(child)}"
         return self.add(sql, cols, [child], True)
 
@@ -417,6 +437,28 @@ class CtePlanSql(PlanVisitor[R]):
             f"WHERE __pinq_rank < {int(limit)}"
         )
         return self.add(sql, cols, [child], True)
+
+    def truncated_count(self, tc: TruncatedCount) -> str:
+        """A query of one row, one column: the row count of the truncation ``tc`` describes,
+        ``Σ min(rows per key, limit)``, computed from per-key row counts without choosing
+        rows. The count of the materialised truncation is exactly this number whatever rows
+        the salt keeps, and its noise does not depend on the data, so the released
+        distribution and the charge are those of counting the truncation (derivation:
+        :mod:`pinqpy.plan.truncation`). Keys are grouped as :meth:`truncate` partitions them:
+        normalized first (NaN is NULL), by the engine's equality of values (a GROUP BY and a
+        window's PARTITION BY agree), rows whose key is NULL dropped with ``drop_null`` and
+        otherwise one key."""
+        child = self.normalized(self.visit(tc.child), tc.columns)
+        part = ", ".join(self.d.ident(c) for c in tc.columns)
+        keep = ""
+        if tc.drop_null:
+            keep = " WHERE " + " AND ".join(f"{self.d.ident(c)} IS NOT NULL" for c in tc.columns)
+        inner = f"SELECT COUNT(*) AS __pinq_n FROM {self.name(child)}{keep} GROUP BY {part}"
+        limit = self.d.int_lit(int(tc.limit))
+        return self.query(
+            f"SELECT COALESCE(SUM(LEAST(__pinq_n, {limit})), 0) FROM ({inner}) AS __pinq_c",
+            child,
+        )
 
     def merge(
         self,
@@ -517,6 +559,8 @@ class CtePlanSql(PlanVisitor[R]):
             # These compare whole rows: NaN must be NULL first. (Concatenated rows are kept
             # as they are, so NaN may stay; it is read as NULL later.)
             left, right = self.normalized(left), self.normalized(right)
+        else:
+            left, right = self.concat_ready(left), self.concat_ready(right)
         lcols = self.columns(left)
         rcols = {c.name: c for c in self.columns(right)}
         out: list[Col | None] = []
