@@ -40,6 +40,10 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+# Measure the pinqpy of this checkout (the commit the report names), not whichever one is
+# installed: a script's own folder, not the repository root, is first on sys.path.
+if (HERE.parent / "pinqpy").is_dir() and str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
 ENGINES = ("pandas", "duckdb", "spark")
 DATASETS = ("generated", "pums")
 EPS = 1.0
