@@ -510,7 +510,8 @@ WORKLOADS = [
     ),
     Workload(
         "user_count",
-        f"user-level count (`bound_contributions({MAX_ROWS})`, ~10 rows/user)",
+        f"user-level count (`bound_contributions({MAX_ROWS})`, ~10 rows/user; "
+        f"raw: Σ min(rows, {MAX_ROWS}) per user)",
         lambda c: (
             c.frame(budget(), privacy_unit="pid")
             .bound_contributions(max_rows=MAX_ROWS)
