@@ -86,13 +86,13 @@ def test_the_shortcut_chooses_no_rows_and_charges_the_same(
 ) -> None:
     df = pd.DataFrame({"u": [1, 1, 1, 2], "x": [1, 2, 3, 4]})
     chosen: list[int] = []
-    real = pandas_executor._truncate_per_key
+    real = pandas_executor._truncation_mask
 
     def spy(*a: Any, **k: Any) -> Any:
         chosen.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(pandas_executor, "_truncate_per_key", spy)
+    monkeypatch.setattr(pandas_executor, "_truncation_mask", spy)
     short_budget, full_budget = pq.Budget(epsilon=10), pq.Budget(epsilon=10)
     short = pq.PrivateFrame(df, short_budget, privacy_unit="u").bound_contributions(max_rows=2)
     full = pq.PrivateFrame(df, full_budget, privacy_unit="u").bound_contributions(max_rows=2)

@@ -381,6 +381,22 @@ def _first_rows(df: pd.DataFrame) -> np.ndarray:
 
 def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
     """Dense integer codes per distinct key (NULL keys form their own group)."""
+    col = df[columns[0]]
+    if (
+        len(columns) == 1
+        and len(col)
+        and isinstance(col.dtype, np.dtype)
+        and col.dtype.kind in "iu"
+    ):
+        # Integer ids (the usual privacy unit) in a range not much wider than the rows: each
+        # id's rank among the ids present, with no hash table at all.
+        v = col.to_numpy()
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo <= 4 * len(v) + 1024:
+            offset = (v - lo).astype(np.intp, copy=False)
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[offset] = True
+            return (np.cumsum(present) - 1)[offset]
     codes, _ = pd.factorize(df[columns[0]], use_na_sentinel=False)
     # Several columns: pair the codes column by column (each pairing < n², so int64 holds it)
     # and re-factorize; a MultiIndex of tuples takes about ten times as long.
@@ -413,12 +429,39 @@ def _drop_null_keys(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return df if keep.all() else df.loc[keep].reset_index(drop=True)
 
 
+def _truncation_mask(
+    df: pd.DataFrame, columns: tuple[str, ...], limit: int, drop_null: bool
+) -> np.ndarray:
+    """Which rows a truncation to ``limit`` rows per key of ``columns`` keeps: per key, the
+    rows of lowest salted-hash priority. Rows whose key cannot be hashed are no key's, and
+    with ``drop_null`` rows whose key is NULL belong to no one: neither is kept.
+
+    A mask instead of a copy: the kept rows are read later only in the columns a query
+    uses. The priorities are those of the eligible rows alone (a row's priority depends on
+    its own values and the salt only), so the rows kept are the same either way."""
+    ok = np.ones(len(df), dtype=bool)
+    if drop_null:
+        ok &= df[list(columns)].notna().all(axis=1).to_numpy()
+    bad = _unhashable_rows(df, columns)
+    if bad is not None:
+        ok &= ~bad
+    mask = np.zeros(len(df), dtype=bool)
+    if not ok.any():
+        return mask
+    if ok.all():
+        keep = _keep_first_per_group(_codes(df, columns), _random_priorities(df), limit)
+    else:
+        rows = np.flatnonzero(ok)
+        sub = df.take(rows)
+        keep = rows[_keep_first_per_group(_codes(sub, columns), _random_priorities(sub), limit)]
+    mask[keep] = True
+    return mask
+
+
 def _truncate_per_key(df: pd.DataFrame, columns: tuple[str, ...], limit: int) -> pd.DataFrame:
-    df = _drop_unhashable(df, columns)
-    if len(df) == 0:
-        return df
-    keep = _keep_first_per_group(_codes(df, columns), _random_priorities(df), limit)
-    return df.take(keep).reset_index(drop=True)
+    """The rows of :func:`_truncation_mask` (a NULL key is one key), as a frame."""
+    mask = _truncation_mask(df, columns, limit, drop_null=False)
+    return df.loc[mask].reset_index(drop=True)
 
 
 def _bound_groups(
@@ -622,8 +665,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_bound_contributions(self, node: BoundContributions) -> _Relation:
         # A row whose unit is NULL belongs to no known person: it is dropped.
-        df = _drop_null_keys(self.visit(node.child).materialize(), (node.unit,))
-        return _Relation(_truncate_per_key(df, (node.unit,), node.max_rows))
+        df = self.visit(node.child).materialize()
+        return _Relation(df, _truncation_mask(df, (node.unit,), node.max_rows, drop_null=True))
 
     def visit_bound_groups(self, node: BoundGroups) -> _Relation:
         # As bound_contributions: a row whose unit is NULL belongs to no known person.
@@ -635,7 +678,7 @@ class _PlanRunner(PlanVisitor[_Relation]):
     def visit_bound_degree(self, node: BoundDegree) -> _Relation:
         # A NULL key is one key, as in a bounded join's truncation.
         df = self.visit(node.child).materialize()
-        return _Relation(_truncate_per_key(df, node.columns, node.max_rows))
+        return _Relation(df, _truncation_mask(df, node.columns, node.max_rows, drop_null=False))
 
 
 def _has_group_index(rel: _Relation, grouping: Grouping) -> bool:
