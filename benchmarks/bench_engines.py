@@ -406,6 +406,11 @@ def spark_median(ctx: Any) -> float:
     return float(ctx.read().select(F.median("income")).collect()[0][0])
 
 
+def per_user(ctx: Ctx) -> Any:
+    """The user-level frame of the user_* workloads: at most MAX_ROWS rows per user."""
+    return ctx.frame(budget(), privacy_unit="pid").bound_contributions(max_rows=MAX_ROWS)
+
+
 CLAMP = f"LEAST(GREATEST(income, {INCOME[0]}), {INCOME[1]})"
 IN_KEYS = ", ".join(map(str, AGE_KEYS))
 
@@ -512,11 +517,7 @@ WORKLOADS = [
         "user_count",
         f"user-level count (`bound_contributions({MAX_ROWS})`, ~10 rows/user; "
         f"raw: Σ min(rows, {MAX_ROWS}) per user)",
-        lambda c: (
-            c.frame(budget(), privacy_unit="pid")
-            .bound_contributions(max_rows=MAX_ROWS)
-            .count(epsilon=EPS)
-        ),
+        lambda c: per_user(c).count(epsilon=EPS),
         {
             # The count after truncation does not depend on which rows are kept: it is
             # the sum over users of min(rows, 5), one GROUP BY pid in every engine.
@@ -534,11 +535,7 @@ WORKLOADS = [
         "user_sum",
         f"user-level sum (`bound_contributions({MAX_ROWS})`, `income` bounds; "
         f"raw: {MAX_ROWS} random rows per user)",
-        lambda c: (
-            c.frame(budget(), privacy_unit="pid")
-            .bound_contributions(max_rows=MAX_ROWS)
-            .sum("income", epsilon=EPS, bounds=INCOME)
-        ),
+        lambda c: per_user(c).sum("income", epsilon=EPS, bounds=INCOME),
         {
             # A sum depends on which rows are kept: keep at most 5 random rows per user.
             "pandas": pandas_truncated_sum,
