@@ -122,6 +122,17 @@ def _clip(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.minimum(out, hi, out=out)
 
 
+def _stored_int64(rel: _Relation, value: Expr | PyFunc, lo: float, hi: float) -> pd.Series | None:
+    """The stored int64 column ``value`` names, when the bounds are integers too (the exact
+    integer sums below apply); otherwise None."""
+    if not isinstance(value, Column) or value.name not in rel.df.columns:
+        return None
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        return None
+    series = rel.df[value.name]
+    return series if series.dtype == np.dtype("int64") else None
+
+
 def _integer_total(
     rel: _Relation, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
 ) -> tuple[int, int] | None:
@@ -130,12 +141,8 @@ def _integer_total(
 
     While ``n * max(|lo|, |hi|) < 2**63`` no partial sum overflows ``int64``, so the sum,
     taken without a float copy of the column, is exact."""
-    if grouping is not None or not isinstance(value, Column):
-        return None
-    if not (float(lo).is_integer() and float(hi).is_integer()):
-        return None
-    series = rel.df[value.name] if value.name in rel.df.columns else None
-    if series is None or series.dtype != np.dtype("int64"):
+    series = _stored_int64(rel, value, lo, hi)
+    if grouping is not None or series is None:
         return None
     vals = series.to_numpy()
     if rel.mask is not None:
@@ -164,12 +171,8 @@ def _integer_group_sums(
     Every partial sum of ``n`` clamped values is an integer of magnitude at most
     ``n * max(|lo|, |hi|)``; below ``2**53`` the float64 accumulator of ``np.bincount``
     holds each one exactly, so the sums are exact with no fixed-point grid."""
-    if not isinstance(value, Column) or value.name not in rel.df.columns:
-        return None
-    if not (float(lo).is_integer() and float(hi).is_integer()):
-        return None
-    series = rel.df[value.name]
-    if series.dtype != np.dtype("int64") or max(len(series), 1) * max(abs(lo), abs(hi)) >= 2**53:
+    series = _stored_int64(rel, value, lo, hi)
+    if series is None or max(len(series), 1) * max(abs(lo), abs(hi)) >= 2**53:
         return None
     k = _n_groups(grouping)
     codes = _group_index(rel, grouping)
@@ -409,14 +412,6 @@ def _codes(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
 def _rows_per_key(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
     """How many rows each distinct key of ``columns`` has (in no particular order), grouped
     as :func:`_codes` groups them."""
-    col = df[columns[0]]
-    if len(columns) == 1 and isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
-        # Integer ids (the usual privacy unit): counted by offset from the smallest when
-        # their range is not much wider than the rows, with no hash table at all.
-        v = col.to_numpy()
-        lo, hi = int(v.min()), int(v.max())
-        if hi - lo <= 4 * len(v) + 1024:
-            return np.bincount((v - lo).astype(np.intp, copy=False))
     return np.bincount(_codes(df, columns))
 
 
