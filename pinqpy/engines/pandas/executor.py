@@ -18,11 +18,11 @@ import pandas as pd
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import NO_MATCH, Executor, LatticeSums, canonical_key, canonical_key_counts
 from pinqpy.engines.buckets import grid_bucket_counts, uniform_grid
+from pinqpy.engines.pandas.priorities import RowPriorities, keep_lowest, row_hashes
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.expr.types import series_type
-from pinqpy.noise import source as _noise
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
@@ -180,69 +180,6 @@ def _integer_group_sums(
     clipped = _clip(series.to_numpy(), int(lo), int(hi))
     sums = np.bincount(codes, weights=clipped, minlength=k + 1)[:k]
     return sums, _per_group(codes, k)
-
-
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, a bijection of uint64 whose every output bit depends on every
-    input bit (numpy's uint64 arithmetic wraps, as the finalizer needs)."""
-    x = x ^ (x >> np.uint64(30))
-    x *= _MIX1
-    x ^= x >> np.uint64(27)
-    x *= _MIX2
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _random_priorities(df: pd.DataFrame) -> np.ndarray:
-    """A random priority per row that depends only on the row's own values and a fresh salt.
-
-    Truncation keeps the lowest-priority rows of each key. Because a row's priority does not
-    depend on any other row, which rows one unit keeps is unaffected by other units arriving
-    or leaving: that is what makes truncation stable.
-
-    ``hash_pandas_object`` uses its ``hash_key`` for text only: numbers hash the same under
-    every key. So the row's hash is keyed again, for every column type, by two rounds of
-    XOR with a fresh 64-bit salt and splitmix64's mixing; which of a key's rows are kept
-    then changes with every salt, numbers or not.
-    """
-    salt = _noise.current_source().bytes(24)
-    s1 = np.uint64(int.from_bytes(salt[8:16], "little"))
-    s2 = np.uint64(int.from_bytes(salt[16:24], "little"))
-    try:
-        hashed = pd.util.hash_pandas_object(df, index=False, hash_key=salt[:8].hex())
-    except TypeError:
-        # Unhashable cells (lists): fall back to independent draws, which are just as private
-        # but not a function of the row.
-        return _noise.current_source().uint64(len(df))
-    h = hashed.to_numpy(dtype=np.uint64)
-    return _mix64(_mix64(h ^ s1) ^ s2)
-
-
-def _keep_first_per_group(codes: np.ndarray, priority: np.ndarray, limit: int) -> np.ndarray:
-    """Sorted positions of the ``limit`` rows of lowest priority within each code.
-
-    One sort of a packed uint64 key (code in the high bits, the priority's top bits below)
-    orders rows by group, then priority; that is several times faster than a lexsort.
-    """
-    n = len(codes)
-    if n == 0:
-        return np.arange(0)
-    bits = max(1, int(codes.max()).bit_length())
-    key = (codes.astype(np.uint64) << np.uint64(64 - bits)) | (priority >> np.uint64(bits))
-    order = np.argsort(key)
-    sorted_codes = codes[order]
-    starts = np.empty(n, dtype=bool)
-    starts[0] = True
-    np.not_equal(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
-    start_pos = np.where(starts, np.arange(n), 0)
-    np.maximum.accumulate(start_pos, out=start_pos)
-    keep = order[(np.arange(n) - start_pos) < limit]
-    keep.sort()
-    return keep
 
 
 # -- values that cannot be keys -----------------------------------------------------------
@@ -428,7 +365,7 @@ def _truncation_mask(
     df: pd.DataFrame, columns: tuple[str, ...], limit: int, drop_null: bool
 ) -> np.ndarray:
     """Which rows a truncation to ``limit`` rows per key of ``columns`` keeps: per key, the
-    rows of lowest salted-hash priority. Rows whose key cannot be hashed are no key's, and
+    rows of lowest priority (:mod:`.priorities`). Rows whose key cannot be hashed are no key's, and
     with ``drop_null`` rows whose key is NULL belong to no one: neither is kept.
 
     A mask instead of a copy: the kept rows are read later only in the columns a query
@@ -444,11 +381,12 @@ def _truncation_mask(
     if not ok.any():
         return mask
     if ok.all():
-        keep = _keep_first_per_group(_codes(df, columns), _random_priorities(df), limit)
+        keep = keep_lowest(_codes(df, columns), RowPriorities(df), limit)
     else:
         rows = np.flatnonzero(ok)
-        sub = df.take(rows)
-        keep = rows[_keep_first_per_group(_codes(sub, columns), _random_priorities(sub), limit)]
+        keep = rows[
+            keep_lowest(_codes(df.take(rows), columns), RowPriorities(df.take(rows)), limit)
+        ]
     mask[keep] = True
     return mask
 
@@ -476,17 +414,18 @@ def _bound_groups(
     codes = _codes(df, pairs)
     n_groups = int(codes.max()) + 1
     group_prio = np.full(n_groups, np.iinfo(np.uint64).max, dtype=np.uint64)
-    np.minimum.at(group_prio, codes, _random_priorities(df[list(pairs)]))
+    # Every row of a group has the same (unit, by) values, so the same hash of them.
+    np.minimum.at(group_prio, codes, row_hashes(df[list(pairs)]))
     group_unit = np.empty(n_groups, dtype=np.int64)
     group_unit[codes] = _codes(df, (unit,))
     kept = np.zeros(n_groups, dtype=bool)
-    kept[_keep_first_per_group(group_unit, group_prio, max_groups)] = True
+    kept[keep_lowest(group_unit, group_prio, max_groups)] = True
     rows = kept[codes]
     if not rows.all():
         df, codes = df.loc[rows].reset_index(drop=True), codes[rows]
     if per_group is None or len(df) == 0:
         return df
-    keep = _keep_first_per_group(codes, _random_priorities(df), per_group)
+    keep = keep_lowest(codes, RowPriorities(df), per_group)
     return df.take(keep).reset_index(drop=True)
 
 

@@ -1,0 +1,194 @@
+"""Random per-row priorities for the pandas engine's truncations, and keeping the lowest.
+
+``bound_contributions``, ``bound_degree``, ``bound_groups`` and bounded joins keep, per key,
+the ``limit`` rows of lowest priority. Stability needs one thing of a priority: it is a
+function of the row's own values and a fresh salt, never of other rows or of positions. Then
+which rows one key keeps does not change when another unit's rows arrive or leave, so the
+truncations of neighbouring tables differ only in that unit's rows (for the same salt: a
+coupling of the two runs, which is what the stability argument and the neighbour tests use).
+
+**Ordering by a prefix of the row, exactly.** Hashing every column of every row is the
+costly part of a truncation (``hash_pandas_object`` over eleven columns of 10**7 rows takes
+seconds, mostly text). So rows are ordered by the pair
+
+    (primary, secondary)
+
+compared lexicographically, where ``primary`` is a salted hash of the row's *typed* columns
+(numbers, booleans, dates: their bit patterns, mixed in numpy at memory speed) and
+``secondary`` is the salted hash of *all* the row's values. Both are functions of the row's
+values and the salt, so the pair is too, and the order it defines is the one the stability
+argument needs. ``secondary`` is needed only to order rows whose ``primary`` ties within one
+key, so it is computed for those rows alone (:func:`keep_lowest`): usually none, since the
+typed columns tell a person's rows apart; in the worst case (no typed column besides the
+key) every row, which is what hashing everything always cost.
+
+Rows equal in every hashed value tie for good. They are then interchangeable: whichever of
+them is kept, the truncated table is the same multiset of rows. Values that cannot be
+hashed (lists) cannot enter ``secondary``; tied rows holding them are ordered by an
+independent draw per position. That is as private (the draws are independent of the data,
+so the two runs still couple in distribution) but not a function of the row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pinqpy.noise import source as _noise
+
+__all__ = ["RowPriorities", "keep_lowest", "mix64", "row_hashes"]
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, a bijection of uint64 whose every output bit depends on every
+    input bit (numpy's uint64 arithmetic wraps, as the finalizer needs). Mixes ``x`` in
+    place and returns it."""
+    x ^= x >> np.uint64(30)
+    x *= _MIX1
+    x ^= x >> np.uint64(27)
+    x *= _MIX2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+_NA_WORD = np.uint64(0x7FF8_0000_0000_0001)  # stands for NA and NaN in a typed column
+
+
+def _typed_word(col: pd.Series) -> np.ndarray | None:
+    """The column's values as one uint64 word per row when the column is typed (numbers,
+    booleans, dates and durations, nullable or not); None for anything else (text,
+    categoricals, objects), which only :meth:`RowPriorities.secondary` reads.
+
+    The word is a function of the value alone, whichever of pandas' spellings holds it: an
+    integer or boolean is its int64 pattern in ``int64``, ``Int64`` or Arrow storage alike
+    (a table whose neighbour gains a NULL may be stored as ``Int64`` instead of ``int64``);
+    a float is its float64 pattern with -0.0 read as 0.0; NA and NaN are one word. Words that
+    coincide for different values only make rows tie, and ties are ordered by the secondary
+    hash (module docstring)."""
+    dtype = col.dtype
+    kind = dtype.kind if isinstance(dtype, np.dtype) else getattr(dtype, "kind", "O")
+    if isinstance(dtype, pd.CategoricalDtype) or kind not in "iubfmM":
+        return None
+    if isinstance(dtype, np.dtype) and kind in "mM":
+        return col.to_numpy().view(np.uint64)
+    if kind == "f":
+        v = col.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0
+        word = v.view(np.uint64)
+        word[np.isnan(v)] = _NA_WORD
+        return word
+    if kind in "iub":
+        if isinstance(dtype, np.dtype):
+            return col.to_numpy().astype(np.int64, copy=False).view(np.uint64)
+        na = col.isna().to_numpy()
+        wide = np.uint64 if kind == "u" else np.int64  # the same pattern below 2**63
+        word = col.to_numpy(dtype=wide, na_value=0).view(np.uint64)
+        return np.where(na, _NA_WORD, word)
+    return None  # Arrow dates and durations
+
+
+class RowPriorities:
+    """Salted priorities of a frame's rows: :attr:`primary` for every row now, and
+    :meth:`secondary` for the rows whose primaries tie (module docstring)."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        salt = _noise.current_source().bytes(32)
+        self._df = df
+        self._draws: np.ndarray | None = None
+        self._key = salt[:8].hex()  # hash_pandas_object keys its text hashes by this
+        s = [np.uint64(int.from_bytes(salt[i : i + 8], "little")) for i in (8, 16, 24)]
+        self._s2, self._s3 = s[1], s[2]
+        # hash_pandas_object does not key numbers by its hash key, so every hash here is
+        # keyed again by the salt: which of a key's rows are kept changes with every salt.
+        # Each typed column folds in with one xor and one odd multiply (a step of a
+        # multiplicative hash), and the whole is mixed once at the end: a function of the
+        # row's words, and at memory speed.
+        h = np.full(len(df), s[0], dtype=np.uint64)
+        for name in df.columns:
+            word = _typed_word(df[name])
+            if word is not None:
+                h ^= word
+                h *= _MIX1
+        h ^= self._s2
+        self.primary = mix64(h)
+
+    def secondary(self, rows: np.ndarray) -> np.ndarray:
+        """The salted hash of all the values of ``rows`` (positions). When a value there
+        cannot be hashed: an independent draw per row of the whole frame, read at ``rows``,
+        so a row's draw depends on its position only, never on which rows tie."""
+        hashed = _hash_rows(self._df.take(rows), self._key, self._s3)
+        if hashed is not None:
+            return hashed
+        if self._draws is None:
+            self._draws = _noise.current_source().uint64(len(self._df))
+        return self._draws[rows]
+
+
+def _hash_rows(df: pd.DataFrame, key: str, salt: np.uint64) -> np.ndarray | None:
+    """A hash of all of each row's values keyed by ``key`` and ``salt``, or None when a
+    value cannot be hashed."""
+    try:
+        hashed = pd.util.hash_pandas_object(df, index=False, hash_key=key)
+    except TypeError:
+        return None
+    return mix64(hashed.to_numpy(dtype=np.uint64) ^ salt)  # a fresh array: mixed in place
+
+
+def row_hashes(df: pd.DataFrame) -> np.ndarray:
+    """A freshly salted hash of all of each row's values (independent draws when a value
+    cannot be hashed): for rows few enough, or columns few enough, to hash whole."""
+    salt = _noise.current_source().bytes(16)
+    hashed = _hash_rows(df, salt[:8].hex(), np.uint64(int.from_bytes(salt[8:], "little")))
+    return _noise.current_source().uint64(len(df)) if hashed is None else hashed
+
+
+def keep_lowest(
+    codes: np.ndarray, priorities: RowPriorities | np.ndarray, limit: int
+) -> np.ndarray:
+    """Sorted positions of the ``limit`` rows of lowest priority within each code.
+
+    One sort of a packed uint64 key (code in the high bits, the primary priority's top bits
+    below) orders rows by group, then priority; that is several times faster than a lexsort.
+    Rows whose packed keys tie (equal primaries, or primaries equal in the bits kept) are
+    then ordered by the full primary and the secondary, so the order is exactly the
+    lexicographic one of the module docstring, whatever the sort did with ties.
+    A plain array of priorities is used as it is (ties left as the sort puts them).
+    """
+    n = len(codes)
+    if n == 0:
+        return np.arange(0)
+    primary = priorities.primary if isinstance(priorities, RowPriorities) else priorities
+    bits = max(1, int(codes.max()).bit_length())
+    key = (codes.astype(np.uint64) << np.uint64(64 - bits)) | (primary >> np.uint64(bits))
+    order = np.argsort(key)
+    if isinstance(priorities, RowPriorities):
+        sorted_key = key[order]
+        tie = sorted_key[1:] == sorted_key[:-1]
+        if tie.any():
+            _order_ties(order, tie, primary, priorities)
+    sorted_codes = codes[order]
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    np.not_equal(sorted_codes[1:], sorted_codes[:-1], out=starts[1:])
+    start_pos = np.where(starts, np.arange(n), 0)
+    np.maximum.accumulate(start_pos, out=start_pos)
+    keep = order[(np.arange(n) - start_pos) < limit]
+    keep.sort()
+    return keep
+
+
+def _order_ties(
+    order: np.ndarray, tie: np.ndarray, primary: np.ndarray, priorities: RowPriorities
+) -> None:
+    """Reorder, in place, each run of equal packed keys in ``order`` by (primary, secondary).
+    A run is a contiguous stretch of the sorted order, so sorting by run first keeps every
+    row inside its own run's stretch."""
+    in_run = np.zeros(len(order), dtype=bool)
+    in_run[1:] |= tie
+    in_run[:-1] |= tie
+    pos = np.flatnonzero(in_run)
+    run = np.cumsum(np.concatenate(([True], ~tie)))[pos]
+    rows = order[pos]
+    order[pos] = rows[np.lexsort((priorities.secondary(rows), primary[rows], run))]
