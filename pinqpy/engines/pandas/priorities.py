@@ -189,6 +189,10 @@ def _order_ties(
     in_run[1:] |= tie
     in_run[:-1] |= tie
     pos = np.flatnonzero(in_run)
-    run = np.cumsum(np.concatenate(([True], ~tie)))[pos]
+    # A run starts where a row does not tie with the one before it.
+    starts = np.ones(len(pos), dtype=bool)
+    later = pos > 0
+    starts[later] = ~tie[pos[later] - 1]
+    run = np.cumsum(starts)
     rows = order[pos]
     order[pos] = rows[np.lexsort((priorities.secondary(rows), primary[rows], run))]
