@@ -149,6 +149,8 @@ class CompiledRelease:
     # The measurement (a COUNT(*) of the release frame) whose released values are the key
     # selection's noisy counts; it is not charged or measured separately.
     selection_index: int | None = None
+    # SELECT releases only the GROUP BY keys: the selection's noisy counts are not output.
+    keys_only: bool = False
 
 
 def _offset(text: str, pos: Pos | None) -> int:
@@ -1036,11 +1038,9 @@ class _Compiler:
         for item, written in zip(order_by or (), s.order_by or (), strict=True):
             if isinstance(item.expr, Expr):
                 check_released(item.expr, written.expr, "ORDER BY")
-        if not calls:
-            raise PrivacyError(
-                "the query releases no aggregate: the outermost SELECT needs at least one "
-                "noisy aggregate such as COUNT(*)"
-            )
+        keys_only = not calls
+        if keys_only:
+            calls.append(self.keys_only(key_exprs, key_lists))
 
         specs = {c: split_bounds(c, self.text) for c in calls}
         frame, prepared_calls = self.contributions(
@@ -1148,7 +1148,33 @@ class _Compiler:
             target_lineage=target_lineage,
             notes=notes,
             selection_index=selection_index,
+            keys_only=keys_only,
         )
+
+    def keys_only(self, key_exprs: list[Expr], key_lists: list[list[Hashable] | None]) -> Call:
+        """The measurement of a query that releases only its GROUP BY keys.
+
+        ``SELECT educ FROM t GROUP BY educ`` (SmartNoise's tests and documentation write it)
+        asks which keys occur. When the keys are not public, that set is itself private and
+        is released by pinqpy's private key selection: a noisy COUNT(*) per key, thresholded.
+        The selection is the query's one measurement, charged the query's epsilon (and delta);
+        the noisy counts are not output -- dropping them is post-processing. When every key is
+        public, the answer is known without reading the data, so nothing private is asked and
+        the query is refused rather than charged for nothing.
+        """
+        if not key_exprs:
+            raise PrivacyError(
+                "the query releases no aggregate: the outermost SELECT needs at least one "
+                "noisy aggregate such as COUNT(*)"
+            )
+        keys_text = ", ".join(e.to_sql() for e in key_exprs)
+        if all(k is not None for k in key_lists):
+            raise PrivacyError(
+                f"SELECT releases only the keys of GROUP BY {keys_text}, and they are public "
+                "(declared keys, an IN list, a public table or bounds), so there is nothing "
+                "private to answer; add an aggregate such as COUNT(*)"
+            )
+        return Call("COUNT", (), star=True)
 
     def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:
         """``ORDER BY 2``: the second output (PostgreSQL), or None if ``e`` is no position."""
