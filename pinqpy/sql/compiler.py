@@ -151,6 +151,8 @@ class CompiledRelease:
     selection_index: int | None = None
     # SELECT releases only the GROUP BY keys: the selection's noisy counts are not output.
     keys_only: bool = False
+    # SELECT DISTINCT over noisy results: duplicate released rows are dropped (before LIMIT).
+    distinct: bool = False
 
 
 def _offset(text: str, pos: Pos | None) -> int:
@@ -883,11 +885,9 @@ class _Compiler:
                 "the outermost query must be one SELECT of noisy aggregates; put "
                 "UNION / INTERSECT / EXCEPT inside a subquery: SELECT COUNT(*) FROM (... UNION ...)"
             )
+        distinct = False
         if s.distinct:
-            raise PrivacyError(
-                "SELECT DISTINCT at the top would release raw values; use it inside a "
-                "subquery and aggregate outside"
-            )
+            s, distinct = self.top_distinct(s)
         notes: list[str] = []
         s = self.normalized(s, notes)
         rel = self.from_item(s.from_)
@@ -1149,7 +1149,27 @@ class _Compiler:
             notes=notes,
             selection_index=selection_index,
             keys_only=keys_only,
+            distinct=distinct,
         )
+
+    def top_distinct(self, s: q.Select) -> tuple[q.Select, bool]:
+        """The outermost ``SELECT DISTINCT``: a query over released values, or a key release.
+
+        With an aggregate or a GROUP BY, DISTINCT drops duplicate rows of the noisy answer:
+        post-processing, which costs nothing and reads nothing more (the second value says
+        so). Without either (``SELECT DISTINCT educ FROM t``), it asks which values occur: the
+        same question as ``SELECT educ FROM t GROUP BY educ``, answered the same way (see
+        :meth:`keys_only`). ``SELECT DISTINCT *`` would release raw rows and is refused.
+        """
+        if any(isinstance(it.expr, q.Star) for it in s.items):
+            raise PrivacyError(
+                "SELECT DISTINCT * at the top would release raw rows; write SELECT "
+                "<columns> FROM t GROUP BY <columns>, or aggregate outside a subquery"
+            )
+        if s.group_by or any(contains_aggregate(it.expr) for it in s.items):  # type: ignore[arg-type]
+            return s, True
+        keys = tuple(q.GroupKey(it.expr, pos=it.pos) for it in s.items)  # type: ignore[arg-type]
+        return dataclasses.replace(s, group_by=keys, distinct=False), False
 
     def keys_only(self, key_exprs: list[Expr], key_lists: list[list[Hashable] | None]) -> Call:
         """The measurement of a query that releases only its GROUP BY keys.
@@ -1170,9 +1190,10 @@ class _Compiler:
         keys_text = ", ".join(e.to_sql() for e in key_exprs)
         if all(k is not None for k in key_lists):
             raise PrivacyError(
-                f"SELECT releases only the keys of GROUP BY {keys_text}, and they are public "
-                "(declared keys, an IN list, a public table or bounds), so there is nothing "
-                "private to answer; add an aggregate such as COUNT(*)"
+                f"the query releases only the values of {keys_text} (its GROUP BY or SELECT "
+                "DISTINCT keys), and they are public (declared keys, an IN list, a public "
+                "table or bounds), so there is nothing private to answer; add an aggregate "
+                "such as COUNT(*)"
             )
         return Call("COUNT", (), star=True)
 
