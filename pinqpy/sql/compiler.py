@@ -40,6 +40,7 @@ from pinqpy.expr.ast import (
     Expr,
     IsNull,
     Literal,
+    NamedArg,
     Pos,
     canonical_aggregate,
     contains_aggregate,
@@ -1040,12 +1041,15 @@ class _Compiler:
                 check_released(item.expr, written.expr, "ORDER BY")
         keys_only = not calls
         if keys_only:
-            calls.append(self.keys_only(key_exprs, key_lists))
+            calls.append(self.keys_only(key_exprs, key_lists, options))
 
         specs = {c: split_bounds(c, self.text) for c in calls}
         frame, prepared_calls = self.contributions(
             frame, calls, specs, key_cols, options, bool(s.group_by), notes
         )
+        if keys_only:  # the hidden selection count is not released: no note about its value
+            hidden = calls[0].to_sql()
+            notes[:] = [note for note in notes if not note.startswith(hidden)]
         stabilities = frame.stabilities()
         worst = max(stabilities.values())
         if worst == INF:
@@ -1171,7 +1175,12 @@ class _Compiler:
         keys = tuple(q.GroupKey(it.expr, pos=it.pos) for it in s.items)  # type: ignore[arg-type]
         return dataclasses.replace(s, group_by=keys, distinct=False), False
 
-    def keys_only(self, key_exprs: list[Expr], key_lists: list[list[Hashable] | None]) -> Call:
+    def keys_only(
+        self,
+        key_exprs: list[Expr],
+        key_lists: list[list[Hashable] | None],
+        options: Mapping[str, object],
+    ) -> Call:
         """The measurement of a query that releases only its GROUP BY keys.
 
         ``SELECT educ FROM t GROUP BY educ`` (SmartNoise's tests and documentation write it)
@@ -1180,7 +1189,8 @@ class _Compiler:
         The selection is the query's one measurement, charged the query's epsilon (and delta);
         the noisy counts are not output -- dropping them is post-processing. When every key is
         public, the answer is known without reading the data, so nothing private is asked and
-        the query is refused rather than charged for nothing.
+        the query is refused rather than charged for nothing: pinqpy releases every public
+        key whether or not it occurs, so the keys alone would say nothing about the rows.
         """
         if not key_exprs:
             raise PrivacyError(
@@ -1192,9 +1202,15 @@ class _Compiler:
             raise PrivacyError(
                 f"the query releases only the values of {keys_text} (its GROUP BY or SELECT "
                 "DISTINCT keys), and they are public (declared keys, an IN list, a public "
-                "table or bounds), so there is nothing private to answer; add an aggregate "
-                "such as COUNT(*)"
+                "table or bounds): pinqpy releases every public key, whether it occurs or "
+                "not, so the keys alone say nothing; add an aggregate such as COUNT(*) (and "
+                "HAVING COUNT(*) > t to keep the keys that occur)"
             )
+        if "privacy_unit_column" in options or "max_groups_contributed" in options:
+            # BigQuery's meaning: a group is kept by a noisy count of its units, each unit
+            # counted once in each of the (at most max_groups_contributed) groups it keeps.
+            once = NamedArg(PER_GROUP, (Literal(0), Literal(1)), pair=True)
+            return Call("COUNT", (once,), star=True)
         return Call("COUNT", (), star=True)
 
     def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:

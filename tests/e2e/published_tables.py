@@ -22,8 +22,9 @@ Each *database* is one :class:`pinqpy.Session`, named as the queries' sources na
 - ``opendp``: the tables of OpenDP's tutorials: ``teacher_survey`` (7,000 rows, one per
   teacher; bounds from its ``public_metadata.json``) and ``california_pums`` (the same
   1,000 rows as PUMS.csv, with the bounds and keys the OpenDP tutorials give).
-- ``pinq``: PINQ's classic examples (McSherry's paper and tutorial): ``people`` (PUMS.csv
-  with the codebook's keys) and ``visits`` (PUMS_dup.csv: user-level on pid).
+- ``pinq``: PINQ's classic examples (McSherry's paper and tutorial), whose protected unit is
+  one record: ``people`` (PUMS.csv with the codebook's keys) and ``visits`` (PUMS_dup.csv, a
+  visit log with the visitor's ``pid``).
 
 Every budget is large (the corpus runs each query once) and has a delta, so that a query
 which needs private key selection can have one.
@@ -42,8 +43,16 @@ PUMS_BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
 BUDGET_EPSILON = 1e21  # the documentation's "without noise" examples spend epsilon = 1e20
 BUDGET_DELTA = 0.5
 
-DATABASES = ("PUMS", "PUMS_pid", "PUMS_dup", "PUMS_null", "PUMS_large", "bigquery", "opendp",
-             "pinq")
+DATABASES = (
+    "PUMS",
+    "PUMS_pid",
+    "PUMS_dup",
+    "PUMS_null",
+    "PUMS_large",
+    "bigquery",
+    "opendp",
+    "pinq",
+)
 
 PROFESSORS = [
     (101, "pencil", 24),
@@ -89,9 +98,7 @@ def make_session(database: str) -> tuple[pq.Session, list[pq.Budget]]:
         )
     elif database == "PUMS_large":
         large = _csv("PUMS5extract10000.csv").rename(columns={"X": "PersonID"})
-        private(
-            "PUMS.PUMS_large", large, bounds=PUMS_BOUNDS, privacy_unit="PersonID", max_rows=1
-        )
+        private("PUMS.PUMS_large", large, bounds=PUMS_BOUNDS, privacy_unit="PersonID", max_rows=1)
     elif database == "bigquery":
         professors = pd.DataFrame(PROFESSORS, columns=["id", "item", "quantity"])
         students = pd.DataFrame(STUDENTS, columns=["id", "item", "quantity"])
@@ -104,8 +111,12 @@ def make_session(database: str) -> tuple[pq.Session, list[pq.Budget]]:
         private(
             "teacher_survey",
             teachers,
-            bounds={"age": (18, 70), "optimism": (6, 30), "lifeSatisfaction": (5, 35),
-                    "selfEsteem": (5, 35)},
+            bounds={
+                "age": (18, 70),
+                "optimism": (6, 30),
+                "lifeSatisfaction": (5, 35),
+                "selfEsteem": (5, 35),
+            },
             keys={"sex": [1, 2, 3], "smoker": [1, 2]},
         )
         private(
@@ -121,7 +132,8 @@ def make_session(database: str) -> tuple[pq.Session, list[pq.Budget]]:
             bounds=PUMS_BOUNDS,
             keys={"sex": [0, 1], "married": [0, 1], "educ": range(1, 17), "race": range(1, 7)},
         )
-        private("visits", _csv("PUMS_dup.csv"), bounds=PUMS_BOUNDS, privacy_unit="pid")
+        # PINQ protects records: each row is one participant (its privacy is row-level).
+        private("visits", _csv("PUMS_dup.csv"), bounds=PUMS_BOUNDS)
     else:
         raise ValueError(f"unknown database {database!r}")
     return session, budgets
