@@ -130,3 +130,22 @@ def test_published_query(entry: Entry, engine: str) -> None:
             fixed = session.sql(instead, **kwargs)
         assert len(fixed) >= 1
         assert _spent(budgets) != before
+
+
+def test_bigquery_key_release_counts_units() -> None:
+    """Under a BigQuery privacy unit, a query of keys alone keeps a group by a noisy count of
+    its units (each unit counted once per group it keeps), charged the query's epsilon and
+    delta exactly (professors is user-level on id: stability 1 after max_groups_contributed)."""
+    session, budgets = make_session("bigquery")
+    query = (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-5, "
+        "privacy_unit_column = id) item FROM professors GROUP BY item"
+    )
+    plan = str(session.explain(query))
+    assert "COUNT(*, contribution_bounds_per_group => (0, 1))" in plan
+    assert "only the selected keys released" in plan
+    with pq.testing.seed(0), pq.testing.no_noise():
+        result = session.sql(query)
+    assert list(result.columns) == ["item"]
+    assert set(result["item"]) <= {"pen", "pencil", "scissors"}
+    assert _spent(budgets)[0] == (Fraction(1), Fraction(1, 10**5))
