@@ -20,8 +20,10 @@ Each *database* is one :class:`pinqpy.Session`, named as the queries' sources na
   ``view_on_students`` (the same rows; a view with ``anonymization_userid_column='id'``)
   under the dataset ``mydataset`` (the documentation writes ``{{USERNAME}}``).
 - ``opendp``: the tables of OpenDP's tutorials: ``teacher_survey`` (7,000 rows, one per
-  teacher; bounds from its ``public_metadata.json``) and ``california_pums`` (the same
-  1,000 rows as PUMS.csv, with the bounds and keys the OpenDP tutorials give).
+  teacher; the score bounds of its ``public_metadata.json``, and an age range of 18..70
+  chosen here as a public bound, as the tutorials choose one) and ``california_pums`` (the
+  same 1,000 rows as PUMS.csv; age and income ranges chosen here the same way, and the 0/1
+  codes of sex and married as public keys).
 - ``pinq``: PINQ's classic examples (McSherry's paper and tutorial), whose protected unit is
   one record: ``people`` (PUMS.csv with the codebook's keys) and ``visits`` (PUMS_dup.csv, a
   visit log with the visitor's ``pid``).
