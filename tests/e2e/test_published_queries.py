@@ -76,6 +76,14 @@ def _call(entry: Entry) -> dict[str, float]:
     return {k.strip(): float(v) for k, v in (part.split("=") for part in call.split(","))}
 
 
+def _requested(entry: Entry, kwargs: dict[str, float]) -> tuple[Fraction, Fraction]:
+    """The query's (epsilon, delta): the call's arguments, or its OPTIONS."""
+    found = dict(re.findall(r"\b(epsilon|delta)\s*=\s*([0-9.eE+-]+)", entry.query))
+    epsilon = kwargs.get("epsilon", found.get("epsilon"))
+    delta = kwargs.get("delta", found.get("delta", 0))
+    return Fraction(str(epsilon)), Fraction(str(delta))
+
+
 def _spent(budgets: list[pq.Budget]) -> list[tuple[Fraction, Fraction]]:
     return [(Fraction(b.spent.epsilon), Fraction(b.spent.delta)) for b in budgets]
 
@@ -108,12 +116,17 @@ def test_published_query(entry: Entry, engine: str) -> None:
     before = _spent(budgets)
     kwargs = _call(entry)
     if entry["expect"] == "answer":
+        plan = session.explain(entry.query, **kwargs)
+        assert "Total charge" in str(plan) and _spent(budgets) == before, "EXPLAIN is free"
         with pq.testing.seed(0), pq.testing.no_noise():
             result = session.sql(entry.query, **kwargs)
         assert " | ".join(map(str, result.columns)) == entry["columns"]
         low, _, high = entry["rows"].partition("..")
         assert int(low) <= len(result) <= int(high or low)
-        assert _spent(budgets) != before, "an answer is charged"
+        epsilon, delta = _requested(entry, kwargs)
+        charged = [(e - e0, d - d0) for (e, d), (e0, d0) in zip(_spent(budgets), before)]
+        assert max(e for e, _ in charged) == epsilon, "the query's epsilon is its total charge"
+        assert all(d <= delta for _, d in charged), "no more delta than the query has"
         return
     with pytest.raises(ERRORS[entry["error"]]) as info:
         session.sql(entry.query, **kwargs)
