@@ -124,7 +124,8 @@ def test_published_query(entry: Entry, engine: str) -> None:
         low, _, high = entry["rows"].partition("..")
         assert int(low) <= len(result) <= int(high or low)
         epsilon, delta = _requested(entry, kwargs)
-        charged = [(e - e0, d - d0) for (e, d), (e0, d0) in zip(_spent(budgets), before)]
+        after = _spent(budgets)
+        charged = [(e - e0, d - d0) for (e, d), (e0, d0) in zip(after, before, strict=True)]
         assert max(e for e, _ in charged) == epsilon, "the query's epsilon is its total charge"
         assert all(d <= delta for _, d in charged), "no more delta than the query has"
         return
