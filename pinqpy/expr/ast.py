@@ -64,18 +64,25 @@ AGGREGATE_FUNCTIONS: frozenset[str] = frozenset(
         "STD",
         "STDDEV_SAMP",
         "PERCENTILE_CONT",
+        "STDEV",
+        "STDEVP",
+        "VARP",
     }
 )
 
 # Spellings of BigQuery, SmartNoise and PostgreSQL and the aggregate each one is: VARIANCE and
 # STDDEV are the sample forms (divide by n - 1), as in those systems; VAR_POP and STDDEV_POP
-# divide by n. PERCENTILE_CONT(x, p) takes its arguments in PERCENTILE's order.
+# divide by n. PERCENTILE_CONT(x, p) takes its arguments in PERCENTILE's order. SQL Server's
+# STDEV and its population forms STDEVP and VARP (SmartNoise's tests write STDEV) likewise.
 AGGREGATE_SPELLINGS: dict[str, str] = {
     "VAR": "VARIANCE",
     "VAR_SAMP": "VARIANCE",
     "STD": "STDDEV",
     "STDDEV_SAMP": "STDDEV",
     "PERCENTILE_CONT": "PERCENTILE",
+    "STDEV": "STDDEV",
+    "STDEVP": "STDDEV_POP",
+    "VARP": "VAR_POP",
 }
 
 

@@ -95,6 +95,9 @@ FUNCTION_ARITY: dict[str, tuple[int, ...] | tuple[int, None]] = {
     "VAR_SAMP": (1, 3),
     "STD": (1, 3),
     "STDDEV_SAMP": (1, 3),
+    "STDEV": (1, 3),
+    "STDEVP": (1, 3),
+    "VARP": (1, 3),
     "MIN": (1, 3),
     "MAX": (1, 3),
     "PERCENTILE": (2, 4),
@@ -116,6 +119,9 @@ _ARG_HINTS = {
     "VAR_SAMP": " (x, or x, lower, upper)",
     "STD": " (x, or x, lower, upper)",
     "STDDEV_SAMP": " (x, or x, lower, upper)",
+    "STDEV": " (x, or x, lower, upper)",
+    "STDEVP": " (x, or x, lower, upper)",
+    "VARP": " (x, or x, lower, upper)",
     "PERCENTILE": " (x, q, or x, q, lower, upper)",
     "QUANTILE": " (x, q, or x, q, lower, upper)",
     "PERCENTILE_CONT": " (x, p, or x, p, lower, upper)",
@@ -143,9 +149,14 @@ _OTHER_FUNCTIONS = {
     "APPROX_PERCENTILE": "PERCENTILE(x, p)",
     "PERCENTILE_APPROX": "PERCENTILE(x, p)",
     "PERCENTILE_DISC": "PERCENTILE(x, p)",
-    "STDEV": "STDDEV(x)",
-    "STDEVP": "STDDEV_POP(x)",
-    "VARP": "VAR_POP(x)",
+    "LOG2": "LN(x) / LN(2)",
+    "DEGREES": "x * 180 / PI()",
+    "RADIANS": "x * PI() / 180",
+    "CHOOSE": "CASE i WHEN 1 THEN a WHEN 2 THEN b END",
+    "NEWID": "nothing: a random value per row could not be reproduced from the query",
+    "ROLLUP": "one query per grouping (GROUP BY a, b; then GROUP BY a)",
+    "CUBE": "one query per grouping (GROUP BY a, b; then GROUP BY a)",
+    "GROUPING": "one query per grouping (GROUP BY a, b; then GROUP BY a)",
     "STRING_AGG": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
     "ARRAY_AGG": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
     "GROUP_CONCAT": "no list aggregate (it would release raw values); COUNT ... GROUP BY x",
@@ -423,7 +434,11 @@ class _Checker:
         if e.star and name != "COUNT":
             raise self.error(e, f"{name}(*) is not allowed; only COUNT(*) takes *")
         if e.distinct and name != "COUNT":
-            raise self.error(e, f"DISTINCT is only supported as COUNT(DISTINCT x), not in {name}")
+            raise self.error(
+                e,
+                f"DISTINCT is only supported as COUNT(DISTINCT x), not in {name}; aggregate "
+                f"the distinct values in a subquery: {name}(x) FROM (SELECT DISTINCT x FROM t)",
+            )
         n = len(e.args)
         if not e.star:
             allowed = FUNCTION_ARITY[name]

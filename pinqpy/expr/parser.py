@@ -479,6 +479,20 @@ def _other_syntax(tok: Token, text: str, expected: list[str]) -> tuple[str, int,
     if word == "," and "JOIN" in expected:
         message = "a comma between tables (FROM a, b) is not supported: write a JOIN b ON a.k = b.k"
         return message, *at
+    if previous == "FILTER" and word == "(":  # FILTER was read as an alias
+        message = (
+            "FILTER (WHERE ...) is not supported: move the condition into the aggregate, "
+            "SUM(CASE WHEN condition THEN x END), or into WHERE"
+        )
+        return message, *prev_at
+    if word == "SELECT" and _previous_char(text, tok.line, tok.column) == "(":
+        message = (
+            "a subquery inside an expression is not supported: its value would be read off "
+            "the private data; ask it as its own noisy query and write the number it returns"
+        )
+        return message, *at
+    if word == "SELECT" and _previous_char(text, tok.line, tok.column) == ";":
+        return "one statement at a time: send each query in its own call", *at
     if word in ("TRUE", "FALSE", "UNKNOWN") and previous == "IS":
         value = word if word != "UNKNOWN" else "NULL"
         return f"IS {word} is not supported: write x = {value}", *at

@@ -38,7 +38,8 @@ PER_ROW = "contribution_bounds_per_row"
 #: ``contribution_bounds_per_row``).
 ROW_AGGREGATES = frozenset(
     {"PERCENTILE", "QUANTILE", "MEDIAN", "MIN", "MAX", "VARIANCE", "STDDEV", "PERCENTILE_CONT"}
-    | {"VAR_POP", "STDDEV_POP", "VAR_SAMP", "STDDEV_SAMP"}
+    | {"VAR_POP", "STDDEV_POP", "VAR_SAMP", "STDDEV_SAMP", "VAR", "STD"}
+    | {"STDEV", "STDEVP", "VARP"}
 )
 
 # ZetaSQL's ANON_ functions: pinqpy's aggregate, and what CLAMPED BETWEEN clamps (its

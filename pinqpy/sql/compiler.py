@@ -40,6 +40,7 @@ from pinqpy.expr.ast import (
     Expr,
     IsNull,
     Literal,
+    NamedArg,
     Pos,
     canonical_aggregate,
     contains_aggregate,
@@ -149,6 +150,10 @@ class CompiledRelease:
     # The measurement (a COUNT(*) of the release frame) whose released values are the key
     # selection's noisy counts; it is not charged or measured separately.
     selection_index: int | None = None
+    # SELECT releases only the GROUP BY keys: the selection's noisy counts are not output.
+    keys_only: bool = False
+    # SELECT DISTINCT over noisy results: duplicate released rows are dropped (before LIMIT).
+    distinct: bool = False
 
 
 def _offset(text: str, pos: Pos | None) -> int:
@@ -881,11 +886,9 @@ class _Compiler:
                 "the outermost query must be one SELECT of noisy aggregates; put "
                 "UNION / INTERSECT / EXCEPT inside a subquery: SELECT COUNT(*) FROM (... UNION ...)"
             )
+        distinct = False
         if s.distinct:
-            raise PrivacyError(
-                "SELECT DISTINCT at the top would release raw values; use it inside a "
-                "subquery and aggregate outside"
-            )
+            s, distinct = self.top_distinct(s)
         notes: list[str] = []
         s = self.normalized(s, notes)
         rel = self.from_item(s.from_)
@@ -1036,16 +1039,17 @@ class _Compiler:
         for item, written in zip(order_by or (), s.order_by or (), strict=True):
             if isinstance(item.expr, Expr):
                 check_released(item.expr, written.expr, "ORDER BY")
-        if not calls:
-            raise PrivacyError(
-                "the query releases no aggregate: the outermost SELECT needs at least one "
-                "noisy aggregate such as COUNT(*)"
-            )
+        keys_only = not calls
+        if keys_only:
+            calls.append(self.keys_only(key_exprs, key_lists, options))
 
         specs = {c: split_bounds(c, self.text) for c in calls}
         frame, prepared_calls = self.contributions(
             frame, calls, specs, key_cols, options, bool(s.group_by), notes
         )
+        if keys_only:  # the hidden selection count is not released: no note about its value
+            hidden = calls[0].to_sql()
+            notes[:] = [note for note in notes if not note.startswith(hidden)]
         stabilities = frame.stabilities()
         worst = max(stabilities.values())
         if worst == INF:
@@ -1148,7 +1152,66 @@ class _Compiler:
             target_lineage=target_lineage,
             notes=notes,
             selection_index=selection_index,
+            keys_only=keys_only,
+            distinct=distinct,
         )
+
+    def top_distinct(self, s: q.Select) -> tuple[q.Select, bool]:
+        """The outermost ``SELECT DISTINCT``: a query over released values, or a key release.
+
+        With an aggregate or a GROUP BY, DISTINCT drops duplicate rows of the noisy answer:
+        post-processing, which costs nothing and reads nothing more (the second value says
+        so). Without either (``SELECT DISTINCT educ FROM t``), it asks which values occur: the
+        same question as ``SELECT educ FROM t GROUP BY educ``, answered the same way (see
+        :meth:`keys_only`). ``SELECT DISTINCT *`` would release raw rows and is refused.
+        """
+        if any(isinstance(it.expr, q.Star) for it in s.items):
+            raise PrivacyError(
+                "SELECT DISTINCT * at the top would release raw rows; write SELECT "
+                "<columns> FROM t GROUP BY <columns>, or aggregate outside a subquery"
+            )
+        if s.group_by or any(contains_aggregate(it.expr) for it in s.items):  # type: ignore[arg-type]
+            return s, True
+        keys = tuple(q.GroupKey(it.expr, pos=it.pos) for it in s.items)  # type: ignore[arg-type]
+        return dataclasses.replace(s, group_by=keys, distinct=False), False
+
+    def keys_only(
+        self,
+        key_exprs: list[Expr],
+        key_lists: list[list[Hashable] | None],
+        options: Mapping[str, object],
+    ) -> Call:
+        """The measurement of a query that releases only its GROUP BY keys.
+
+        ``SELECT educ FROM t GROUP BY educ`` (SmartNoise's tests and documentation write it)
+        asks which keys occur. When the keys are not public, that set is itself private and
+        is released by pinqpy's private key selection: a noisy COUNT(*) per key, thresholded.
+        The selection is the query's one measurement, charged the query's epsilon (and delta);
+        the noisy counts are not output -- dropping them is post-processing. When every key is
+        public, the answer is known without reading the data, so nothing private is asked and
+        the query is refused rather than charged for nothing: pinqpy releases every public
+        key whether or not it occurs, so the keys alone would say nothing about the rows.
+        """
+        if not key_exprs:
+            raise PrivacyError(
+                "the query releases no aggregate: the outermost SELECT needs at least one "
+                "noisy aggregate such as COUNT(*)"
+            )
+        keys_text = ", ".join(e.to_sql() for e in key_exprs)
+        if all(k is not None for k in key_lists):
+            raise PrivacyError(
+                f"the query releases only the values of {keys_text} (its GROUP BY or SELECT "
+                "DISTINCT keys), and they are public (declared keys, an IN list, a public "
+                "table or bounds): pinqpy releases every public key, whether it occurs or "
+                "not, so the keys alone say nothing; add an aggregate such as COUNT(*) (and "
+                "HAVING COUNT(*) > t to keep the keys that occur)"
+            )
+        if "privacy_unit_column" in options or "max_groups_contributed" in options:
+            # BigQuery's meaning: a group is kept by a noisy count of its units, each unit
+            # counted once in each of the (at most max_groups_contributed) groups it keeps.
+            once = NamedArg(PER_GROUP, (Literal(0), Literal(1)), pair=True)
+            return Call("COUNT", (once,), star=True)
+        return Call("COUNT", (), star=True)
 
     def ordinal(self, e: Expr, outputs: list[tuple[str, Expr]]) -> Expr | None:
         """``ORDER BY 2``: the second output (PostgreSQL), or None if ``e`` is no position."""

@@ -162,10 +162,15 @@ def explain(
     for i, meas in enumerate(rel.measurements):
         if i == sel_index and rel.key_selection is not None:
             sel = rel.key_selection[2]
+            released = (
+                "only the selected keys released (the query asks for no aggregate)"
+                if rel.keys_only
+                else "its noisy counts released"
+            )
             lines.append(
                 f"  {meas.label:<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
                 f"{sel.describe()}, delta {float(sel.delta):.3g}: the GROUP BY key selection, "
-                f"its noisy counts released; expected error {sel.expected_error():.4g}"
+                f"{released}; expected error {sel.expected_error():.4g}"
             )
             continue
         mech = meas.prepared.mechanism

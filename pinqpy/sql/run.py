@@ -49,6 +49,10 @@ def run_release(rel: CompiledRelease, label: str = "sql") -> NoisyFrame:
             sort_cols.append(name)
             ascending.append(not item.descending)
         frame = frame.sort_values(sort_cols, ascending=ascending, kind="stable", na_position="last")
+    if rel.distinct:
+        # SELECT DISTINCT over the released values: drop repeated output rows (post-processing).
+        shown = pd.DataFrame({name: evaluate(expr, frame).to_numpy() for name, expr in rel.outputs})
+        frame = frame[~shown.duplicated().to_numpy()]
     if rel.limit is not None:
         frame = frame.head(rel.limit)
     frame = frame.reset_index(drop=True)
