@@ -44,6 +44,7 @@ __all__ = [
     "PartAgent",
     "PartitionAgent",
     "RootAgent",
+    "Scaled",
     "Transaction",
     "charge",
     "charge_all",
@@ -238,6 +239,28 @@ class PartAgent:
 
     def _prepare(self, usage: Usage, txn: Transaction) -> None:
         self.partition._prepare_part(self.key, usage, txn)
+
+
+@dataclass(frozen=True, eq=False)
+class Scaled:
+    """``agent`` read at ``factor`` times the stability.
+
+    It stands for a view whose privacy units are each worth ``factor`` units of ``agent``:
+    a row-level table read per unit for one query is such a view with factor 2, since a
+    changed row is its unit leaving and coming back. A lineage resolves through it
+    (:meth:`pinqpy.plan.catalog.Catalog.resolve`): a frame of stability ``k`` over the view
+    is a frame of stability ``factor·k`` over ``agent``, so its charge is the mechanism's
+    own ``charge.at(factor·k)``, exactly as for any frame of that stability (a key
+    selection keeps its threshold's delta there, where the generic group rule would not).
+    Charged as an agent (a partition over the view forwards its parent's usage here), the
+    usage is taken at ``factor`` by the generic rule of :meth:`Usage.at`, which is sound
+    for every mechanism."""
+
+    agent: RootAgent | PartAgent | AllParts | Scaled
+    factor: Fraction
+
+    def _prepare(self, usage: Usage, txn: Transaction) -> None:
+        self.agent._prepare(usage.at(self.factor), txn)
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from pinqpy.accounting.agents import Scaled
 from pinqpy.errors import PinqError
 from pinqpy.plan.nodes import PlanNode, PublicTable, TableRef
 from pinqpy.plan.stability import Lineage, lineage_of
@@ -87,8 +88,16 @@ class Catalog:
         return self.resolve(lineage_of(plan))
 
     def resolve(self, lineage: Lineage) -> dict[Any, Any]:
-        """``lineage`` (by agent name) by agent."""
-        return {self.agent(name): k for name, k in lineage.items()}
+        """``lineage`` (by agent name) by agent. A :class:`~pinqpy.accounting.agents.Scaled`
+        agent stands for its own agent at ``factor`` times the stability, so it resolves to
+        that agent (stabilities of one agent reached twice add up, as two inputs do)."""
+        out: dict[Any, Any] = {}
+        for name, k in lineage.items():
+            agent = self.agent(name)
+            while isinstance(agent, Scaled):
+                k, agent = k * agent.factor, agent.agent
+            out[agent] = out[agent] + k if agent in out else k
+        return out
 
     # -- adding -------------------------------------------------------------------------
     def with_table(self, table: TableRef, data: Any, agent: object) -> Catalog:

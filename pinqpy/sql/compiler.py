@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from pinqpy.accounting.agents import AllParts, PartitionAgent
+from pinqpy.accounting.agents import AllParts, Scaled
 from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.core.exact import to_fraction
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
@@ -1269,7 +1269,11 @@ class _Compiler:
         protects rows, not units: a row changed is its unit leaving and coming back with one
         row fewer, two changes of a unit, so a query that is ``s·epsilon``-DP per unit is
         ``2·s·epsilon``-DP per row (group privacy). The view therefore draws on the budget
-        through an agent of stability 2, and EXPLAIN shows the doubled stability.
+        at twice its stability (:class:`~pinqpy.accounting.agents.Scaled`), so each
+        mechanism is charged its own ``charge.at(2·s)`` (a key selection keeps the delta of
+        its threshold: a unit's old and new rows each have at most its G keys, and a key
+        only one side has passes with probability at most delta), and EXPLAIN shows the
+        doubled stability.
         """
         raw = options.get("privacy_unit_column")
         if "privacy_unit_column" not in options:
@@ -1296,7 +1300,7 @@ class _Compiler:
                 "privacy_unit=..."
             )
         budget = frame.catalog.agent(plan.table.agent)
-        agent = AllParts(PartitionAgent({budget: Fraction(2)}))
+        agent = Scaled(budget, Fraction(2))
         table_ref = dataclasses.replace(plan.table, privacy_unit=col, agent=agent_name(agent))
         notes.append(
             f"privacy_unit_column = {col}: {plan.table.name} is registered with one row per "

@@ -217,3 +217,47 @@ def test_row_level_table_with_a_query_unit_is_charged_twice() -> None:
         "pid) k, COUNT(*, contribution_bounds_per_group => (0, 1)) FROM t GROUP BY k IN (0, 1)"
     )
     assert "stability 2" in explained
+
+
+# -- a row-level table read per unit: the charge is the mechanism's own at stability 2 -------
+def _persons_session() -> tuple[pq.Session, pq.Budget]:
+    rng = pd.Series(range(1000))
+    df = pd.DataFrame({"pid": rng + 1, "race": rng % 5, "age": 20 + rng % 50})
+    budget = pq.Budget(epsilon=100, delta=1e-3)
+    s = pq.Session()
+    s.register("persons", df, budget=budget, bounds={"age": (0, 100), "pid": (1, 1000)})
+    return s, budget
+
+
+KEYS_PER_UNIT = (
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, "
+    "privacy_unit_column = pid) race, COUNT(*, contribution_bounds_per_group => (0, 1)) AS n "
+    "FROM persons GROUP BY race"
+)
+
+
+def test_key_selection_per_unit_charges_what_explain_says_and_the_delta_asked() -> None:
+    s, budget = _persons_session()
+    text = str(s.explain(KEYS_PER_UNIT))
+    assert (
+        "Total charge to budget of persons (stability 2): Cost(epsilon=1, delta=0.000001)" in text
+    )
+    with pq.testing.no_noise():
+        s.sql(KEYS_PER_UNIT)
+    # The query's own epsilon (half of it per unit, at stability 2: a changed row is its
+    # unit leaving and coming back) and the threshold's own delta: each side's unit has at
+    # most its G keys, and a key only one side has passes with probability at most delta.
+    # The generic group rule would have charged 2·e^0.5·delta.
+    assert Fraction(budget.spent.epsilon) == 1
+    assert Fraction(budget.spent.delta) == Fraction(1, 10**6)
+
+
+def test_a_sum_per_unit_charges_what_explain_says() -> None:
+    s, budget = _persons_session()
+    q = (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5, privacy_unit_column = pid) "
+        "SUM(age, contribution_bounds_per_group => (0, 100)) AS total FROM persons"
+    )
+    assert "(stability 2): Cost(epsilon=0.5)" in str(s.explain(q))
+    s.sql(q)
+    assert Fraction(budget.spent.epsilon) == Fraction(1, 2) and budget.spent.delta == 0
