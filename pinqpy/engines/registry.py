@@ -317,7 +317,7 @@ def _duckdb_table(connection: Any, quoted: str, what: str) -> Wrapped:
         try:
             rel = connection.sql(f"SELECT * FROM {quoted}")
             columns = tuple((str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True))
-            database = connection.execute("SELECT current_database()").fetchone()[0]
+            database = connection.execute("SELECT current_database()").fetchall()[0][0]
         except duckdb.Error:  # reported as a fresh wrap reports it
             views.pop(quoted, None)
             return _duckdb_view(connection, lambda c: c.sql(f"SELECT * FROM {quoted}"), what)

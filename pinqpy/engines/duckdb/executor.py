@@ -701,7 +701,7 @@ class DuckDBExecutor(Executor):
         ks = [f"__pinq_k{j}" for j in range(len(cols))]
         named = [f"{a} AS __pinq_a{i}" for i, a in enumerate(aggs)]
         exact = [
-            f"({v} COLLATE \"binary\")" if kind == "str" and c not in enums else v
+            f'({v} COLLATE "binary")' if kind == "str" and c not in enums else v
             for v, kind, c in zip(values, ckinds, cols, strict=True)
         ]
         keyed = [f"{v} AS {kk}" for v, kk in zip(exact, ks, strict=True)]
