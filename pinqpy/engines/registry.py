@@ -41,6 +41,7 @@ import glob
 import itertools
 import os
 import sys
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -272,6 +273,7 @@ _TABLE_VIEWS: weakref.WeakKeyDictionary[Any, OrderedDict[str, _TableView]] = (
     weakref.WeakKeyDictionary()
 )
 _TABLE_VIEWS_KEPT = 32
+_TABLE_VIEWS_LOCK = threading.Lock()  # for the cache only, never held while DuckDB runs
 
 
 def _catalog_version(connection: Any) -> int | None:
@@ -308,18 +310,20 @@ def _duckdb_table(connection: Any, quoted: str, what: str) -> Wrapped:
     duckdb = _import_duckdb()
     drop_pending_views()
     try:
-        views = _TABLE_VIEWS.setdefault(connection, OrderedDict())
+        with _TABLE_VIEWS_LOCK:
+            views = _TABLE_VIEWS.setdefault(connection, OrderedDict())
+            hit = views.get(quoted)
     except TypeError:  # a connection that cannot be weakly referenced: a view per wrap
         return _duckdb_view(connection, lambda c: c.sql(f"SELECT * FROM {quoted}"), what)
     version = _catalog_version(connection)
-    hit = views.get(quoted)
     if hit is None or version is None or hit.version != version:
         try:
             rel = connection.sql(f"SELECT * FROM {quoted}")
             columns = tuple((str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True))
             database = connection.execute("SELECT current_database()").fetchall()[0][0]
         except duckdb.Error:  # reported as a fresh wrap reports it
-            views.pop(quoted, None)
+            with _TABLE_VIEWS_LOCK:
+                views.pop(quoted, None)
             return _duckdb_view(connection, lambda c: c.sql(f"SELECT * FROM {quoted}"), what)
         if hit is not None and not (hit.database == database and hit.columns == columns):
             hit = None
@@ -337,10 +341,11 @@ def _duckdb_table(connection: Any, quoted: str, what: str) -> Wrapped:
             hit = _TableView(database, view, columns, version)
         else:
             hit = _TableView(database, hit.view, columns, version)
-        views[quoted] = hit
-        views.move_to_end(quoted)
-        while len(views) > _TABLE_VIEWS_KEPT:
-            views.popitem(last=False)
+        with _TABLE_VIEWS_LOCK:
+            views[quoted] = hit
+            views.move_to_end(quoted)
+            while len(views) > _TABLE_VIEWS_KEPT:
+                views.popitem(last=False)
     names = [c for c, _ in hit.columns]
     table = DuckDBTable(connection, hit.view.source, hit.columns, keep=hit.view)
     return Wrapped("duckdb", table, duckdb_schema(names, [t for _, t in hit.columns]))
