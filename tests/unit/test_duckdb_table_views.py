@@ -213,3 +213,25 @@ def test_match_groups_gives_up_when_two_groups_meet_one_key() -> None:
     ]
     assert DuckDBExecutor._match_groups([(0.0, 3), (-0.0, 4)], [(0, 0.0)], 1) is None
     assert DuckDBExecutor._match_groups([(float("nan"), 3), (None, 2)], [(0, None)], 1) == [(0, 2)]
+
+
+def test_two_frames_over_one_name_combine_as_on_pandas(con: object) -> None:
+    df = con.sql("SELECT * FROM t").df()  # type: ignore[attr-defined]
+    b = pq.Budget(100)
+    duck = [pq.PrivateFrame("t", b, engine="duckdb", connection=con) for _ in range(2)]
+    pand = [pq.PrivateFrame(df, b, engine="pandas") for _ in range(2)]
+    got = []
+    with testing.no_noise():
+        for f, g in (duck, pand):
+            got.append(
+                [
+                    _count(f.concat(g), "x < 5"),
+                    _count(f.concat(f)),
+                    _count(f.join(g, on="s", max_rows_per_key=(2, 3))),
+                    np.asarray(
+                        f.concat(g).partition("s", keys=["0", "2"]).count(epsilon=1)
+                    ).tolist(),
+                ]
+            )
+    assert got[0] == got[1]
+    assert got[0][:2] == [10, 60]
