@@ -7,7 +7,9 @@ NULL and never an error, ``/`` is float division, FLOOR/CEIL/ROUND(x) give integ
 base 10, LEAST/GREATEST skip NULLs.
 
 Only aggregates leave the engine: per-group counts, clamped sums, bucket counts and candidate
-counts. Noise is added afterwards in Python, as for every engine.
+counts (a keyed aggregate also returns each group's key values, only to match them to the
+listed keys; they are never released). Noise is added afterwards in Python, as for every
+engine.
 
 Not supported (a :class:`~pinqpy.errors.PinqError` says so): Python callables
 (:class:`~pinqpy.plan.nodes.PyFunc`), which cannot run inside the engine, and SUBSTR with start or
@@ -173,9 +175,11 @@ class _PlanSql(CtePlanSql[str]):
                 # than text) and read as VARCHAR wherever a value is read (stored_read).
                 nan.add(c)
             schema.append((c, t))
-        if not casts:
+        if not casts and self._schemas.get(raw, schema) == schema:
             # Read by its own name: a CTE that only renames it would cost DuckDB another
             # projection of every row (a few percent of a filtered count on a million rows).
+            # (Two sources read by one name are one table, unless a file changed between
+            # their wraps: then each keeps its own CTE and schema, as before.)
             self._schemas[raw] = schema
             if nan:
                 self._nan[raw] = frozenset(nan)
@@ -691,7 +695,8 @@ class DuckDBExecutor(Executor):
             return []
         if len(rows) > _INLINE_ROWS:
             return None
-        # An enum is grouped by its codes and read as text in the join, on the groups.
+        # An enum is grouped by its codes and read as text on the groups (Python's str, or
+        # a cast in the join).
         values = [f"r.{DUCKDB.ident(c)}" if c in enums else p.value(rel, c, "r.") for c in cols]
         conds = []
         groups = 1  # at most this many groups pass the filter
