@@ -41,7 +41,9 @@ import glob
 import itertools
 import os
 import sys
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +55,7 @@ from pinqpy.engines.base import Executor
 from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.sources import (
     DuckDBTable,
+    SharedView,
     SparkFile,
     create_hidden_view,
     drop_pending_views,
@@ -209,10 +212,13 @@ def relation_connection(relation: Any) -> Any:
     return candidates[int(seen[0])]
 
 
-def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False) -> Wrapped:
+def _duckdb_view(
+    connection: Any, make: Any, what: str, *, foreign: bool = False, shared: bool = False
+) -> Wrapped:
     """A view named by pinqpy over ``make(connection)``, with its schema (binding reads no
     data). ``foreign``: ``make`` returns the user's relation, which may belong to another
-    connection."""
+    connection. ``shared``: the view is held by a :class:`SharedView` (the table's ``keep``),
+    dropped once that is gone, rather than with this table."""
     from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
@@ -241,10 +247,108 @@ def _duckdb_view(connection: Any, make: Any, what: str, *, foreign: bool = False
     except duckdb.Error as exc:
         raise PinqError(f"DuckDB cannot read {what} ({type(exc).__name__})") from None
     _check_columns(columns)
-    table = DuckDBTable(connection, source, tuple(zip(columns, types, strict=True)))
-    # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
-    drop_view_when_gone(table, connection, source)
+    pairs = tuple(zip(columns, types, strict=True))
+    if shared:
+        table = DuckDBTable(connection, source, pairs, keep=SharedView(connection, source))
+    else:
+        table = DuckDBTable(connection, source, pairs)
+        # The view keeps its source (a DataFrame, a relation) alive; drop it after the frame.
+        drop_view_when_gone(table, connection, source)
     return Wrapped("duckdb", table, duckdb_schema(columns, types))
+
+
+@dataclass(frozen=True)
+class _TableView:
+    """A view pinqpy made over a table name, and what wrapping the name read last."""
+
+    database: str
+    view: SharedView
+    columns: tuple[tuple[str, str], ...]
+    version: int | None  # the connection's catalog version before that wrap read anything
+
+
+# Per connection, the view over each table name wrapped lately (at most _TABLE_VIEWS_KEPT):
+# wrapping a name again reuses it, instead of making a view (and dropping one) per wrap.
+_TABLE_VIEWS: weakref.WeakKeyDictionary[Any, OrderedDict[str, _TableView]] = (
+    weakref.WeakKeyDictionary()
+)
+_TABLE_VIEWS_KEPT = 32
+_TABLE_VIEWS_LOCK = threading.Lock()  # for the cache only, never held while DuckDB runs
+
+
+def _catalog_version(connection: Any) -> int | None:
+    """DuckDB's count of the statements that may change what a name binds to (any DDL, USE,
+    SET, ATTACH, a write or a rollback, on any connection to the database), or None where the
+    Python API does not give it (then every wrap binds the table again)."""
+    read = getattr(connection, "_catalog_version", None)
+    if read is None:
+        return None
+    try:
+        version = read()
+    except Exception:  # a closed connection: the full path reports it
+        return None
+    return version if isinstance(version, int) else None
+
+
+def _duckdb_table(connection: Any, quoted: str, what: str) -> Wrapped:
+    """A DuckDB table (or view) named ``quoted``, read through a view of pinqpy's, as
+    :func:`_duckdb_view` makes one; but the view for a name is made once per connection and
+    database and shared by every frame wrapped over that name (it holds no data: it reads the
+    table by its name in each query, exactly as a new view would).
+
+    What the wrap reads is the same as a fresh wrap's: the table's columns and types, bound
+    now. They are bound again unless DuckDB's catalog version shows that nothing that could
+    change them (or the current database, or the view) has happened since the last wrap; so
+    a table replaced or altered since is bound anew and, if its types changed, gets a new
+    view, while the frames wrapped before keep theirs. A view's definition never changes,
+    and each frame still has its own table id (its own answers).
+
+    As before, a frame over a table name reads the table as it is when a query runs: the
+    curator must not change a table while frames over it are in use."""
+    from pinqpy.engines.duckdb.types import duckdb_schema
+
+    duckdb = _import_duckdb()
+    drop_pending_views()
+    try:
+        with _TABLE_VIEWS_LOCK:
+            views = _TABLE_VIEWS.setdefault(connection, OrderedDict())
+            hit = views.get(quoted)
+    except TypeError:  # a connection that cannot be weakly referenced: a view per wrap
+        return _duckdb_view(connection, lambda c: c.sql(f"SELECT * FROM {quoted}"), what)
+    version = _catalog_version(connection)
+    if hit is None or version is None or hit.version != version:
+        try:
+            rel = connection.sql(f"SELECT * FROM {quoted}")
+            columns = tuple((str(c), str(t)) for c, t in zip(rel.columns, rel.types, strict=True))
+            database = connection.execute("SELECT current_database()").fetchall()[0][0]
+        except duckdb.Error:  # reported as a fresh wrap reports it
+            with _TABLE_VIEWS_LOCK:
+                views.pop(quoted, None)
+            return _duckdb_view(connection, lambda c: c.sql(f"SELECT * FROM {quoted}"), what)
+        if hit is not None and not (hit.database == database and hit.columns == columns):
+            hit = None
+        if hit is not None:
+            try:  # the view may have been dropped (a DROP SCHEMA, a rolled back transaction)
+                seen = connection.sql(f"SELECT * FROM {hit.view.source}")
+                same = [(str(c), str(t)) for c, t in zip(seen.columns, seen.types, strict=True)]
+            except duckdb.Error:
+                same = None
+            if same != list(columns):
+                hit = None
+        if hit is None:
+            got = _duckdb_view(connection, lambda c: rel, what, shared=True)
+            view = got.data.keep
+            hit = _TableView(database, view, columns, version)
+        else:
+            hit = _TableView(database, hit.view, columns, version)
+        with _TABLE_VIEWS_LOCK:
+            views[quoted] = hit
+            views.move_to_end(quoted)
+            while len(views) > _TABLE_VIEWS_KEPT:
+                views.popitem(last=False)
+    names = [c for c, _ in hit.columns]
+    table = DuckDBTable(connection, hit.view.source, hit.columns, keep=hit.view)
+    return Wrapped("duckdb", table, duckdb_schema(names, [t for _, t in hit.columns]))
 
 
 # The schema of a parquet file as a connection binds it, by the file's path, size and
@@ -413,6 +517,8 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
             con = connection if connection is not None else _import_duckdb().default_connection()
             quoted = ".".join('"' + p.replace('"', '""') + '"' for p in data.split("."))
             table = f"the table {data!r}"
+            if schema is None:
+                return _duckdb_table(con, quoted, table)
             try:
                 rel = _duckdb_declare(con.sql(f"SELECT * FROM {quoted}"), schema)
             except _import_duckdb().Error:

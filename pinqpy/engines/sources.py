@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "HIDDEN_SCHEMA",
     "DuckDBTable",
+    "SharedView",
     "SparkFile",
     "create_hidden_view",
     "drop_pending_views",
@@ -60,6 +61,8 @@ class DuckDBTable:
     connection: Any = field(repr=False)
     source: str
     columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # What keeps the view alive (a SharedView read by several tables), or None.
+    keep: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +85,31 @@ def drop_view_when_gone(owner: object, connection: Any, view: str) -> None:
     """Drop ``view`` (a quoted FROM item, as :func:`create_hidden_view` returns) on
     ``connection`` once ``owner`` no longer exists (at the next use)."""
     weakref.finalize(owner, _PENDING_DROPS.append, (connection, view))
+
+
+class SharedView:
+    """A view pinqpy made that several :class:`DuckDBTable` handles read (each holds it in
+    ``keep``): dropped at the next use of DuckDB once none of them, and no cache, holds it.
+
+    Only the view's name is kept: the finalizer holds the connection weakly, so a cache of
+    shared views never keeps a connection alive (a connection that is gone has no view to
+    drop)."""
+
+    __slots__ = ("__weakref__", "source")
+
+    def __init__(self, connection: Any, source: str) -> None:
+        self.source = source
+        try:
+            ref: Callable[[], Any] = weakref.ref(connection)
+        except TypeError:  # an object that cannot be weakly referenced: held as before
+            ref = lambda: connection  # noqa: E731
+        weakref.finalize(self, _drop_later, ref, source)
+
+
+def _drop_later(ref: Callable[[], Any], view: str) -> None:
+    connection = ref()
+    if connection is not None:
+        _PENDING_DROPS.append((connection, view))
 
 
 def drop_pending_views() -> None:

@@ -7,7 +7,9 @@ NULL and never an error, ``/`` is float division, FLOOR/CEIL/ROUND(x) give integ
 base 10, LEAST/GREATEST skip NULLs.
 
 Only aggregates leave the engine: per-group counts, clamped sums, bucket counts and candidate
-counts. Noise is added afterwards in Python, as for every engine.
+counts (a keyed aggregate also returns each group's key values, only to match them to the
+listed keys; they are never released). Noise is added afterwards in Python, as for every
+engine.
 
 Not supported (a :class:`~pinqpy.errors.PinqError` says so): Python callables
 (:class:`~pinqpy.plan.nodes.PyFunc`), which cannot run inside the engine, and SUBSTR with start or
@@ -173,8 +175,18 @@ class _PlanSql(CtePlanSql[str]):
                 # than text) and read as VARCHAR wherever a value is read (stored_read).
                 nan.add(c)
             schema.append((c, t))
-        star = f"* REPLACE ({', '.join(casts)})" if casts else "*"
-        return self._add(f"SELECT {star} FROM {raw}", schema, frozenset(nan))
+        if not casts and self._schemas.get(raw, schema) == schema:
+            # Read by its own name: a CTE that only renames it would cost DuckDB another
+            # projection of every row (a few percent of a filtered count on a million rows).
+            # (Two sources read by one name are one table, unless a file changed between
+            # their wraps: then each keeps its own CTE and schema, as before.)
+            self._schemas[raw] = schema
+            if nan:
+                self._nan[raw] = frozenset(nan)
+            return raw
+        return self._add(
+            f"SELECT * REPLACE ({', '.join(casts)}) FROM {raw}", schema, frozenset(nan)
+        )
 
     def stored_read(self, col: Col, q: str) -> str:
         """A stored ENUM column is read as its text (VARCHAR), as everywhere else in pinqpy:
@@ -608,10 +620,8 @@ class DuckDBExecutor(Executor):
             gi = "0"
             if grouping is not None and staged is None and extra is None:
                 keyed = self._keyed(p, rel, grouping, src, keep, aggs("r.__pinq_v", kind), stack)
-                if keyed == "":
-                    return [], k
                 if keyed is not None:
-                    return self._fetch(p.query(keyed, rel)), k
+                    return keyed, k
             if grouping is not None:
                 join = self._group_join(p, rel, grouping, stack)
                 if join is None:
@@ -651,21 +661,27 @@ class DuckDBExecutor(Executor):
         keep: str,
         aggs: Sequence[str],
         stack: contextlib.ExitStack,
-    ) -> str | None:
-        """The query of ``aggs`` per listed key over the rows ``src`` (``keep``: its WHERE
-        clause or ""), as rows (key position, aggs...), computed as DuckDB computes a plain
-        GROUP BY: the rows are grouped by the key columns' values, then the few groups are
-        joined to the listed keys. "" when no key can match; None when the keys are too many
-        or of types this does not handle (the caller then joins every row to the keys).
+    ) -> list[tuple[Any, ...]] | None:
+        """The rows (key position, aggs...) of ``aggs`` per listed key over the rows ``src``
+        (``keep``: its WHERE clause or ""), computed as DuckDB computes a plain GROUP BY: the
+        rows are grouped by the key columns' values, and the few groups are matched to the
+        listed keys. [] when no key can match; None when the keys are too many or of types
+        this does not handle (the caller then joins every row to the keys).
 
-        The groups are the classes of the values under the columns' equality, and the keys
-        are compared to them with that equality (``IS NOT DISTINCT FROM``, keys typed as the
-        columns: VARCHAR, BIGINT, DOUBLE, BOOLEAN), so a row is counted for a key exactly
-        when it equals the key, as in the per-row join: each key meets at most one group,
-        and keys equal to each other were merged into the first (``column_key_rows``). The
-        rows are first filtered by each column's listed values (``IN``, and ``IS NULL`` where
-        a key is NULL), which drops only rows no key can match, so that the groups are no
-        more than the keys' values whatever the column's other values."""
+        The rows are first filtered by each column's listed values (``IN``, and ``IS NULL``
+        where a key is NULL), which drops only rows no key can match (a column's collation
+        only widens ``IN``), so that the groups are few whatever the column's other values.
+        Each group is one exact value: text is grouped ``COLLATE "binary"`` (an enum by its
+        codes, each one text), numbers and booleans by their values. A key, spelt as the
+        column spells it (``column_key_rows``: keys equal under the column's type were merged
+        into the first), then gets the rows of the group equal to it, so a row counts for a
+        key exactly when it equals the key, as in the per-row join, and no row counts twice.
+
+        The groups are matched in Python (:meth:`_match_groups`) when they can be few: a join
+        to the key table inside DuckDB costs a millisecond or two more per query. Else, and if
+        two groups ever met one key, they are joined to the keys in DuckDB, on the same
+        equality (``IS NOT DISTINCT FROM``, keys typed as the columns: VARCHAR, BIGINT, DOUBLE,
+        BOOLEAN)."""
         cols = list(grouping.columns)
         types = dict(p.schema(rel))
         kinds = p.kinds(rel)
@@ -676,14 +692,17 @@ class DuckDBExecutor(Executor):
             return None
         rows = [(i, *vals) for i, vals in column_key_rows(ckinds, grouping.keys, len(cols) == 1)]
         if not rows:
-            return ""
+            return []
         if len(rows) > _INLINE_ROWS:
             return None
-        # An enum is grouped by its codes and read as text in the join, on the groups.
+        # An enum is grouped by its codes and read as text on the groups (Python's str, or
+        # a cast in the join).
         values = [f"r.{DUCKDB.ident(c)}" if c in enums else p.value(rel, c, "r.") for c in cols]
         conds = []
+        groups = 1  # at most this many groups pass the filter
         for j, (v, kind) in enumerate(zip(values, ckinds, strict=True)):
             listed = {r[j + 1] for r in rows}
+            groups *= len(listed)
             ors = []
             if listed - {None}:
                 lits = sorted(_key_literal(x, kind) for x in listed - {None})
@@ -694,8 +713,16 @@ class DuckDBExecutor(Executor):
         where = (keep + " AND " if keep else " WHERE ") + " AND ".join(conds)
         ks = [f"__pinq_k{j}" for j in range(len(cols))]
         named = [f"{a} AS __pinq_a{i}" for i, a in enumerate(aggs)]
-        keyed = [f"{v} AS {kk}" for v, kk in zip(values, ks, strict=True)]
+        exact = [
+            f'({v} COLLATE "binary")' if kind == "str" and c not in enums else v
+            for v, kind, c in zip(values, ckinds, cols, strict=True)
+        ]
+        keyed = [f"{v} AS {kk}" for v, kk in zip(exact, ks, strict=True)]
         inner = f"SELECT {', '.join(keyed + named)} FROM {src}{where} GROUP BY {', '.join(ks)}"
+        if groups <= _INLINE_ROWS:
+            found = self._match_groups(self._fetch(p.query(inner, rel)), rows, len(cols))
+            if found is not None:
+                return found
         keys = stack.enter_context(self._rows([_GI, *cols], ["int", *ckinds], rows))
         on = " AND ".join(
             f"{f'CAST(a.{kk} AS VARCHAR)' if c in enums else f'a.{kk}'} "
@@ -703,7 +730,34 @@ class DuckDBExecutor(Executor):
             for kk, c in zip(ks, cols, strict=True)
         )
         outs = ", ".join(f"a.__pinq_a{i}" for i in range(len(aggs)))
-        return f"SELECT g.{_GI} AS __pinq_gi, {outs} FROM ({inner}) AS a JOIN {keys} AS g ON {on}"
+        sql = f"SELECT g.{_GI} AS __pinq_gi, {outs} FROM ({inner}) AS a JOIN {keys} AS g ON {on}"
+        return self._fetch(p.query(sql, rel))
+
+    @staticmethod
+    def _match_groups(
+        groups: Sequence[tuple[Any, ...]], keys: Sequence[tuple[Any, ...]], width: int
+    ) -> list[tuple[Any, ...]] | None:
+        """The groups (key values..., aggs...) that equal a listed key (position, values...),
+        as (position, aggs...); None if two groups equal one key (then DuckDB joins them).
+
+        The values come from VARCHAR (or an enum), BIGINT, DOUBLE and BOOLEAN columns as
+        Python ``str``, ``int``, ``float`` and ``bool`` (NULL as None), exactly, and the keys
+        are spelt as such columns spell them (``column_key``); Python's equality on those is
+        DuckDB's on the columns' binary equality (text by its characters; ``-0.0`` equals
+        ``0.0``; a NaN, never a key, equals no key), which is what the join tests. Group
+        values never leave this method: only the aggregates of matched groups do."""
+        at = {tuple(k[1:]): k[0] for k in keys}
+        out: list[tuple[Any, ...]] = []
+        seen: set[int] = set()
+        for g in groups:
+            i = at.get(tuple(g[:width]))
+            if i is None:
+                continue
+            if i in seen:
+                return None
+            seen.add(i)
+            out.append((i, *g[width:]))
+        return out
 
     def _group_join(
         self, p: _PlanSql, rel: str, grouping: Grouping, stack: contextlib.ExitStack
@@ -787,13 +841,10 @@ class DuckDBExecutor(Executor):
             if grouping is not None:
                 listed = [*items, *nan_items]
                 keyed = self._keyed(p, rel, grouping, src, "", listed, stack)
-                if keyed == "":
-                    return [], k, False
                 if keyed is not None:
-                    rows = self._fetch(p.query(keyed, rel))
                     n = 1 + len(items)
-                    nans = any(any(row[n:]) for row in rows)
-                    return [row[:n] for row in rows], k, nans
+                    nans = any(any(row[n:]) for row in keyed)
+                    return [row[:n] for row in keyed], k, nans
                 join = self._group_join(p, rel, grouping, stack)  # type: ignore[assignment]
                 gi, group_by = f"g.{_GI}", " GROUP BY __pinq_gi"
             if join is None:
