@@ -85,3 +85,20 @@ def test_a_plain_count_star_is_still_the_selection():
     text = str(s.sql("EXPLAIN SELECT k, COUNT(*) AS n FROM r GROUP BY k", epsilon=1, delta=1e-5))
     assert "epsilon 1 = 1 measurement(s) x 1 x stability 1" in text
     assert "the GROUP BY key selection, its noisy counts released" in text
+
+
+def test_a_release_with_no_key_states_the_epsilon_it_charged():
+    """When no key passes the threshold, each aggregate still states its own share (as it
+    does with keys), not a placeholder: whether keys were released changes nothing else."""
+    few = pd.DataFrame({"k": [1, 2, 3]})
+    many = pd.DataFrame({"k": [1] * 300})
+    sql = "SELECT k, SUM(k, 0, 5) AS s, AVG(k, 0, 5) AS a FROM r GROUP BY k"
+    headers = []
+    for df in (few, many):
+        s = pq.Session()
+        s.register("r", df, budget=pq.Budget(epsilon=10, delta=1e-3))
+        with pq.testing.seed(1):
+            res = s.sql(sql, epsilon=1, delta=1e-6)
+        headers.append(repr(res).splitlines()[0])
+        assert len(res) == (0 if df is few else 1)
+    assert headers[0] == headers[1] == "noisy (epsilon 1/3 each), 95% intervals:"
