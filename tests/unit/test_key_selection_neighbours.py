@@ -38,12 +38,14 @@ from hypothesis import strategies as st
 
 import pinqpy as pq
 from pinqpy.accounting.charges import usage_of
+from pinqpy.engines.registry import executor_for
 from pinqpy.noise.keyselect import (
     KeySelectionMechanism,
     gaussian_selection_threshold,
     selection_threshold,
 )
 from pinqpy.noise.mechanisms import CountMechanism
+from tests.unit.test_stability_properties import sym_diff
 
 ENGINES = ["pandas", "duckdb"]
 EPS = Fraction(1, 2)
@@ -317,9 +319,23 @@ def test_sql_group_by_private_keys(engine, query, monkeypatch):
 
 
 # -- Gaussian split of a group-bounded frame ------------------------------------------------------
+# The public table doubles every key's rows: the split after it must not be charged as G parts
+# of k rows (a join is not row-wise), nor after a recomputed by column.
+DOUBLING = pd.DataFrame({"x": [0.0, 0.0, 1.0, 1.0, 2.5, 2.5], "tag": list("pqrstu")})
+AFTER_BOUNDING: dict[str, Callable[[pq.PrivateFrame], pq.PrivateFrame]] = {
+    "split on by": lambda b: b,
+    "renamed, filtered": lambda b: b.select("pid", "y", x="x").where("y < 2"),
+    "public join doubling rows": lambda b: b.join(DOUBLING, on="x"),
+    "by recomputed": lambda b: b.assign(x="x * 1"),
+    "concat with itself": lambda b: b.concat(b),
+}
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_gaussian_split_on_the_by_column_moves_within_its_l2_charge(engine):
+@pytest.mark.parametrize("after", sorted(AFTER_BOUNDING))
+def test_gaussian_split_on_the_by_column_moves_within_its_l2_charge(engine, after):
     keys = [0.0, None, 1.0, 2.5, -7.0, 1e300, -1e300, math.inf]
+    then = AFTER_BOUNDING[after]
     delta = Fraction(1, 10**6)
     rho1 = usage_of(CountMechanism(EPS, delta=delta).charge, 1).rho
 
@@ -339,14 +355,15 @@ def test_gaussian_split_on_the_by_column_moves_within_its_l2_charge(engine):
             with pq.testing.engine(engine), pq.testing.no_noise(), pq.testing.seed(seed):
                 f = pq.PrivateFrame(user_frame(data, False), budget, privacy_unit="pid")
                 b = f.bound_contributions(cap, max_groups=g, max_rows_per_group=k, by="x")
-                counts = b.partition("x", keys=keys).count(EPS, delta=delta)
+                counts = then(b).partition("x", keys=keys).count(EPS, delta=delta)
             out.append(counts.to_numpy(dtype=np.int64))
             charged.append(budget._spent.rho)
         assert charged[0] == charged[1]
         moved = out[1] - out[0]
         assert int((moved**2).sum()) * rho1 <= charged[0]
-        assert int((moved != 0).sum()) <= g
-        assert int(np.abs(moved).max()) <= k
+        if after in ("split on by", "renamed, filtered"):
+            assert int((moved != 0).sum()) <= g
+            assert int(np.abs(moved).max()) <= k
 
     prop()
 
@@ -383,5 +400,39 @@ def test_count_distinct_unit_moves_by_one_whatever_the_rows(engine):
             charged.append(budget.spent.epsilon)
         assert values[0] == len(users) and values[1] == len(users) + 1
         assert charged[0] == charged[1] == 1  # stability 1: the whole epsilon, once
+
+    prop()
+
+
+# -- bound_degree on adversarial keys -----------------------------------------------------------
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("column", ["x", "recomputed"])
+def test_bound_degree_changes_at_most_two_rows_whatever_the_key(engine, column):
+    """PINQ's degree cap keeps at most b rows per key (every NULL spelling one key, -0.0 and
+    0.0 one key); a new row joins its key and may evict one kept row: at most 2 rows change,
+    also on a column recomputed from another (no fact of the column is used)."""
+    row = st.tuples(st.sampled_from(FLOAT_KEYS), st.integers(0, 2))
+
+    @settings_for(engine)
+    @given(
+        rows=st.lists(row, max_size=14), new=row, b=st.integers(1, 3), seed=st.integers(0, 2**16)
+    )
+    def prop(rows, new, b, seed):
+        out = []
+        for rs in (rows, [*rows, new]):
+            df = pd.DataFrame(rs, columns=["x", "y"]).astype({"x": "float64", "y": "int64"})
+            budget = pq.Budget(1000)
+            with pq.testing.engine(engine):
+                f = pq.PrivateFrame(df, budget)
+                if column == "recomputed":
+                    f = f.assign(x="x * 1", y="y")
+                bounded = f.bound_degree("x", b)
+                assert bounded.stability == 2
+                with pq.testing.seed(seed):
+                    ex = executor_for(bounded._plan, bounded._rel.catalog)
+                    out.append(ex.rows(bounded._plan))  # type: ignore[attr-defined]
+        assert sym_diff(out[0], out[1]) <= 2
+        per_key = pd.Series([canonical(v) for v in out[1]["x"]], dtype=object)
+        assert per_key.value_counts(dropna=False).le(b).all()
 
     prop()
