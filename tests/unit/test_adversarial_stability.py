@@ -189,6 +189,7 @@ STEPS: dict[str, Callable] = {
     "assign k = n": lambda f, c: f.assign(k="n"),
     "assign k = pid": lambda f, c: f.assign(k="pid"),
     "distinct pid, k": lambda f, c: f.distinct("pid", "k"),
+    "distinct pid": lambda f, c: f.distinct("pid"),
     "distinct k": lambda f, c: f.distinct("k"),
     "distinct all but items": lambda f, c: f.distinct(*[x for x in f.columns if x != "items"]),
     "explode items (2)": lambda f, c: f.explode("items", max_items=2),
@@ -250,6 +251,7 @@ NEEDS: dict[str, set[str]] = {
     "assign k = n": {"n"},
     "assign k = pid": {"pid"},
     "distinct pid, k": {"pid", "k"},
+    "distinct pid": {"pid"},
     "distinct k": {"k"},
     "explode items (2)": {"items"},
     "groupby k: n, MIN -> c": {"k"},
@@ -271,6 +273,7 @@ _ENDINGS = [
     "bound groups of k (G=2, k=1)",
     "groupby pid: n, MIN -> c",
     "join B grouped by k (no bounds)",
+    "distinct pid",
 ]
 chains = st.builds(
     lambda body, end: [*body, *([end] if end else [])],

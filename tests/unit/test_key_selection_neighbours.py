@@ -18,7 +18,8 @@ at most what was charged for them:
   the L2 sensitivity the zCDP charge paid for (``Σ Δ² <= rho charged / rho of a
   sensitivity-1 count``), and in at most ``G`` parts by at most ``k``.
 * **COUNT(DISTINCT unit)** on a user-level table: the exact count moves by at most the
-  charged stability (1 without GROUP BY, whatever the rows per person).
+  charged stability (1 without GROUP BY, whatever the rows per person); in Python,
+  ``distinct(unit).count()``, in SQL also ``COUNT(*)`` of ``SELECT DISTINCT unit``.
 
 Hypothesis runs with ``derandomize=True``: the examples are fixed.
 """
@@ -434,5 +435,46 @@ def test_bound_degree_changes_at_most_two_rows_whatever_the_key(engine, column):
         assert sym_diff(out[0], out[1]) <= 2
         per_key = pd.Series([canonical(v) for v in out[1]["x"]], dtype=object)
         assert per_key.value_counts(dropna=False).le(b).all()
+
+    prop()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    "how", ["python distinct", "python renamed", "sql count of distinct", "sql distinct subquery"]
+)
+def test_distinct_units_move_by_one(engine, how):
+    @settings_for(engine)
+    @given(
+        users=users_strategy(FLOAT_KEYS),
+        new=new_user_strategy(FLOAT_KEYS),
+        null_unit_rows=st.integers(0, 3),
+        seed=st.integers(0, 2**16),
+    )
+    def prop(users, new, null_unit_rows, seed):
+        values, charged = [], []
+        for data in neighbours(users, new):
+            df = user_frame(data, False).astype({"pid": "float64"})
+            nulls = pd.DataFrame({"pid": np.full(null_unit_rows, np.nan), "x": 1.0, "y": 0})
+            df = pd.concat([df, nulls.astype({"y": "int64"})], ignore_index=True)
+            budget = pq.Budget(1000)
+            with pq.testing.engine(engine), pq.testing.no_noise(), pq.testing.seed(seed):
+                if how.startswith("python"):
+                    f = pq.PrivateFrame(df, budget, privacy_unit="pid")
+                    f = f.select(u="pid", x="x").distinct("u") if "renamed" in how else f
+                    f = f if "renamed" in how else f.distinct("pid")
+                    values.append(int(f.count(1)))
+                else:
+                    s = pq.Session()
+                    s.register("t", df, budget=budget, privacy_unit="pid")
+                    q = (
+                        "SELECT COUNT(DISTINCT pid) AS n FROM t"
+                        if "count of distinct" in how
+                        else "SELECT COUNT(*) AS n FROM (SELECT DISTINCT pid FROM t) d"
+                    )
+                    values.append(int(s.sql(q, epsilon=1)["n"].iloc[0]))
+            charged.append(budget.spent.epsilon)
+        assert charged[0] == charged[1] == 1  # stability 1: the whole epsilon, once
+        assert abs(values[1] - values[0]) <= 1
 
     prop()
