@@ -926,15 +926,28 @@ class _Compiler:
         calls: list[Call] = []
 
         def measure(e: Expr) -> Expr:
+            """An output with aggregates, top-down: each aggregate becomes its measurement,
+            each GROUP BY key its released key; any other column would be a raw value, and
+            is refused here, before the charge (evaluated after it, it would fail there)."""
+
             def swap(node: Expr) -> Expr:
                 if isinstance(node, Call) and node.name in AGGREGATE_FUNCTIONS:
                     self.check(self.stripped(node), frame, aggregates=True)
                     if node not in calls:
                         calls.append(node)
                     return Column(f"__m{calls.index(node)}")
-                return node
+                idx = next((i for i, ke in enumerate(key_exprs) if ke == node), None)
+                if idx is not None:
+                    return Column(f"__k{idx}")
+                if isinstance(node, Column):
+                    raise PrivacyError(
+                        f"{node.to_sql()} next to an aggregate in SELECT is a raw column: the "
+                        "outermost SELECT releases only noisy aggregates and GROUP BY keys; "
+                        "wrap it in an aggregate or add it to GROUP BY"
+                    )
+                return node.map_children(swap)
 
-            return e.transform(swap)
+            return swap(e)
 
         outputs: list[tuple[str, Expr]] = []
         aliases: dict[str, Expr] = {}
