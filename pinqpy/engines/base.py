@@ -258,6 +258,14 @@ def _sort_key(v: object) -> tuple[Any, ...]:
     return (3, repr(v))
 
 
+def _hashable(v: object) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
 def canonical_key_counts(
     keys: Sequence[Hashable], counts: np.ndarray, kinds: Sequence[str]
 ) -> tuple[list[Hashable], np.ndarray]:
@@ -275,6 +283,10 @@ def canonical_key_counts(
     merged: dict[Any, int] = {}
     for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
         parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
+        if not all(_hashable(v) for v in parts):
+            # A value that cannot be hashed (a list) is no key, as the pandas engine drops
+            # it: decided per key from its type alone, and never a failure after the charge.
+            continue
         canon = tuple(canonical_key(v, k) for v, k in zip(parts, kinds, strict=True))
         # A value of the column cannot fail to match its own column's type; if an engine
         # gave one anyway it is kept as untyped rather than lost.

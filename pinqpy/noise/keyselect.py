@@ -87,6 +87,24 @@ probability ``P(X >= tau - 1) <= delta``. For a unit of ``j < G·k`` rows (anoth
 same frame) the same argument holds with ``min(G, j)`` keys of ``<= min(k, j)`` rows, whose pass
 probability is at most that of the full structure, so ``delta`` bounds it too.
 
+Derived frames whose rows a unit both removes and adds (a grouped frame: a changed group's
+old row goes and its new row comes; stability ``s`` counts the multiset symmetric
+difference) use the unstructured ``G = k = s``, and the same bound holds. Let ``D`` lose
+``r₁`` rows and gain ``r₂`` (``r₁ + r₂ <= s``) to become ``D'``; let ``A`` be the keys only
+``D`` has and ``B`` those only ``D'`` has: each holds changed rows alone, so at most ``s``
+keys of at most ``s`` rows, and some key of ``A`` (of ``B``) passes with probability
+``p_A <= delta`` (``p_B <= delta``). Let ``H`` have ``D``'s counts on the shared keys and
+``D'``'s on ``B`` (the keys of ``D'``, L1 distance ``<= s`` from it), and ``H'`` ``D'``'s
+counts on the shared keys and ``D``'s on ``A`` (the keys of ``D``). ``D`` and ``H`` differ
+only in the independent keys of ``A`` and ``B``; with ``r(E)`` the probability that the
+shared keys' output is in ``E``, ``P_D(E) <= r(E)·(1 - p_A) + p_A`` and ``P_H(E) >= r(E)·(1 -
+p_B)``, so ``P_D(E) - P_H(E) <= p_A·(1 - r(E)) + p_B·r(E) <= max(p_A, p_B) <= delta``, and
+the same with ``D`` and ``H`` swapped. Hence ``P_D(E) <= P_H(E) + delta <= e^{ε}·P_{D'}(E) +
+delta_noise + delta``, and through ``H'`` the same from ``D'`` to ``D``, with ``ε =
+s·epsilon``: the charge at stability ``s``. (The union over ``A`` and ``B`` together would
+give ``2·delta``; the two sets never release in the same world, which is what the bound by
+their larger probability uses.)
+
 The released noisy counts are unbiased for keys far above the threshold; a key near it was
 released because its noise was high, so its released count is biased upward (the intervals
 describe the noise as drawn, not this selection effect).

@@ -95,7 +95,15 @@ class StabilityVisitor(PlanVisitor[Lineage]):
 
     def visit_distinct(self, node: Distinct) -> Lineage:
         # Adding/removing one row adds/removes at most one distinct value.
-        return self.visit(node.child)
+        child = self.visit(node.child)
+        owner = _unit_agent(node.child, node.columns)
+        if owner is not None:
+            # The distinct values of exactly the privacy unit column: a unit's rows all carry
+            # its id and no other unit's row does (what the facts keep the unit for, as for a
+            # groupby by the unit), so its arrival or departure adds or removes one row, its
+            # id; a NULL id is one row of no one, which no unit changes.
+            return _by_unit(child, owner, Fraction(1), Fraction(1))
+        return child
 
     def visit_explode(self, node: Explode) -> Lineage:
         # Each input row yields at most max_items rows.

@@ -929,15 +929,28 @@ class _Compiler:
         calls: list[Call] = []
 
         def measure(e: Expr) -> Expr:
+            """An output with aggregates, top-down: each aggregate becomes its measurement,
+            each GROUP BY key its released key; any other column would be a raw value, and
+            is refused here, before the charge (evaluated after it, it would fail there)."""
+
             def swap(node: Expr) -> Expr:
                 if isinstance(node, Call) and node.name in AGGREGATE_FUNCTIONS:
                     self.check(self.stripped(node), frame, aggregates=True)
                     if node not in calls:
                         calls.append(node)
                     return Column(f"__m{calls.index(node)}")
-                return node
+                idx = next((i for i, ke in enumerate(key_exprs) if ke == node), None)
+                if idx is not None:
+                    return Column(f"__k{idx}")
+                if isinstance(node, Column):
+                    raise PrivacyError(
+                        f"{node.to_sql()} next to an aggregate in SELECT is a raw column: the "
+                        "outermost SELECT releases only noisy aggregates and GROUP BY keys; "
+                        "wrap it in an aggregate or add it to GROUP BY"
+                    )
+                return node.map_children(swap)
 
-            return e.transform(swap)
+            return swap(e)
 
         outputs: list[tuple[str, Expr]] = []
         aliases: dict[str, Expr] = {}
@@ -1078,7 +1091,7 @@ class _Compiler:
         # the query's epsilon is split among the other measurements only.
         public = sum(1 for c in calls if _public_count(prepared_calls[c], frame, key_cols))
         m = max(len(calls) - public, 1)
-        selection_index = _count_star(calls) if private_keys else None
+        selection_index = _selection_count(calls, prepared_calls) if private_keys else None
         # Key selection, when needed, is one more measurement of the split -- unless the
         # query asks for COUNT(*), whose noisy counts are then the selection's (one step).
         extra = 1 if (private_keys and selection_index is None) else 0
@@ -1733,12 +1746,45 @@ def _public_count(call: Call, frame: Relation, key_cols: list[str]) -> bool:
     )
 
 
-def _count_star(calls: list[Call]) -> int | None:
-    """The index of ``COUNT(*)`` among the measured calls, if the query asks for it."""
-    return next(
-        (i for i, c in enumerate(calls) if c.name == "COUNT" and c.star and not c.distinct),
-        None,
-    )
+def _selection_count(calls: list[Call], prepared: Mapping[Call, Call]) -> int | None:
+    """The index of the measured call whose exact value per key is the key selection's count
+    (the rows of the released relation with that key), if the query asks for one.
+
+    The selection counts the rows of the relation the aggregates read, so a call qualifies
+    when the aggregate computed on that relation (``prepared``) is exactly that count:
+
+    * ``COUNT(*)`` of its rows (a plain COUNT(*); under BigQuery's per-unit semantics,
+      ``COUNT(DISTINCT unit)``, the count of the unit's rows per group);
+    * under per-unit semantics, a ``COUNT(*)`` whose per-unit count is clamped to ``[lo, 1]``:
+      every unit that has a row in a group counts at least 1 there, so each clamped count is
+      exactly 1 and their sum is the count of per-unit rows. With any other upper bound
+      (``contribution_bounds_per_group => (0, 5)``, or the ``(0, k)`` derived from
+      ``max_rows_contributed = k``) it is a sum of counts up to that bound, not the
+      selection's count of units, and is measured on its own.
+    """
+    for i, c in enumerate(calls):
+        p = prepared[c]
+        if p.name == "COUNT" and p.star and not p.distinct:
+            return i
+        if (
+            c.name == "COUNT"
+            and c.star
+            and not c.distinct
+            and p.name == "SUM"
+            and len(p.args) == 3
+            and _constant_number(p.args[2]) == 1
+            and (_constant_number(p.args[1]) is not None)
+        ):
+            return i
+    return None
+
+
+def _constant_number(e: Expr) -> float | None:
+    """A numeric literal's value, else None."""
+    v = constant_value(e)
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v)
+    return None
 
 
 def _key_selection(

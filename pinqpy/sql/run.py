@@ -107,8 +107,16 @@ def _select_then_aggregate(
     return out, grouping
 
 
-def _empty(prepared: object) -> Accuracy:
+def _empty(prepared: Prepared) -> Accuracy:
+    """The accuracy of an aggregate over no released key: no values, and the epsilon and
+    delta its measurement was charged (as a non-empty release would state them)."""
     from pinqpy.results.accuracy import AdditiveAccuracy
     from pinqpy.results.noise import LaplaceNoise
 
-    return AdditiveAccuracy(np.zeros(0), LaplaceNoise(1.0), epsilon=1)
+    mech = prepared.mechanism
+    return AdditiveAccuracy(
+        np.zeros(0),
+        LaplaceNoise(1.0),
+        epsilon=getattr(mech, "epsilon", 1),
+        delta=getattr(mech, "delta", 0),
+    )

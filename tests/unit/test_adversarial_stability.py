@@ -14,7 +14,10 @@ and one ``pq.testing.seed`` for both runs, every query must either be refused wi
 ``pq.PinqError`` before anything is charged, on both datasets, or its exact answer must move
 by at most the stability charged to the changed table's budget (charge / epsilon). Per-key
 counts of a partition are one charge for all keys (parallel composition), so the SUM of the
-per-key changes must be within it.
+per-key changes must be within it. The unknown-key histogram (``histogram("k", delta=...)``
+in Python, ``GROUP BY k`` with a delta in SQL) is checked the same way on the exact count of
+every key its key selection is given, and also against the threshold's assumption: at most
+``G`` keys move, each by at most ``k`` rows, for the ``(G, k)`` its threshold was set for.
 
 ``PINQPY_HARNESS_EXAMPLES=n`` sets the number of chains per engine (pandas, DuckDB; Spark gets
 a tenth); ``-s`` prints the summary (chains tried, refused, answered, violations).
@@ -28,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -36,6 +40,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
+from pinqpy.noise.keyselect import KeySelectionMechanism
 
 EPS = 1
 BIG = 10**9
@@ -184,6 +189,7 @@ STEPS: dict[str, Callable] = {
     "assign k = n": lambda f, c: f.assign(k="n"),
     "assign k = pid": lambda f, c: f.assign(k="pid"),
     "distinct pid, k": lambda f, c: f.distinct("pid", "k"),
+    "distinct pid": lambda f, c: f.distinct("pid"),
     "distinct k": lambda f, c: f.distinct("k"),
     "distinct all but items": lambda f, c: f.distinct(*[x for x in f.columns if x != "items"]),
     "explode items (2)": lambda f, c: f.explode("items", max_items=2),
@@ -245,6 +251,7 @@ NEEDS: dict[str, set[str]] = {
     "assign k = n": {"n"},
     "assign k = pid": {"pid"},
     "distinct pid, k": {"pid", "k"},
+    "distinct pid": {"pid"},
     "distinct k": {"k"},
     "explode items (2)": {"items"},
     "groupby k: n, MIN -> c": {"k"},
@@ -266,6 +273,7 @@ _ENDINGS = [
     "bound groups of k (G=2, k=1)",
     "groupby pid: n, MIN -> c",
     "join B grouped by k (no bounds)",
+    "distinct pid",
 ]
 chains = st.builds(
     lambda body, end: [*body, *([end] if end else [])],
@@ -291,7 +299,44 @@ def build_chain(a: pq.PrivateFrame, ctx: Ctx, chain: list[str]) -> pq.PrivateFra
 
 
 # -- running one side -------------------------------------------------------------------------
-QUERIES = ["count", "partition src", "partition k"]
+QUERIES = ["count", "partition src", "partition k", "histogram k"]
+KEY_DELTA = 1e-3
+
+
+class KeyCounts:
+    """An unknown-key histogram's answer: the exact count of every key its key selection was
+    given (noise off releases every key that occurs, with its count), and the contribution
+    structure ``(G, k)`` its threshold was set for."""
+
+    def __init__(self, counts: dict, structure: tuple[int, int]):
+        self.counts = counts
+        self.structure = structure
+
+    def moved(self, other: KeyCounts) -> list[float]:
+        keys = set(self.counts) | set(other.counts)
+        return [abs(other.counts.get(k, 0) - self.counts.get(k, 0)) for k in keys]
+
+
+def _key_key(v: object) -> object:
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
+
+
+def key_counts(run_query: Callable[[], object]) -> KeyCounts:
+    """Run a query that selects keys, capturing its key selection's input."""
+    seen: list[tuple[KeySelectionMechanism, list, np.ndarray]] = []
+    original = KeySelectionMechanism.release
+
+    def release(mech: KeySelectionMechanism, keys: list, counts: np.ndarray):
+        seen.append((mech, list(keys), np.asarray(counts)))
+        return original(mech, keys, counts)
+
+    with mock.patch.object(KeySelectionMechanism, "release", release):
+        run_query()
+    (mech, keys, counts), *rest = seen
+    assert not rest, "one key selection per query"
+    exact = {_key_key(k): int(c) for k, c in zip(keys, counts.tolist(), strict=True)}
+    assert len(exact) == len(keys), "two keys given are one key under the engines' equality"
+    return KeyCounts(exact, (mech.max_groups, mech.max_rows))
 
 
 def run_side(world: World, extra: tuple | None, side: str, chain: list[str], seed: int):
@@ -299,7 +344,7 @@ def run_side(world: World, extra: tuple | None, side: str, chain: list[str], see
 
     Returns one entry per query: ("refused", msg) or ("ok", values, charged stability).
     """
-    ba, bb = pq.Budget(epsilon=BIG), pq.Budget(epsilon=BIG)
+    ba, bb = pq.Budget(epsilon=BIG, delta=0.5), pq.Budget(epsilon=BIG, delta=0.5)
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
     a = pq.PrivateFrame(a_df, ba, privacy_unit="pid" if world.a_user_level else None)
@@ -329,6 +374,11 @@ def run_side(world: World, extra: tuple | None, side: str, chain: list[str], see
             try:
                 if q == "count":
                     vals = [float(f.count(epsilon=EPS))]
+                elif q == "histogram k":
+                    if "k" not in f.columns:
+                        out.append(("skip",))
+                        continue
+                    vals = key_counts(lambda: f.histogram("k", EPS, delta=KEY_DELTA))
                 else:
                     col = q.split()[1]
                     if col not in f.columns:
@@ -370,13 +420,24 @@ def compare(r1, r2, what: str, kind: str) -> list[str]:
             problems.append(f"{q}: {bad[0]} on one side ({bad[1:]}) and {x[0]}/{y[0]}")
             continue
         _tally(kind, "answered")
-        diff = np.abs(np.array(x[1]) - np.array(y[1]))
+        if isinstance(x[1], KeyCounts):
+            diff = np.array(x[1].moved(y[1]), dtype=float)
+            if x[1].structure != y[1].structure:
+                problems.append(f"{q}: thresholds set for {x[1].structure} and {y[1].structure}")
+            g, k = x[1].structure
+            if int((diff > 0).sum()) > g or float(diff.max(initial=0)) > k:
+                problems.append(
+                    f"{q}: a unit moved the counts {x[1].counts} -> {y[1].counts}, more than "
+                    f"the {g} keys of at most {k} rows its threshold assumes"
+                )
+        else:
+            diff = np.abs(np.array(x[1]) - np.array(y[1]))
         change = float(diff.sum())  # per-key parts: parallel composition, one charge
         charged = max(x[2], y[2])
         if change > charged:
             problems.append(
                 f"{q}: exact answer moved by {change:g} but charged stability {charged} "
-                f"({x[1]} vs {y[1]})"
+                f"({getattr(x[1], 'counts', x[1])} vs {getattr(y[1], 'counts', y[1])})"
             )
     return problems
 
@@ -565,8 +626,10 @@ SQL_WRAPPERS = {
 sql_chains = st.lists(st.sampled_from(sorted(SQL_WRAPPERS)), min_size=1, max_size=4)
 
 
-def _sql_stability(session: pq.Session, query: str, table: str) -> Fraction:
-    text = str(session.sql("EXPLAIN " + query, epsilon=EPS))
+def _sql_stability(
+    session: pq.Session, query: str, table: str, delta: float | None = None
+) -> Fraction:
+    text = str(session.sql("EXPLAIN " + query, epsilon=EPS, delta=delta))
     m = re.search(rf"budget of {table} \(stability ([^)]+)\)", text)
     if m is None:
         return Fraction(0)  # the query draws nothing from this table
@@ -578,7 +641,7 @@ def _sql_stability(session: pq.Session, query: str, table: str) -> Fraction:
 def run_sql_side(world, extra, side, chain, seed, max_rows):
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
-    budgets = {"a": pq.Budget(epsilon=BIG), "b": pq.Budget(epsilon=BIG)}
+    budgets = {"a": pq.Budget(epsilon=BIG, delta=0.5), "b": pq.Budget(epsilon=BIG, delta=0.5)}
     s = pq.Session()
     for name, df, lvl in (("a", a_df, world.a_user_level), ("b", b_df, world.b_user_level)):
         s.register(
@@ -601,6 +664,7 @@ def run_sql_side(world, extra, side, chain, seed, max_rows):
         queries["partition k"] = (
             f"SELECT r.k, COUNT(*) AS n FROM ({rel}) r GROUP BY r.k IN (0, 1, 2, 3)"
         )
+        queries["histogram k"] = f"SELECT r.k, COUNT(*) AS n FROM ({rel}) r GROUP BY r.k"
     changed = budgets["a" if side == "A" else "b"]
     tname = "a" if side == "A" else "b"
     out = []
@@ -609,9 +673,15 @@ def run_sql_side(world, extra, side, chain, seed, max_rows):
             out.append(("skip",))
             continue
         before = changed.spent.epsilon
+        delta = KEY_DELTA if q == "histogram k" else None
         try:
-            stab = _sql_stability(s, queries[q], tname)
+            stab = _sql_stability(s, queries[q], tname, delta)
             with pq.testing.no_noise(), pq.testing.seed(seed):
+                if delta is not None:
+                    text, dlt = queries[q], delta
+                    kc = key_counts(lambda: s.sql(text, epsilon=EPS, delta=dlt))  # noqa: B023
+                    out.append(("ok", kc, stab))
+                    continue
                 res = s.sql(queries[q], epsilon=EPS)
         except pq.BudgetExceededError:  # pragma: no cover
             raise
