@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import sys
 import uuid
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -182,6 +181,10 @@ def _key_arrow(values: Sequence[Any], kind: str, tz: str) -> tuple[Any, Any]:
 # costs Spark nothing extra; larger ones are sent as a DataFrame.
 _INLINE_ROWS = 1000
 # The reads one Spark job can compute together, by the name of their request.
+# A clamped sum's grid units are summed in two BIGINT parts split at this bit (see
+# SparkExecutor._aggregates).
+_SUM_SPLIT = 20
+
 _REQUESTS = {"count": "count", "sum": "clamped_sum", "mean": "lattice", "moments": "lattice2"}
 
 
@@ -727,21 +730,31 @@ class SparkExecutor(Executor):
             lo_s, hi_s = SPARK.float_lit(float(r[2])), SPARK.float_lit(float(r[3]))
             # NULL values are not counted (and least/greatest would turn them into a bound).
             c = f"__pinq_c{len(clamps)}"
-            clamps.append(
+            clamped = (
                 f"CASE WHEN __pinq_v{i} IS NOT NULL THEN "
-                f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END AS {c}"
+                f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END"
             )
+            clamps.append(f"{clamped} AS {c}")
             if r[0] == "clamped_sum":
                 # Exactly on the SUM's fixed-point grid (SumGrid): truncated toward zero to
                 # multiples of q (CAST to BIGINT truncates; never larger in magnitude, so the
-                # sensitivity stays max(|lo|, |hi|)), summed as DECIMAL(38, 0), scaled by q as
-                # a double. A float sum of 10**8 doubles can err by the sensitivity itself.
+                # sensitivity stays max(|lo|, |hi|)), |k| < 2**41. Each k is split as
+                # k = hi·2**20 + lo (an arithmetic shift and a mask, exact in two's
+                # complement), |hi| < 2**21 and 0 <= lo < 2**20, and both are summed as
+                # BIGINT: exact below 2**42 rows, as the lattice sums below. Python adds
+                # them exactly and scales by q (SumGrid.total). Spark's DECIMAL sums are
+                # several times slower, and a float sum of 10**8 doubles can err by the
+                # sensitivity itself.
                 grid = SumGrid.of(float(r[2]), float(r[3]))
-                units = f"CAST(CAST({grid.sql(c, SPARK.float_lit)} AS BIGINT) AS DECIMAL(38, 0))"
-                total = f"CAST(sum({units}) AS DOUBLE) * {SPARK.float_lit(grid.step_float)}"
-                top = SPARK.float_lit(sys.float_info.max)
-                total = f"least(greatest({total}, -{top}), {top})"
-                aggs.extend([total, "0.0D", f"COUNT({c})"])
+                k_i = f"__pinq_units{len(clamps)}"
+                clamps.append(f"CAST({grid.sql(clamped, SPARK.float_lit)} AS BIGINT) AS {k_i}")
+                aggs.extend(
+                    [
+                        f"sum(shiftright({k_i}, {_SUM_SPLIT}))",
+                        f"sum({k_i} & {(1 << _SUM_SPLIT) - 1})",
+                        f"COUNT({c})",
+                    ]
+                )
                 continue
             # Exact lattice-index sums (pinqpy.core.lattice): d in [0, 2**21] computed in doubles
             # as numpy does (bround is half-to-even), summed as BIGINT (exact below 2**42
@@ -784,7 +797,8 @@ class SparkExecutor(Executor):
                     continue
                 counts[j][gi] = int(n)
                 if r[0] == "clamped_sum":
-                    sums[j][gi] = float(s_)
+                    grid = SumGrid.of(float(r[2]), float(r[3]))
+                    sums[j][gi] = grid.total((int(s_) << _SUM_SPLIT) + int(s2))
                 else:  # Python ints from BIGINT and Decimal: exact
                     isums[j][gi], isumsq[j][gi] = int(s_), int(s2)
         out: list[Any] = []
