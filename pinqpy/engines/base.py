@@ -37,6 +37,7 @@ __all__ = [
     "canonical_key_counts",
     "column_key",
     "column_key_rows",
+    "is_hashable",
     "is_null_key",
     "prefetched",
 ]
@@ -258,10 +259,11 @@ def _sort_key(v: object) -> tuple[Any, ...]:
     return (3, repr(v))
 
 
-def _hashable(v: object) -> bool:
+def is_hashable(v: object) -> bool:
+    """Whether ``v`` can be a key (hashing it succeeds; any failure says no)."""
     try:
         hash(v)
-    except TypeError:
+    except Exception:
         return False
     return True
 
@@ -283,7 +285,7 @@ def canonical_key_counts(
     merged: dict[Any, int] = {}
     for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
         parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
-        if not all(_hashable(v) for v in parts):
+        if not all(is_hashable(v) for v in parts):
             # A value that cannot be hashed (a list) is no key, as the pandas engine drops
             # it: decided per key from its type alone, and never a failure after the charge.
             continue

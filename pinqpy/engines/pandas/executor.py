@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.core.lattice import Lattice, SumGrid
-from pinqpy.engines.base import NO_MATCH, Executor, LatticeSums, canonical_key, canonical_key_counts
+from pinqpy.engines.base import (
+    NO_MATCH,
+    Executor,
+    LatticeSums,
+    canonical_key,
+    canonical_key_counts,
+    is_hashable,
+)
 from pinqpy.engines.buckets import grid_bucket_counts, uniform_grid
 from pinqpy.engines.pandas.priorities import RowPriorities, keep_lowest, row_hashes
 from pinqpy.errors import PinqError
@@ -188,14 +195,6 @@ def _integer_group_sums(
 # value that cannot be a key matches no key, forms no group and joins nothing, and rows are
 # compared (distinct, set operations) through a hashable stand-in equal only to stand-ins of
 # equal content. Which rows hold such values never decides whether the read succeeds.
-def _is_hashable(x: object) -> bool:
-    try:
-        hash(x)
-    except Exception:
-        return False
-    return True
-
-
 # What pandas' type inference calls an object array of only these values (NULLs skipped):
 # each kind is a hashable scalar type, so no value needs to be tried one by one.
 _SCALAR_KINDS = frozenset(
@@ -211,7 +210,7 @@ def _unhashable(s: pd.Series) -> np.ndarray | None:
         return None
     if pd.api.types.infer_dtype(s.to_numpy(dtype=object), skipna=True) in _SCALAR_KINDS:
         return None  # one typed pass at C speed: strings, numbers and the like all hash
-    bad = np.fromiter((not _is_hashable(x) for x in s.to_numpy(dtype=object)), bool, len(s))
+    bad = np.fromiter((not is_hashable(x) for x in s.to_numpy(dtype=object)), bool, len(s))
     return bad if bad.any() else None
 
 
@@ -222,7 +221,7 @@ def _all_hashable(uniques: Any) -> bool:
     cannot be hashed either: checking the few distinct values finds them all."""
     if not isinstance(uniques, np.ndarray) or uniques.dtype != object:
         return True
-    return all(_is_hashable(u) for u in uniques)
+    return all(is_hashable(u) for u in uniques)
 
 
 def _hash_counts(col: pd.Series, dropna: bool) -> pd.Series | None:
@@ -266,7 +265,7 @@ class _Frozen:
 
 
 def _freeze(x: object, depth: int = 0) -> Hashable:
-    if _is_hashable(x):
+    if is_hashable(x):
         return (0, x)
     if depth > _FREEZE_DEPTH:  # nested too deeply to compare by content: equal to itself
         return (4, type(x).__name__, id(x))
