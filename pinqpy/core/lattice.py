@@ -246,8 +246,8 @@ class SumGrid(_PowerOfTwoStep):
     (never below ``2**-1074``, of which every double is a multiple; ``q = 1`` for ``M = 0``).
     Each clamped value maps to ``k = trunc(x·2**-shift)``, exactly (scaling by a power of two
     is exact, and so is truncation), ``|k| < 2**41``; engines sum the ``k`` as integers
-    (exactly, in 128 bits or DECIMAL(38, 0) or exact chunks) and return ``q·Σk`` converted
-    to a double (within 2 ulps).
+    (exactly: DuckDB in 128 bits, Spark in two BIGINT parts, pandas in exact chunks) and
+    return ``q·Σk`` converted to a double (within 2 ulps).
 
     **Sensitivity.** Truncation toward zero never increases a magnitude: ``|q·k| <= |x| <= M``.
     So the sum of the quantised values has sensitivity ``max(|lo|, |hi|)`` exactly, the
