@@ -36,6 +36,7 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.api.aggregations import Aggregations
 from pinqpy.api.expressions import Expression, ExprLike, unwrap
 from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error
+from pinqpy.api.panels import frame_panel
 from pinqpy.api.partition import Partition
 from pinqpy.api.previews import preview
 from pinqpy.engines.registry import read_file, wrap
@@ -380,7 +381,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
 
     # -- no leaks -------------------------------------------------------------------------
     def _repr_html_(self) -> str:
-        return frame_html(self)
+        return frame_html(frame_panel(self))
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self._rel.meta.schema.items())
