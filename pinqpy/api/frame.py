@@ -33,8 +33,10 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.budget import Budget
+from pinqpy.api.aggregations import Aggregations
 from pinqpy.api.expressions import Expression, ExprLike, unwrap
-from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error, need_epsilon
+from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error
+from pinqpy.api.panels import frame_panel
 from pinqpy.api.partition import Partition
 from pinqpy.api.previews import preview
 from pinqpy.engines.registry import read_file, wrap
@@ -61,7 +63,7 @@ def _stability_value(k: Fraction | float) -> int | Fraction | float:
     return int(k) if k.denominator == 1 else k
 
 
-class PrivateFrame:
+class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
     """A private table that can be transformed freely and read only through noisy aggregates.
 
     Parameters
@@ -379,7 +381,7 @@ class PrivateFrame:
 
     # -- no leaks -------------------------------------------------------------------------
     def _repr_html_(self) -> str:
-        return frame_html(self)
+        return frame_html(frame_panel(self))
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{c}: {t}" for c, t in self._rel.meta.schema.items())
@@ -773,173 +775,16 @@ class PrivateFrame:
             declared_keys=tuple(self.keys),
         )
 
-    # -- noisy aggregations ---------------------------------------------------------------
-    def count(self, epsilon: float | None = None, *, delta: float | None = None) -> NoisyValue:
-        """A noisy row count.
+    # -- noisy aggregations (count, sum, mean, ...: pinqpy.api.aggregations) ------------
+    _whole = True  # the whole frame: its public row count, if declared, may serve
 
-        Sensitivity 1 (adding or removing a row changes the count by 1), so the Laplace
-        mechanism adds noise of scale ``1/epsilon``; with ``delta=`` the analytic Gaussian
-        mechanism is calibrated to (epsilon, delta). The budget is charged ``epsilon ×
-        stability`` (and delta, with group privacy for stability > 1).
+    def _release(self, prepared: prepare.Prepared) -> NoisyValue:
+        _values, acc = run.run_one(prepared, None)
+        return NoisyValue.from_release(acc)
 
-        **Public row count.** On a frame whose curator declared its row count public
-        (``public_size=True``) and that still has exactly the table's rows (only
-        select/assign/rename since), the count is that public number, released exactly
-        (``ci`` is ``(n, n)``) and charged nothing: a zero-cost release of a public fact.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> f = pq.PrivateFrame(pd.DataFrame({"x": range(100)}), pq.Budget(epsilon=1))
-        >>> with pq.testing.seed(1):
-        ...     n = f.count(epsilon=0.5)
-        >>> 80 < n < 120
-        True
-        """
-        need_epsilon("count", epsilon)
-        return _scalar(prepare.prepare_count(self._rel, epsilon, delta, whole=True))
-
-    def sum(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-    ) -> NoisyValue:
-        """A noisy sum of ``column`` with every value clamped into ``bounds``.
-
-        NULLs are ignored; ±inf are clamped like any value. Adding or removing a row changes
-        the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
-        scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
-        """
-        need_epsilon("sum", epsilon, column)
-        return _scalar(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
-
-    def mean(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-    ) -> NoisyValue:
-        """A noisy mean of ``column`` clamped into ``bounds``; exactly epsilon-DP.
-
-        Half of epsilon goes to a sum of ``x - mid`` (sensitivity ``(hi - lo)/2``), half to
-        the count (sensitivity 1); the mean is ``mid + sum/count`` clamped into the bounds.
-        See :class:`pinqpy.noise.mechanisms.MeanMechanism`. It is never NaN, even for no rows.
-
-        **Public row count.** On a frame with a public row count ``n`` (``public_size=True``,
-        only select/assign/rename since) the mean is ``noisy_sum(x - c)/n + c`` with ``c`` the
-        midpoint of the bounds and all of epsilon on the centred sum. It is epsilon-DP under
-        adding or removing a row: the clamped, centred sum changes by at most ``(hi - lo)/2``
-        (its sensitivity), and dividing by the public constant ``n`` and adding ``c`` are
-        post-processing. Its error is Laplace of scale ``(hi - lo)/(2·n·epsilon)`` (about a
-        quarter of the two-measurement mean's). NULL values count as ``c`` here (``n``
-        counts every row), so on a column with NULLs it is not SQL's AVG over the non-NULL
-        values; EXPLAIN and the result's mechanism say so. See
-        :class:`pinqpy.noise.mechanisms.PublicSizeMeanMechanism`.
-        """
-        need_epsilon("mean", epsilon, column)
-        return _scalar(
-            prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta, whole=True)
-        )
-
-    def variance(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-        ddof: int = 1,
-    ) -> NoisyValue:
-        """A noisy variance of ``column`` clamped into ``bounds``: SQL's ``VARIANCE``.
-
-        ``ddof=1`` (the default, as pandas and SQL's ``VARIANCE``/``VAR_SAMP``) divides the
-        squared deviations by ``n - 1``; ``ddof=0`` (``VAR_POP``) by ``n``. The mechanism is
-        the one SQL runs (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`): epsilon in
-        thirds over a noisy count (sensitivity 1), a sum of ``x - mid`` (sensitivity ``h``,
-        the half-width of the bounds) and a sum of ``(x - mid)² - h²/2`` (sensitivity
-        ``h²/2``); the variance is post-processing of the three, clipped into ``[0, h²]``
-        (times ``n/(n - 1)`` for the sample form). Both forms come from the same three
-        measurements, so they charge the same: ``epsilon × stability`` (and delta).
-        """
-        need_epsilon("variance", epsilon, column)
-        prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=False, ddof=ddof
-        )
-        return _scalar(prep)
-
-    var = variance
-
-    def std(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-        ddof: int = 1,
-    ) -> NoisyValue:
-        """A noisy standard deviation: the square root of :meth:`variance` (post-processing,
-        the same charge), SQL's ``STDDEV`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``)."""
-        need_epsilon("std", epsilon, column)
-        prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=True, ddof=ddof
-        )
-        return _scalar(prep)
-
-    def median(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        candidates: Iterable[float] | None = None,
-        ci: bool = False,
-    ) -> NoisyValue:
-        """A noisy median by the exponential mechanism; see :meth:`quantile`."""
-        need_epsilon("median", epsilon, column)
-        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
-
-    def quantile(
-        self,
-        column: ExprLike | None = None,
-        q: float = 0.5,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        candidates: Iterable[float] | None = None,
-        ci: bool = False,
-    ) -> NoisyValue:
-        """A noisy ``q``-quantile of ``column`` within ``bounds``, exactly epsilon-DP.
-
-        The exponential mechanism picks among public candidate values with utility
-        ``-|(1-q)·#{x < c} - q·#{x > c}|``, whose sensitivity is ``max(q, 1-q)``; see
-        :class:`pinqpy.noise.mechanisms.QuantileMechanism`. By default the whole epsilon goes
-        to that choice and the answer has no value-space interval (its accuracy is stated in
-        ranks, and ``ci()`` refuses); ``ci=True`` spends a quarter of epsilon on a noisy
-        histogram that gives ``ci()``. With public ``candidates`` no bounds are needed: the
-        candidates' least and greatest values are the bounds.
-        """
-        need_epsilon("quantile", epsilon, column)
-        rel = self._rel
-        prep = prepare.prepare_quantile(rel, unwrap(column), q, epsilon, bounds, candidates, ci)
-        return _scalar(prep)
-
-    def argmax(
-        self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float
-    ) -> NoisyLabel:
-        """The most frequent of the public ``candidates`` in ``column``, by report-noisy-max.
-
-        Each row adds 1 to at most one candidate's count, and counts only grow when a row is
-        added, so selecting with weights ``exp(epsilon·count)`` is exactly epsilon-DP; pinqpy
-        samples it by permute-and-flip with exact coins (see
-        :class:`pinqpy.noise.mechanisms.ArgmaxMechanism`).
-        """
-        prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
-        idx, acc = run.run_one(prep, None)
-        return NoisyLabel(prep.candidates[int(np.asarray(idx)[0])], acc)
+    def _choose(self, prepared: prepare.Prepared) -> NoisyLabel:
+        idx, acc = run.run_one(prepared, None)
+        return NoisyLabel(prepared.candidates[int(np.asarray(idx)[0])], acc)
 
 
 class GroupedFrame:
@@ -989,7 +834,3 @@ def _tables_on(rel: Relation, budget: Budget) -> str:
         stack.extend(node.children)
     return ", ".join(dict.fromkeys(names))
 
-
-def _scalar(prepared: prepare.Prepared) -> NoisyValue:
-    _values, acc = run.run_one(prepared, None)
-    return NoisyValue.from_release(acc)

@@ -31,6 +31,7 @@ import pandas as pd
 from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.cost import Cost
 from pinqpy.api.frame import PrivateFrame
+from pinqpy.api.panels import session_panel
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.plan.nodes import Source
@@ -68,7 +69,7 @@ class Session:
         self.last_note: str | None = None
 
     def _repr_html_(self) -> str:
-        return session_html(self)
+        return session_html(session_panel(self._private, self._public))
 
     # -- tables -------------------------------------------------------------------------
     def register(

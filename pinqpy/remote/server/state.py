@@ -46,6 +46,7 @@ import pandas as pd
 from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.cost import Cost
 from pinqpy.accounting.ledger import Ledger
+from pinqpy.api.aggregations import AGGREGATIONS, FRAME_AGGREGATIONS
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
@@ -82,20 +83,8 @@ __all__ = [
 ]
 
 #: The aggregations a request may call on a frame, and on a partition (per key).
-FRAME_METHODS = (
-    "count",
-    "sum",
-    "mean",
-    "median",
-    "quantile",
-    "variance",
-    "std",
-    "argmax",
-    "select_keys",
-    "histogram",
-    "accuracy",
-)
-PARTITION_METHODS = ("count", "sum", "mean", "median", "quantile", "variance", "std", "argmax")
+FRAME_METHODS = FRAME_AGGREGATIONS
+PARTITION_METHODS = AGGREGATIONS
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
 
