@@ -37,6 +37,7 @@ from pinqpy.api.previews import preview
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan import salts
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
@@ -115,8 +116,15 @@ class Partition(Mapping[Hashable, F], Generic[F]):
             return pd.Index(list(self._ref.keys), name=self._ref.key_columns[0])
         return pd.MultiIndex.from_tuples(list(self._ref.keys), names=list(self._ref.key_columns))
 
+    def _read(self, prepared: prepare.Prepared) -> tuple[Any, Any]:
+        """One read of every part at once, drawing the partition's salts (as a read of one
+        part does: :mod:`pinqpy.plan.salts`)."""
+        name = self._ref.agent
+        with salts.through(name, self._rel.catalog.agent(name)):
+            return run.run_one(prepared, self._target())
+
     def _run(self, prepared: prepare.Prepared) -> NoisySeries:
-        _values, acc = run.run_one(prepared, self._target())
+        _values, acc = self._read(prepared)
         return NoisySeries.from_release(acc, index=self._index())
 
     def count(self, epsilon: float | None = None, *, delta: float | None = None) -> NoisySeries:
@@ -257,6 +265,6 @@ class Partition(Mapping[Hashable, F], Generic[F]):
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
         """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""
         prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
-        idx, _acc = run.run_one(prep, self._target())
+        idx, _acc = self._read(prep)
         labels = [prep.candidates[int(i)] for i in np.asarray(idx)]
         return pd.Series(labels, index=self._index(), dtype=object)
