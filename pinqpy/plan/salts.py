@@ -35,9 +35,10 @@ largest-part rule (McSherry 2009, Theorem 4) then holds across reads, as
    ``(ε, δ)`` inequality, a Rényi divergence, which is jointly quasi-convex) holds for the
    mixture. So the salts need no secrecy for the bound; they are kept secret anyway.
 
-A fresh draw per read would break step 1 across reads: one person's kept rows could lie in
-part A at one read and in part B at the next, so queries on A and on B would each pay in
-full. A key per partition agent (never in a plan, a JSON form or a repr, never chosen or
+With a fresh draw per read there is no one dataset across reads: one person's kept rows
+could lie in part A at one read and in part B at the next, so queries on A and on B would
+each pay in full (what partitions of such frames were charged before). A key per partition
+agent (never in a plan, a JSON form or a repr, never chosen or
 seen by the analyst) makes another partition of the same frame draw its own salts. The
 node's label is its canonical text (tables all named alike), so a plan replayed by the server
 on another request (new node objects, the same agent:
@@ -47,6 +48,10 @@ holds for every assignment of salts to nodes).
 
 Step 1 also needs the engine to keep the same rows for the same salts on every read: ties of
 priority are then rows equal in every value the priority hashes, which are interchangeable.
+pandas hashes every value (a list or dict by its contents), DuckDB's ``hash`` every type.
+Spark's ``xxhash64`` cannot hash a ``MapType`` column, which its priority leaves out, so rows
+that differ only in a map tie and Spark picks among them; that already weakens one read's
+stability argument on such tables, and is mended by hashing maps too (issue 28, item 6).
 """
 
 from __future__ import annotations
