@@ -120,10 +120,7 @@ class Transaction:
     def state_of(self, partition: PartitionAgent) -> _PartitionState:
         st = self.partitions.get(partition)
         if st is None:
-            if partition.fresh_draws:
-                st = _PartitionState(Usage(), dict(), Usage())
-            else:
-                st = _PartitionState(partition._base, dict(), partition._max)
+            st = _PartitionState(partition._base, dict(), partition._max)
             self.partitions[partition] = st
         return st
 
@@ -135,22 +132,20 @@ class PartitionAgent:
     ``base + extra[key]``; the parent has been charged ``maximum.at(K)`` for each parent agent
     of stability ``K``, where ``maximum`` is the componentwise largest part total so far.
 
-    With ``fresh_draws`` (the partitioned frame keeps rows chosen at random anew on every
-    read; see :func:`pinqpy.plan.stability.draws_afresh`) the parts are disjoint only within
-    one read, so the largest-part rule holds only within one transaction (one query): each
-    transaction charges the parent the largest total it adds to any one part, and nothing
-    carries over to the next. A query over every part at once still costs the parent once.
+    The rule needs every read through the parts to see parts of one dataset. A partitioned
+    frame that keeps rows chosen at random (a bounded join, ``bound_contributions``) sees
+    one, because every read through one partition draws that partition's fixed salts, for
+    which the frame is a deterministic function of the data of the same stability
+    (derivation: :mod:`pinqpy.plan.salts`).
     """
 
     def __init__(
         self,
         parent_lineage: Mapping[object, Fraction],
         *,
-        fresh_draws: bool = False,
         max_parts_per_unit: Mapping[object, tuple[int, Fraction]] | None = None,
     ):
         self.parent_lineage = dict(parent_lineage)
-        self.fresh_draws = fresh_draws
         self.max_parts_per_unit: dict[object, tuple[int, Fraction]] = {}
         for agent, (g, k) in (max_parts_per_unit or {}).items():
             if agent not in self.parent_lineage:
@@ -211,8 +206,7 @@ class PartitionAgent:
 
     def _prepare_part(self, key: Hashable, cost: Usage, txn: Transaction) -> None:
         st = txn.state_of(self)
-        before = Usage() if self.fresh_draws else self._extra.get(key, Usage())
-        total = st.extra.get(key, before) + cost
+        total = st.extra.get(key, self._extra.get(key, Usage())) + cost
         st.extra[key] = total
         self._raise_max(st, st.base + total, txn)
 
@@ -223,8 +217,6 @@ class PartitionAgent:
         self._raise_max(st, st.maximum + cost, txn)
 
     def _apply(self, st: _PartitionState) -> None:
-        if self.fresh_draws:
-            return  # the next read draws afresh: nothing of this one carries over
         self._base = st.base
         self._extra.update(st.extra)
         self._max = st.maximum

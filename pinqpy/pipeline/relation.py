@@ -59,7 +59,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, draws_afresh, unit_spread
+from pinqpy.plan.stability import INF, unit_spread
 
 __all__ = ["ExprInput", "Relation"]
 
@@ -488,9 +488,9 @@ class Relation:
 
     def partition_agent(self, columns: tuple[str, ...]) -> PartitionAgent:
         """The privacy agent of a split of this relation by ``columns`` (a partition, or a
-        GROUP BY release): PINQ's largest-part rule, with fresh draws when the relation keeps
-        rows chosen anew on every read, and with the spread of a group-bounded relation when
-        ``columns`` are exactly its ``by`` columns (see
+        GROUP BY release): PINQ's largest-part rule, across reads too, since every read through
+        one partition draws its fixed salts (:mod:`pinqpy.plan.salts`), and with the spread of
+        a group-bounded relation when ``columns`` are exactly its ``by`` columns (see
         :meth:`pinqpy.accounting.agents.PartitionAgent.parent_usage`)."""
         lineage = self.lineage()
         spread = unit_spread(self.plan, tuple(columns))
@@ -499,9 +499,7 @@ class Relation:
             agent = self.catalog.agent(spread.agent)
             if lineage.get(agent) == spread.total:
                 per_unit[agent] = (spread.max_parts, spread.per_part)
-        return PartitionAgent(
-            lineage, fresh_draws=draws_afresh(self.plan), max_parts_per_unit=per_unit
-        )
+        return PartitionAgent(lineage, max_parts_per_unit=per_unit)
 
     def public_keys(self, column: str) -> list[Hashable] | None:
         """The public keys of ``column`` from metadata alone, as SQL's GROUP BY takes them
