@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-import pandas as pd
-
 from pinqpy.accounting.agents import AllParts, Scaled
 from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.core.exact import to_fraction
@@ -34,7 +32,6 @@ from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
     MAX_DEPTH,
-    Binary,
     Call,
     Column,
     Expr,
@@ -81,6 +78,18 @@ from pinqpy.sql.bigquery import (
     per_unit,
     split_bounds,
 )
+from pinqpy.sql.compiler.clauses import check, where
+from pinqpy.sql.compiler.context import Catalog, Context, Scratch, option_error, option_pos
+from pinqpy.sql.compiler.scopes import (
+    Scope,
+    alias_named,
+    group_keys,
+    lookup,
+    output_name,
+    resolve,
+    resolve_table,
+)
+from pinqpy.sql.compiler.subqueries import from_clause
 
 __all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release", "resolve_table"]
 
@@ -88,30 +97,6 @@ __all__ = ["Catalog", "CompiledRelease", "Measurement", "compile_release", "reso
 # 1 would make every candidate beyond the extreme value score equally well.
 MIN_Q, MAX_Q = 0.01, 0.99
 MAX_GROUPS = 1_000_000
-
-
-@dataclass
-class Catalog:
-    """What a query can name: private relations and public tables."""
-
-    private: Mapping[str, Relation]
-    public: Mapping[str, pd.DataFrame]
-
-
-@dataclass
-class _Rel:
-    """A compiled FROM clause: a private frame (or a public table) and how names resolve."""
-
-    frame: Relation | None
-    public: pd.DataFrame | None = None
-    # alias (None for unaliased subqueries) -> {visible column: frame column}
-    scopes: dict[str | None, dict[str, str]] = field(default_factory=dict)
-    # frame column -> (public table, its column): public keys for GROUP BY, found on demand
-    public_values: dict[str, tuple[pd.DataFrame, str]] = field(default_factory=dict)
-    describe: str = ""
-    # alias -> the schema an unaliased FROM table was written with (FROM census.pums):
-    # what a column's schema.table.col qualifier is checked against
-    schemas: dict[str | None, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,725 +141,50 @@ class CompiledRelease:
     distinct: bool = False
 
 
-def _offset(text: str, pos: Pos | None) -> int:
-    if pos is None:
-        return 0
-    lines = text.split("\n")
-    return sum(len(line) + 1 for line in lines[: pos.line - 1]) + pos.column - 1
-
-
-def locate(text: str, pattern: str, after: Pos | None = None, group: int = 0) -> Pos | None:
-    """The position of the first match of ``pattern`` (case-insensitive) at or after ``after``.
-
-    For carets under things the AST does not keep a node for (an option's value, a bound of
-    WITH BOUNDS, a repeated alias).
-    """
-    import re
-
-    m = re.compile(pattern, re.IGNORECASE).search(text, _offset(text, after))
-    if m is None:
-        return None
-    start = m.start(group)
-    line = text.count("\n", 0, start) + 1
-    column = start - (text.rfind("\n", 0, start) + 1) + 1
-    return Pos(line, column)
-
-
-def _pick(written: str, quoted: bool, names: Iterable[str]) -> list[str]:
-    """The names a written name matches: itself if present, else (unquoted only) every name
-    equal to it ignoring case (PostgreSQL and BigQuery users write names in any case).
-
-    >>> _pick("AGE", False, ["age", "sex"]), _pick("AGE", True, ["age"])
-    (['age'], [])
-    >>> _pick("a", False, ["a", "A"]), _pick("Age", False, ["age", "AGE"])
-    (['a'], ['age', 'AGE'])
-    """
-    names = list(dict.fromkeys(names))
-    if written in names:
-        return [written]
-    if quoted:
-        return []
-    folded = written.casefold()
-    return [n for n in names if n.casefold() == folded]
-
-
-def _part_matches(written: tuple[str, bool], name: str) -> int:
-    """2 for an exact match, 1 for a match ignoring case (unquoted only), 0 for none."""
-    if written[0] == name:
-        return 2
-    return 1 if not written[1] and written[0].casefold() == name.casefold() else 0
-
-
-def _aligned(written: q.Path, parts: tuple[str, ...]) -> int | None:
-    """How many parts match when both are aligned from the right, as far as both go (exact
-    ones counted twice), or None if one of them does not match."""
-    score = 0
-    for w, name in zip(reversed(written), reversed(parts), strict=False):
-        hit = _part_matches(w, name)
-        if not hit:
-            return None
-        score += hit
-    return score
-
-
-def resolve_table(names: Iterable[str], path: q.Path) -> list[str]:
-    """The registered names a written table name (``pums``, ``PUMS.PUMS``, ``dataset.t``)
-    resolves to: one name, none (unknown) or several (ambiguous).
-
-    A registered name is matched part by part from the right (``census.pums`` has the parts
-    ``census`` and ``pums``) as far as both go, unquoted parts ignoring case; so ``pums``
-    matches ``x.pums`` and ``PUMS.PUMS``, and ``census.pums`` matches ``pums``. The full
-    dotted name as registered wins, then a name with as many parts as written, then the
-    most parts matched exactly (``pums`` over ``PUMS`` for ``pums``); a tie is ambiguous.
-
-    >>> resolve_table(["pums", "visits"], (("PUMS", False), ("PUMS", False)))
-    ['pums']
-    >>> resolve_table(["a.t", "b.t"], (("t", False),))
-    ['a.t', 'b.t']
-    """
-    joined = ".".join(part for part, _ in path)
-    best: tuple[int, int, int] | None = None
-    found: list[str] = []
-    for name in dict.fromkeys(names):
-        if name == joined:
-            rank: tuple[int, int, int] = (1, 1, 0)
-        else:
-            parts = tuple(name.split("."))
-            score = _aligned(path, parts)
-            if score is None:
-                continue
-            rank = (0, int(len(parts) == len(path)), score)
-        if best is None or rank > best:
-            best, found = rank, [name]
-        elif rank == best:
-            found.append(name)
-    return found
-
-
-def _close(name: str, names: Iterable[str]) -> str | None:
-    """The name most like ``name``: one equal to it ignoring case first (a quoted name that
-    is matched exactly), else the closest spelling; for the last part of a dotted registered
-    name too (``pums`` of ``census.pums``)."""
-    import difflib
-
-    names = list(names)
-    folded = name.casefold()
-    for n in names:
-        if n.casefold() == folded or n.rsplit(".", 1)[-1].casefold() == folded:
-            return n
-    close = difflib.get_close_matches(name, names, n=1)
-    return close[0] if close else None
-
-
-def _column_path(c: Column) -> q.Path:
-    """How a column reference was written; a Column built in Python is matched exactly."""
-    if c.path:
-        return c.path
-    if c.table is None:
-        return ((c.name, True),)
-    return ((c.table, True), (c.name, True))
-
-
 class _Compiler:
     def __init__(self, catalog: Catalog, text: str):
         self.catalog = catalog
         self.text = text
-        self._tmp = itertools.count()
+        self.ctx = Context(catalog, text)
+        self.scratch = Scratch()
         # OPTIONS (quantile_ci = true): quantiles spend a quarter of their epsilon on a
         # value-space interval (prepare_quantile's ci=True); off, the whole epsilon selects.
         self.quantile_ci = False
 
     # -- errors -------------------------------------------------------------------------
     def syntax(self, message: str, pos: Pos | None) -> PinqSyntaxError:
-        if pos is None:
-            return PinqSyntaxError(message, text=self.text)
-        return PinqSyntaxError(message, text=self.text, line=pos.line, column=pos.column)
+        return self.ctx.syntax(message, pos)
 
     def tmp(self, stem: str) -> str:
-        return f"__pinq_{stem}{next(self._tmp)}"
+        name, self.scratch = self.scratch.take(stem)
+        return name
 
-    # -- FROM ---------------------------------------------------------------------------
-    def from_item(self, item: q.FromItem | None, clause: str = "FROM") -> _Rel:
-        if item is None:
-            raise PrivacyError("a query needs a FROM clause naming a private table")
-        if isinstance(item, q.TableFrom):
-            return self.table(item)
-        if isinstance(item, q.SubqueryFrom):
-            frame = self.inner_query(item.query)
-            scope = {c: c for c in frame.columns}
-            return _Rel(frame, scopes={item.alias: scope}, describe="(subquery)")
-        return self.join(item)
+    # -- the passes extracted so far (shims, until release is a pass of its own) --------
+    def from_item(self, item: q.FromItem | None) -> Scope:
+        compiled = from_clause(self.ctx, item, self.scratch)
+        self.scratch = compiled.scratch
+        return compiled.scope
 
-    def table(self, item: q.TableFrom) -> _Rel:
-        alias = item.alias or item.name
-        schemas = {} if item.alias else {alias: item.schema}
-        name = self.table_name(item.name, item.schema, item.path, item.pos)
-        if name in self.catalog.private:
-            frame = self.catalog.private[name]
-            scopes = {alias: {c: c for c in frame.columns}}
-            return _Rel(frame, scopes=scopes, describe=name, schemas=schemas)
-        df = self.catalog.public[name]
-        scopes = {alias: {str(c): str(c) for c in df.columns}}
-        return _Rel(None, public=df, scopes=scopes, schemas=schemas)
+    def where(self, s: q.Select, rel: Scope, frame: Relation) -> Relation:
+        return where(self.ctx, rel, s, frame)
 
-    def table_name(self, name: str, schema: tuple[str, ...], path: q.Path, pos: Pos | None) -> str:
-        """The registered table a FROM clause names (see :func:`resolve_table`)."""
-        if not path:
-            path = tuple((part, True) for part in (*schema, name))
-        names = list(self.catalog.private) + list(self.catalog.public)
-        found = resolve_table(names, path)
-        written = ".".join(part for part, _ in path)
-        if len(found) > 1:
-            shown = " and ".join(repr(n) for n in found[:2])
-            raise self.syntax(
-                f"table name {written!r} is ambiguous: it matches {shown}; write the name as "
-                'registered, in double quotes ("name") for an exact match',
-                pos,
-            )
-        if found:
-            return found[0]
-        hint = _close(path[-1][0], names) or _close(written, names)
-        extra = f"; did you mean {hint!r}?" if hint else ""
-        raise self.syntax(f"unknown table {written!r}{extra}", pos)
+    def group_keys(self, s: q.Select, rel: Scope) -> tuple[q.GroupKey, ...] | None:
+        return group_keys(self.ctx, rel, s)
 
-    def join(self, j: q.Join) -> _Rel:
-        left, right = self.from_item(j.left), self.from_item(j.right)
-        pairs = self.join_keys(j, left, right)
-        if left.frame is None and right.frame is None:
-            raise PrivacyError("JOIN of two public tables: at least one side must be private")
-        if left.frame is None:
-            if j.kind == "left":
-                raise PrivacyError(
-                    "LEFT JOIN with the public table on the left would release public rows "
-                    "with no private match; put the private table on the left"
-                )
-            left, right = right, left
-            pairs = [(b, a) for a, b in pairs]
-        assert left.frame is not None
-        if right.frame is None:
-            return self.public_join(j, left, right, pairs)
-        if j.kind == "left":
-            raise PrivacyError(
-                "LEFT JOIN of two private tables is not supported; use an inner JOIN with "
-                "WITH BOUNDS (b_left, b_right)"
-            )
-        renames = {rk: lk for lk, rk in pairs if rk != lk}
-        rframe = right.frame
-        if renames:
-            keep = [c for c in rframe.columns if c not in renames]
-            rframe = rframe.select(keep, {lk: Column(rk) for rk, lk in renames.items()})
-        on = [lk for lk, _ in pairs]
-        if j.bounds is not None:
-            for i, b in enumerate(j.bounds):
-                if b < 1:
-                    at = locate(
-                        self.text, r"\bWITH\s+BOUNDS\s*\(\s*(\S+?)\s*,\s*(\S+?)\s*\)", j.pos, i + 1
-                    )
-                    side = "b_left" if i == 0 else "b_right"
-                    raise self.syntax(f"WITH BOUNDS: {side} must be a positive whole number", at)
-        try:
-            frame = left.frame.join(rframe, left.frame.join_keys(on), j.bounds)
-        except PrivacyError:
-            raise PrivacyError(
-                "JOIN of two private tables needs WITH BOUNDS (b_left, b_right) after its ON "
-                "or USING clause (at most that many rows per key on each side), unless both "
-                "sides are unique on the key (for example, each is a GROUP BY on it)"
-            ) from None
-        return self.merge_scopes(j, left, right, frame, set(on), "_right", renames)
-
-    def public_join(self, j: q.Join, left: _Rel, right: _Rel, pairs: list[tuple[str, str]]) -> _Rel:
-        assert left.frame is not None and right.public is not None
-        pub = right.public
-        renames = {rk: lk for lk, rk in pairs if rk != lk}
-        if renames:
-            pub = pub.rename(columns=renames)
-        on = [lk for lk, _ in pairs]
-        if j.bounds is not None:
-            raise self.syntax(
-                "WITH BOUNDS applies to a join of two private tables",
-                locate(self.text, r"\bWITH\s+BOUNDS\b", j.pos) or j.pos,
-            )
-        on_cols = left.frame.join_keys(on)
-        frame = left.frame.public_join(pub, on_cols, j.kind, self.public_name(right))
-        rel = self.merge_scopes(j, left, right, frame, set(on), "_public", renames)
-        # Every column that comes from the public table, the join key included, has public
-        # values: grouping by it needs no private key selection.
-        for alias_scope in right.scopes.values():
-            for col in alias_scope.values():
-                target = renames.get(col, col)
-                out = target if target in on else self._suffixed(target, left, "_public")
-                rel.public_values[out] = (pub, target)
-        return rel
-
-    def public_name(self, rel: _Rel) -> str:
-        for name, df in self.catalog.public.items():
-            if df is rel.public:
-                return name
-        return "public"
-
-    @staticmethod
-    def _suffixed(col: str, left: _Rel, suffix: str) -> str:
-        assert left.frame is not None
-        return col + suffix if col in left.frame.columns else col
-
-    def merge_scopes(
-        self,
-        j: q.Join,
-        left: _Rel,
-        right: _Rel,
-        frame: Relation,
-        on: set[str],
-        suffix: str,
-        renames: dict[str, str],
-    ) -> _Rel:
-        assert left.frame is not None
-        scopes = dict(left.scopes)
-        for alias, scope in right.scopes.items():
-            if alias in scopes and alias is not None:
-                right_pos = getattr(j.right, "pos", None)
-                import re
-
-                at = locate(self.text, rf"\b{re.escape(alias)}\b", right_pos)
-                if right_pos is not None and at == right_pos and isinstance(j.right, q.TableFrom):
-                    # the right table is itself named like the alias: point at its alias
-                    at = locate(self.text, rf"\s(?:AS\s+)?({re.escape(alias)})\b", right_pos, 1)
-                raise self.syntax(f"table alias {alias!r} is used twice; rename one", at or j.pos)
-            mapped = {}
-            for visible, col in scope.items():
-                target = renames.get(col, col)
-                mapped[visible] = target if target in on else self._suffixed(target, left, suffix)
-            scopes[alias] = mapped
-        public_values = dict(left.public_values)
-        public_values.update(
-            {
-                (c if c in on else self._suffixed(c, left, suffix)): v
-                for c, v in right.public_values.items()
-            }
-        )
-        schemas = {**left.schemas, **right.schemas}
-        return _Rel(
-            frame, scopes=scopes, public_values=public_values, describe="join", schemas=schemas
-        )
-
-    def join_keys(self, j: q.Join, left: _Rel, right: _Rel) -> list[tuple[str, str]]:
-        if j.using is not None:
-            pairs = []
-            for i, c in enumerate(j.using):
-                col = Column(c, path=j.using_paths[i] if i < len(j.using_paths) else ())
-                lc = self.lookup(col, left, j.pos)
-                rc = self.lookup(col, right, j.pos)
-                pairs.append((lc, rc))
-            return pairs
-        if j.on is None:
-            raise self.syntax("JOIN needs ON a.k = b.k or USING (k)", j.pos)
-        conjuncts: list[Expr] = []
-        stack = [j.on]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, Binary) and e.op == "AND":
-                stack.extend([e.right, e.left])
-            else:
-                conjuncts.append(e)
-        pairs = []
-        for e in conjuncts:
-            if not (
-                isinstance(e, Binary)
-                and e.op == "="
-                and isinstance(e.left, Column)
-                and isinstance(e.right, Column)
-            ):
-                raise self.syntax(
-                    "JOIN ... ON must be equalities between a column of each side "
-                    "(a.k = b.k AND ...)",
-                    e.pos or j.pos,
-                )
-            a, b = e.left, e.right
-            la, rb = self.try_lookup(a, left), self.try_lookup(b, right)
-            if la is not None and rb is not None:
-                pairs.append((la, rb))
-                continue
-            lb, ra = self.try_lookup(b, left), self.try_lookup(a, right)
-            if lb is not None and ra is not None:
-                pairs.append((lb, ra))
-                continue
-            raise self.syntax(
-                "each side of a JOIN condition must name a column of one of the two tables",
-                e.pos or j.pos,
-            )
-        return pairs
-
-    # -- name resolution ----------------------------------------------------------------
-    def try_lookup(self, c: Column, rel: _Rel) -> str | None:
-        try:
-            return self.lookup(c, rel)
-        except PinqSyntaxError:
-            return None
-
-    def lookup(self, c: Column, rel: _Rel, pos: Pos | None = None) -> str:
-        """The frame column a reference names."""
-        return self.lookup_name(c, rel, pos)[1]
-
-    def scope_of(self, qualifier: q.Path, rel: _Rel, pos: Pos | None) -> str:
-        """The alias a qualifier (``t`` of ``t.x``, ``s.t`` of ``s.t.x``) names."""
-        *schema, table = qualifier
-        aliases = [a for a in rel.scopes if a is not None]
-        hits = _pick(table[0], table[1], aliases)
-        if schema:
-            # schema.table.col: the table must have been written without an alias, and its
-            # written schema must agree as far as both go.
-            hits = [
-                a
-                for a in hits
-                if a in rel.schemas and _aligned(tuple(schema), rel.schemas[a]) is not None
-            ]
-        shown = ".".join(part for part, _ in qualifier)
-        if not hits:
-            raise self.syntax(f"unknown table or alias {shown!r}", pos)
-        if len(hits) > 1:
-            raise self.syntax(
-                f"table or alias {shown!r} is ambiguous: it matches {hits[0]!r} and "
-                f"{hits[1]!r}; write it in double quotes for an exact match",
-                pos,
-            )
-        return hits[0]
-
-    def lookup_name(self, c: Column, rel: _Rel, pos: Pos | None = None) -> tuple[str, str]:
-        """The (visible name, frame column) a column reference names.
-
-        An unquoted name matches ignoring case; an exact match wins, and two columns that
-        differ only in case are ambiguous for a name that matches neither exactly."""
-        pos = c.pos or pos
-        path = _column_path(c)
-        written, quoted = path[-1]
-        if len(path) > 1:
-            scopes = [rel.scopes[self.scope_of(path[:-1], rel, pos)]]
-        else:
-            scopes = list(rel.scopes.values())
-        hits = [(written, s[written]) for s in scopes if written in s]
-        if not hits and not quoted:
-            hits = [(v, s[v]) for s in scopes for v in _pick(written, quoted, s)]
-        found = {col for _, col in hits}
-        if not found:
-            every = {k: v for s in scopes for k, v in s.items()}
-            raise self.syntax(self._unknown(written, every), pos)
-        if len(found) > 1:
-            names = sorted({v for v, _ in hits})
-            if len(names) > 1:
-                shown = " and ".join(repr(n) for n in names[:2])
-                raise self.syntax(
-                    f"column {written!r} is ambiguous: it matches {shown}; write the one you "
-                    f'mean in double quotes ("{names[0]}")',
-                    pos,
-                )
-            raise self.syntax(
-                f"column {written!r} is ambiguous: qualify it with its table (t.{written})", pos
-            )
-        return hits[0]
-
-    def output_name(self, e: Expr, rel: _Rel) -> str:
-        """The name of an unaliased output: a column's real name, else the expression."""
-        if isinstance(e, Column):
-            return self.lookup_name(e, rel)[0]
-        return e.to_sql()
-
-    @staticmethod
-    def _unknown(name: str, scope: Mapping[str, str]) -> str:
-        hint = _close(name, scope)
-        return f"unknown column {name!r}" + (f"; did you mean {hint!r}?" if hint else "")
-
-    def resolve(self, e: Expr, rel: _Rel) -> Expr:
-        if depth(e) > MAX_DEPTH:
-            raise self.syntax(
-                f"the expression is nested too deeply (more than {MAX_DEPTH} levels); simplify it",
-                e.pos,
-            )
-
-        def fix(node: Expr) -> Expr:
-            if isinstance(node, Column):
-                return Column(self.lookup(node, rel), pos=node.pos)
-            return node
-
-        out = e.transform(fix)
-        if rel.frame is not None:
-            # In age > '30' the literal is read as the column's type (PostgreSQL's untyped
-            # literal).
-            out = read_untyped_literals(out, rel.frame.schema, text=self.text)
-        return out
-
-    def group_keys(self, s: q.Select, rel: _Rel) -> tuple[q.GroupKey, ...] | None:
-        """GROUP BY with ordinals (``GROUP BY 1``) and output aliases (``GROUP BY decade``)
-        replaced by the SELECT item they name.
-
-        As in PostgreSQL, a name that is both a column of the FROM clause and an output alias
-        is the column. An ordinal or alias that names an aggregate (or ``*``) is refused: the
-        groups must be known before the aggregates are.
-        """
-        if s.group_by is None:
-            return None
-        aliases = [item.alias for item in s.items if item.alias is not None]
-        out = []
-        for gk in s.group_by:
-            e, item, what = gk.expr, None, ""
-            if isinstance(e, Literal) and type(e.value) is int:
-                n = e.value
-                if not 1 <= n <= len(s.items):
-                    raise self.syntax(
-                        f"GROUP BY {n}: the SELECT list has {len(s.items)} output(s); a "
-                        "position counts them from 1",
-                        e.pos or gk.pos,
-                    )
-                item, what = s.items[n - 1], f"GROUP BY {n}"
-            elif isinstance(e, Column) and e.table is None and aliases:
-                written, quoted = _column_path(e)[-1]
-                if not self.has_column(e, rel):
-                    hits = _pick(written, quoted, aliases)
-                    if len(hits) > 1:
-                        raise self.syntax(f"GROUP BY {written}: two outputs are named so", e.pos)
-                    if hits:
-                        item = next(i for i in s.items if i.alias == hits[0])
-                        what = f"GROUP BY {written}"
-            if item is None:
-                out.append(gk)
-                continue
-            if isinstance(item.expr, q.Star):
-                raise self.syntax(f"{what} names *, not one output", e.pos or gk.pos)
-            if contains_aggregate(item.expr):
-                raise self.syntax(
-                    f"{what} names {item.expr.to_sql()}, an aggregate; GROUP BY takes the keys "
-                    "the aggregates are computed for",
-                    e.pos or gk.pos,
-                )
-            out.append(dataclasses.replace(gk, expr=item.expr))
-        return tuple(out)
-
-    def has_column(self, c: Column, rel: _Rel) -> bool:
-        """Whether a reference names any column (or several: then it is ambiguous)."""
-        written, quoted = _column_path(c)[-1]
-        return any(_pick(written, quoted, scope) for scope in rel.scopes.values())
-
-    def where(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
-        """``frame`` filtered by the statement's WHERE clause, if it has one."""
-        if s.where is None:
-            return frame
-        w = self.resolve(s.where, rel)
-        if contains_aggregate(w):
-            raise self.syntax("aggregates are not allowed in WHERE; use HAVING", w.pos)
-        self.condition(w, frame, "WHERE")
-        return frame.where(w)
-
-    def condition(self, e: Expr, frame: Relation, clause: str) -> None:
-        ctype = self.check(e, frame)
-        if ctype not in ("bool", "any"):
-            raise self.syntax(
-                f"{clause} needs a condition (true or false), but {e.to_sql()} is of type "
-                f"{ctype}; compare it with something, e.g. x > 0",
-                e.pos,
-            )
+    def resolve(self, e: Expr, rel: Scope) -> Expr:
+        return resolve(self.ctx, rel, e)
 
     def check(self, e: Expr, frame: Relation, *, aggregates: bool = False) -> str:
-        try:
-            return check_expression(e, frame.schema, text=self.text, allow_aggregates=aggregates)
-        except PinqSyntaxError:
-            raise
-        except PinqError as err:
-            raise self.syntax(str(err), e.pos) from None
+        return check(self.ctx, e, frame, aggregates=aggregates)
 
-    # -- inner queries: transformations ------------------------------------------------
-    def inner_query(self, query: q.Query) -> Relation:
-        if isinstance(query, q.SetQuery):
-            if query.order_by or query.limit is not None:
-                raise PrivacyError(
-                    "ORDER BY / LIMIT inside a subquery change which rows exist, so the "
-                    "answer could depend on one person; apply them to the outermost query"
-                )
-            left, right = self.inner_query(query.left), self.inner_query(query.right)
-            if len(left.columns) != len(right.columns):
-                raise self.syntax(
-                    f"{query.op.upper().replace('_', ' ')} needs both sides to have the same "
-                    "number of columns",
-                    query.pos,
-                )
-            if right.columns != left.columns:
-                right = right.select(
-                    (), {lc: Column(rc) for lc, rc in zip(left.columns, right.columns, strict=True)}
-                )
-            op = {
-                "union": "union",
-                "union_all": "concat",
-                "intersect": "intersect",
-                "except": "difference",
-            }
-            return left.set_op(right, op[query.op])  # type: ignore[arg-type]
-        return self.inner_select(query)
-
-    def inner_select(self, s: q.Select) -> Relation:
-        if s.order_by or s.limit is not None:
-            raise PrivacyError(
-                "ORDER BY / LIMIT inside a subquery change which rows exist (so does SELECT "
-                "TOP n), so the answer could depend on one person; apply them to the "
-                "outermost query"
-            )
-        if s.options:
-            raise self.syntax(
-                "OPTIONS belong to the outermost query",
-                locate(self.text, r"\bOPTIONS\b", s.pos) or s.pos,
-            )
-        rel = self.from_item(s.from_)
-        if rel.frame is None:
-            raise PrivacyError("a subquery over only public tables has nothing private to query")
-        frame = rel.frame
-        frame = self.where(s, rel, frame)
-        if s.group_by is not None or any(
-            not isinstance(i.expr, q.Star) and contains_aggregate(i.expr) for i in s.items
-        ):
-            frame = self.inner_group(s, rel, frame)
-        else:
-            if s.having is not None:
-                raise self.syntax("HAVING needs GROUP BY or aggregates", s.having.pos)
-            frame = self.inner_project(s, rel, frame)
-        if s.distinct:
-            frame = frame.distinct()
-        return frame
-
-    def inner_project(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
-        outputs: dict[str, Expr] = {}
-        for item in s.items:
-            if isinstance(item.expr, q.Star):
-                if item.expr.table is not None:
-                    qualifier = item.expr.path or ((item.expr.table, True),)
-                    scopes = [rel.scopes[self.scope_of(qualifier, rel, item.pos)]]
-                else:
-                    scopes = list(rel.scopes.values())
-                for scope in scopes:
-                    for col in scope.values():
-                        outputs.setdefault(col, Column(col))
-                continue
-            e = self.resolve(item.expr, rel)
-            self.check(e, frame)
-            name = item.alias or (
-                self.output_name(item.expr, rel) if isinstance(item.expr, Column) else e.to_sql()
-            )
-            if name in outputs:
-                raise self.syntax(f"the subquery has two columns named {name!r}; use AS", item.pos)
-            outputs[name] = e
-        plain = [n for n, e in outputs.items() if isinstance(e, Column) and e.name == n]
-        computed = {n: e for n, e in outputs.items() if n not in plain}
-        frame = frame.select(plain, computed) if computed or plain else frame
-        order = list(outputs)
-        if frame.columns != order:
-            frame = frame.select(order, {})
-        return frame
-
-    def inner_group(self, s: q.Select, rel: _Rel, frame: Relation) -> Relation:
-        keys: list[tuple[Expr, str]] = []  # (resolved expr, frame column)
-        assigns: dict[str, Expr] = {}
-        for gk in self.group_keys(s, rel) or ():
-            if gk.keys is not None:
-                raise self.syntax(
-                    "a key list (GROUP BY x IN (...)) belongs to the outermost GROUP BY", gk.pos
-                )
-            e = self.resolve(gk.expr, rel)
-            self.check(e, frame)
-            if isinstance(e, Column):
-                keys.append((e, e.name))
-            else:
-                name = self.tmp("g")
-                assigns[name] = e
-                keys.append((e, name))
-        if not keys:  # aggregates with no GROUP BY: one group
-            name = self.tmp("all")
-            assigns[name] = Literal(1)
-            keys.append((Literal(1), name))
-        if assigns:
-            frame = frame.assign(assigns)
-        aggs: dict[str, Expr] = {}
-        outputs: list[tuple[str, str]] = []  # (output name, grouped column)
-        agg_names: dict[Expr, str] = {}
-
-        def agg_column(call: Call) -> str:
-            if call not in agg_names:
-                agg_names[call] = self.tmp("a")
-                name = canonical_aggregate(call.name)
-                if name in ("PERCENTILE", "QUANTILE"):
-                    raise self.syntax(
-                        f"{call.name} is not available inside a subquery's GROUP BY", call.pos
-                    )
-                if name in ("VAR_POP", "STDDEV_POP"):
-                    sample = "VARIANCE" if name == "VAR_POP" else "STDDEV"
-                    raise self.syntax(
-                        f"{call.name} is not available inside a subquery's GROUP BY; "
-                        f"{sample} (the sample form) is",
-                        call.pos,
-                    )
-                aggs[agg_names[call]] = Call(name, call.args[:1], call.distinct, call.star)
-            return agg_names[call]
-
-        for item in s.items:
-            if isinstance(item.expr, q.Star):
-                raise self.syntax("SELECT * cannot be used with GROUP BY", item.pos)
-            e = self.resolve(item.expr, rel)
-            key_col = next((col for ke, col in keys if ke == e), None)
-            if key_col is not None:
-                name = item.alias or (
-                    self.output_name(item.expr, rel)
-                    if isinstance(item.expr, Column)
-                    else e.to_sql()
-                )
-                outputs.append((name, key_col))
-                continue
-            if isinstance(e, Call) and e.name in AGGREGATE_FUNCTIONS:
-                self.check(e, frame, aggregates=True)
-                outputs.append((item.alias or item.expr.to_sql(), agg_column(e)))
-                continue
-            raise self.syntax(
-                "in a subquery with GROUP BY, each output must be a group key or one aggregate "
-                "such as COUNT(*) or SUM(x)",
-                item.pos or e.pos,
-            )
-        having = None
-        if s.having is not None:
-            h = self.resolve_having(s.having, rel, dict(outputs))
-
-            def swap(node: Expr) -> Expr:
-                if isinstance(node, Call) and node.name in AGGREGATE_FUNCTIONS:
-                    self.check(node, frame, aggregates=True)
-                    return Column(agg_column(node))
-                return node
-
-            having = h.transform(swap)
-        grouped = frame.aggregate(frame.group_keys([col for _, col in keys]), aggs)
-        if having is not None:
-            grouped = grouped.where(having)
-        names = [n for n, _ in outputs]
-        if len(set(names)) != len(names):
-            raise self.syntax("the subquery has two columns with the same name; use AS", s.pos)
-        return grouped.select((), {n: Column(c) for n, c in outputs})
-
-    def resolve_having(self, h: Expr, rel: _Rel, aliases: Mapping[str, str]) -> Expr:
-        def fix(node: Expr) -> Expr:
-            alias = self.alias_named(node, aliases)
-            if alias is not None:
-                return Column(aliases[alias], pos=node.pos)
-            if isinstance(node, Column):
-                return Column(self.lookup(node, rel), pos=node.pos)
-            return node
-
-        return h.transform(fix)
+    def output_name(self, e: Expr, rel: Scope) -> str:
+        return output_name(self.ctx, rel, e)
 
     def alias_named(self, e: Expr, aliases: Iterable[str]) -> str | None:
-        """The output alias an unqualified column reference names, if any (unquoted: any
-        case; two aliases that differ only in case are ambiguous for neither's spelling)."""
-        if not isinstance(e, Column) or e.table is not None:
-            return None
-        written, quoted = _column_path(e)[-1]
-        hits = _pick(written, quoted, aliases)
-        if len(hits) > 1:
-            raise self.syntax(
-                f"{written!r} is ambiguous: it matches the outputs {hits[0]!r} and "
-                f"{hits[1]!r}; write the one you mean in double quotes",
-                e.pos,
-            )
-        return hits[0] if hits else None
+        return alias_named(self.ctx, e, aliases)
+
+    def lookup(self, c: Column, rel: Scope, pos: Pos | None = None) -> str:
+        return lookup(self.ctx, rel, c, pos)
 
     # -- the release --------------------------------------------------------------------
     def release(
@@ -1272,7 +582,7 @@ class _Compiler:
         return e.transform(fix)
 
     def query_unit(
-        self, options: Mapping[str, object], rel: _Rel, frame: Relation, notes: list[str]
+        self, options: Mapping[str, object], rel: Scope, frame: Relation, notes: list[str]
     ) -> Relation:
         """The FROM clause with the query's ``privacy_unit_column``, if the query names one.
 
@@ -1555,7 +865,7 @@ class _Compiler:
         return lo, hi
 
     def public_keys(
-        self, gk: q.GroupKey, e: Expr, frame: Relation, rel: _Rel, ctype: str, delta: Fraction
+        self, gk: q.GroupKey, e: Expr, frame: Relation, rel: Scope, ctype: str, delta: Fraction
     ) -> list[Hashable] | None:
         if gk.keys is not None:
             values = []
@@ -1825,23 +1135,6 @@ def _key_selection(
     return KeySelectionMechanism(eps_each, delta, max_groups=g, max_rows=k)
 
 
-def option_pos(text: str, name: str, value: bool = False) -> Pos | None:
-    """Where an option's name (or value) is written inside OPTIONS (...)."""
-    import re
-
-    name_re = re.escape(name)
-    if value:
-        return locate(text, rf"\bOPTIONS\s*\([^)]*?\b{name_re}\s*=\s*([^,)\s]+)", None, 1)
-    return locate(text, rf"\bOPTIONS\s*\([^)]*?\b({name_re})\s*=", None, 1)
-
-
-def _positioned(err: PinqError, text: str, name: str) -> PinqSyntaxError:
-    pos = option_pos(text, name, value=True)
-    if pos is None:
-        return PinqSyntaxError(str(err), text=text)
-    return PinqSyntaxError(str(err), text=text, line=pos.line, column=pos.column)
-
-
 def resolve_budget(
     epsilon: object, delta: object, options: Mapping[str, object]
 ) -> tuple[Fraction, Fraction]:
@@ -1880,6 +1173,10 @@ KNOWN_OPTIONS = {
 }
 
 
+def _opt_error(err: PinqError, text: str, name: str) -> PinqSyntaxError:
+    return option_error(err, text, name)
+
+
 def compile_release(
     catalog: Catalog, statement: q.Query, text: str, epsilon: object, delta: object
 ) -> CompiledRelease:
@@ -1895,16 +1192,16 @@ def compile_release(
             )
     noise = options.get("noise")
     if noise is not None and str(noise).lower() not in ("laplace", "gaussian"):
-        raise _positioned(PinqError("OPTIONS noise must be 'laplace' or 'gaussian'"), text, "noise")
+        raise _opt_error(PinqError("OPTIONS noise must be 'laplace' or 'gaussian'"), text, "noise")
     for name in ("max_groups_contributed", "max_rows_contributed"):
         value = options.get(name)
         whole = isinstance(value, int) and not isinstance(value, bool)
         if value is not None and not (whole and value >= 1):  # type: ignore[operator]
-            raise _positioned(
+            raise _opt_error(
                 PinqError(f"OPTIONS {name} must be a positive whole number (or NULL)"), text, name
             )
     if "quantile_ci" in options and not isinstance(options["quantile_ci"], bool):
-        raise _positioned(
+        raise _opt_error(
             PinqError("OPTIONS quantile_ci must be true or false"), text, "quantile_ci"
         )
     if "max_groups_contributed" in options and "max_rows_contributed" in options:
@@ -1923,7 +1220,7 @@ def compile_release(
     except PinqError as err:
         which = "delta" if "delta" in str(err) else "epsilon"
         if which in options:
-            raise _positioned(err, text, which) from None
+            raise _opt_error(err, text, which) from None
         raise
     # The compiler names its scratch columns with the reserved prefix, which the query text
     # itself may not use (the parser refuses such aliases), so they never meet a user's.
