@@ -1,17 +1,19 @@
 """The checks every SELECT shares, inner or outer: an expression's type over a frame, a
-condition, and the WHERE clause (a filter: a stable transformation of stability 1)."""
+condition, a constant argument, and the WHERE clause (a filter of stability 1)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pinqpy.errors import PinqError, PinqSyntaxError
-from pinqpy.expr.ast import Expr, contains_aggregate
-from pinqpy.expr.check import check_expression
+from pinqpy.expr.ast import Call, Expr, contains_aggregate
+from pinqpy.expr.check import _NOT_CONSTANT, check_expression, constant_value
 from pinqpy.pipeline.relation import Relation
 from pinqpy.sql import ast as q
 from pinqpy.sql.compiler.context import Context
 from pinqpy.sql.compiler.scopes import Scope, resolve
 
-__all__ = ["check", "condition", "where"]
+__all__ = ["check", "condition", "constant_argument", "where"]
 
 
 def check(ctx: Context, e: Expr, frame: Relation, *, aggregates: bool = False) -> str:
@@ -33,6 +35,15 @@ def condition(ctx: Context, e: Expr, frame: Relation, clause: str) -> None:
             f"{ctype}; compare it with something, e.g. x > 0",
             e.pos,
         )
+
+
+def constant_argument(ctx: Context, e: Expr, call: Call) -> Any:
+    """The value of one of ``call``'s extra arguments (a quantile level, a bound), which
+    must be a constant."""
+    v = constant_value(e)
+    if v is _NOT_CONSTANT:
+        raise ctx.syntax(f"{call.name}'s extra arguments must be constants", e.pos or call.pos)
+    return v
 
 
 def where(ctx: Context, scope: Scope, s: q.Select, frame: Relation) -> Relation:
