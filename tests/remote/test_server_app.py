@@ -474,9 +474,11 @@ def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
     state = ServerState(load_config(tmp_path / "s.toml"))
     try:
         alice, bob, carol = (state.analysts[n] for n in ("alice", "bob", "carol"))
-        assert alice.budgets["pums"] is bob.budgets["pums"]
-        assert alice.budgets["pums"] is not carol.budgets["pums"]
+        # Each member has a Budget object of their own, all kept as one budget of the file.
+        assert alice.budgets["pums"].name == bob.budgets["pums"].name == "group:lab/pums"
+        assert carol.budgets["pums"].name == "analyst:carol/pums"
         state.aggregate(alice, count_body(epsilon=0.25))
+        assert alice.budgets["pums"].spent == bob.budgets["pums"].spent == pq.Cost(0.25)
         (doc,) = state.budget_docs(bob)
         assert doc["name"] == "group:lab/pums" and doc["accounting"] == "pure"
         assert doc["spent"] == {"epsilon": "1/4", "delta": "0"}
