@@ -219,3 +219,21 @@ def test_an_analysts_requests_queue_for_their_worker_within_the_limit(tmp_path):
                 "not start and nothing was charged; try again"
             )
         assert cpu_after(server) < 0.3
+
+
+def test_a_spark_request_past_its_limit_is_cancelled(tmp_path):
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    load_pums().to_parquet(tmp_path / "pums.parquet")
+    text = config("query_timeout_s = 10").replace('source = "csv"', 'source = "spark"')
+    server = start_server(tmp_path, text.replace(f'path = "{PUMS_CSV}"', 'path = "pums.parquet"'))
+    with server, httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as c:
+        answers_soon(c)
+        r = c.post("/v1/aggregate", json=count_body(heavy(10), TINY))
+        assert r.status_code == 504, r.text
+        assert "and was stopped" in r.json()["error"]["message"]
+        # Its jobs are cancelled: the JVM settles within about a second (the same request
+        # left to run uses tens of CPU-seconds more).
+        after = cpu_after(server)
+        assert after < 3, f"{after:.2f} CPU-s used after the 504"
+        answers_soon(c)

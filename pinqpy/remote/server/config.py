@@ -574,9 +574,10 @@ def shared_sources(config: ServerConfig) -> list[tuple[str, str, str]]:
         shown = str(where)
         if spec.source == "duckdb":
             ident, shown = (ident, (spec.table or "").lower()), f"table {spec.table} of {where}"
-        for other, other_ident, _ in seen:
+        for other, other_ident, other_shown in seen:
             if other_ident == ident:
-                pairs.append((other, name, shown))
+                also = "" if other_shown == shown else f" (also named {shown})"
+                pairs.append((other, name, other_shown + also))
         seen.append((name, ident, shown))
     return pairs
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pinqpy.pipeline.answers import fingerprint
 from pinqpy.remote.protocol import encode_error, loads
 from pinqpy.remote.server.replies import INTERNAL_ERROR, Reply, answer, error_doc
 from pinqpy.remote.server.state import ServerState
@@ -221,6 +222,7 @@ def _zygote(  # pragma: no cover - the zygote process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     _die_with_parent()
     children: set[int] = set()
+    warm: set[str] = set()
     try:
         while True:
             try:
@@ -228,6 +230,9 @@ def _zygote(  # pragma: no cover - the zygote process
             except (EOFError, OSError):
                 return  # the server is gone
             if what == _SPAWN:
+                if analysts[arg] not in warm:
+                    _warm(state, analysts[arg])
+                    warm.add(analysts[arg])
                 _spawn(control, state, analysts[arg], children)
             elif what == _KILL:
                 if arg in children:
@@ -237,6 +242,14 @@ def _zygote(  # pragma: no cover - the zygote process
     finally:
         for pid in children:
             _kill(pid)
+
+
+def _warm(state: ServerState, analyst: str) -> None:  # pragma: no cover - in the zygote
+    """Hash the analyst's tables once, here (a question's key in the ledger's answer cache
+    needs it), so that each of their workers, forked after, has it already."""
+    for rel in state.analysts[analyst].sources.values():
+        with contextlib.suppress(Exception):  # not hashable: answers cached in memory only
+            fingerprint(rel.plan.table, rel.catalog)  # type: ignore[attr-defined]
 
 
 def _spawn(  # pragma: no cover - in the zygote
