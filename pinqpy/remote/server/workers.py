@@ -43,10 +43,12 @@ import socket
 import struct
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pinqpy.errors import PinqError
 from pinqpy.pipeline.answers import fingerprint
 from pinqpy.remote.protocol import encode_error, loads
 from pinqpy.remote.server.replies import INTERNAL_ERROR, Reply, answer, error_doc
@@ -101,7 +103,15 @@ class WorkerPool:
         sys.stderr.flush()
         gc.collect()
         gc.freeze()  # the loaded tables' objects stay shared with every fork
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as err:
+            gc.unfreeze()
+            ours.close()
+            theirs.close()
+            raise PinqError(
+                f"cannot start the worker processes ({err.strerror or type(err).__name__})"
+            ) from None
         if pid == 0:  # pragma: no cover - the zygote (measured by the real-server tests)
             ours.close()
             _run_child(_zygote, theirs, self.state, self.analysts)
@@ -115,8 +125,7 @@ class WorkerPool:
         if control is not None:
             control.close()
         if self.zygote is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.zygote, 0)
+            _reap(self.zygote)
             self.zygote = None
         for w in self._workers.values():
             w.conn.close()
@@ -186,6 +195,19 @@ class WorkerPool:
 
 
 # -- the zygote and the workers (child processes) ---------------------------------------------
+def _reap(pid: int, patience: float = 5.0) -> None:
+    """Wait for the zygote to leave (it kills its workers first); kill it after ``patience``
+    seconds (its workers die with it)."""
+    deadline = time.monotonic() + patience
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.02)
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
