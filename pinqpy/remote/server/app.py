@@ -77,6 +77,14 @@ MAX_JSON_DEPTH = 400
 DATA_OPERATIONS = ("aggregate", "sql")
 
 _METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
+# path -> (HTTP method, the state's operation, whether its result is encode_result'ed)
+_ROUTES: dict[str, tuple[str, str, bool]] = {
+    f"{API_PREFIX}/session": ("GET", "session_doc", False),
+    f"{API_PREFIX}/budget": ("GET", "budget_doc", False),
+    f"{API_PREFIX}/audit": ("GET", "audit", True),
+    f"{API_PREFIX}/aggregate": ("POST", "aggregate", True),
+    f"{API_PREFIX}/sql": ("POST", "sql", True),
+}
 
 
 class _Refusal(Exception):
@@ -101,19 +109,9 @@ def create_app(
     from starlette.routing import Route
 
     limits = state.limits
-    # path -> (HTTP method, the state's operation, whether its result is encode_result'ed)
-    routes: dict[str, tuple[str, str, bool]] = {
-        f"{API_PREFIX}/session": ("GET", "session_doc", False),
-        f"{API_PREFIX}/budget": ("GET", "budget_doc", False),
-        f"{API_PREFIX}/audit": ("GET", "audit", True),
-        f"{API_PREFIX}/aggregate": ("POST", "aggregate", True),
-        f"{API_PREFIX}/sql": ("POST", "sql", True),
-    }
+    routes = _ROUTES
     scrub = _scrubber(state)
-    admission = Admission(limits)
-    in_worker = {
-        name: workers is not None and name in workers.analysts for name in state.analysts
-    }
+    work = _Work(state, workers)
 
     def respond(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response:
         return Response(dumps(doc), status, headers, media_type="application/json")
@@ -126,54 +124,6 @@ def create_app(
         if status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
         return respond(status, {"error": error}, headers)
-
-    async def read_body(request: Request) -> bytes:
-        limit = limits.max_request_bytes
-        too_big = _Refusal(
-            413, _error(f"the request is larger than this server accepts ({limit} bytes)")
-        )
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise too_big
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def job(
-        ticket: Ticket, analyst: AnalystState, operation: str, doc: Any, raw: bytes, wrap: bool
-    ) -> Reply:
-        try:
-            if workers is not None and in_worker[analyst.name] and operation in DATA_OPERATIONS:
-                return workers.call(ticket, operation, raw, wrap)
-            with state.gate.bound(ticket):
-                return answer(state, analyst, operation, doc, wrap)
-        finally:
-            ticket.done.set()
-            admission.release(analyst.name)
-
-    async def run(
-        analyst: AnalystState, operation: str, doc: Any, raw: bytes, wrap: bool
-    ) -> Reply:
-        admission.admit(analyst.name)
-        ticket = Ticket(analyst.name, time.monotonic() + limits.query_timeout_s)
-        done = _in_thread(job, ticket, analyst, operation, doc, raw, wrap)
-        if workers is not None and in_worker[analyst.name] and operation in DATA_OPERATIONS:
-            return await done  # the worker's caller keeps the deadline itself
-        try:
-            return await asyncio.wait_for(asyncio.shield(done), ticket.remaining())
-        except TimeoutError:
-            started, stopped = state.gate.stop(ticket)
-            if done.done():
-                return done.result()
-            if not started:
-                return Reply(503, error=encode_error(not_started()))
-            if stopped:
-                return stopped_reply(limits.query_timeout_s)
-            return Reply(504, error=_error(_unstopped(limits.query_timeout_s)))
 
     def reply_of(reply: Reply, method: str, path: str) -> Response:
         if reply.fault is not None:
@@ -202,12 +152,13 @@ def create_app(
             if want == "POST":
                 # A body trickling in holds no worker, but it is bounded in time all the same.
                 with anyio.move_on_after(limits.query_timeout_s) as reading:
-                    raw = await read_body(request)
+                    raw = await _read_body(request, limits.max_request_bytes)
                 if reading.cancelled_caught:
                     raise _Refusal(408, _error("the request body took too long to arrive"))
                 doc = loads(raw, limits.max_request_bytes)
                 check_depth(doc, MAX_JSON_DEPTH)
-            return reply_of(await run(analyst, operation, doc, raw, wrap), method, path)
+            reply = await work.run(analyst, operation, doc, raw, wrap)
+            return reply_of(reply, method, path)
         except _Refusal as r:
             return fail(r.status, r.error)
         except Crowded as err:
@@ -221,6 +172,81 @@ def create_app(
             return fail(500, _error(INTERNAL_ERROR))
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+
+
+async def _read_body(request: Any, limit: int) -> bytes:
+    """The request's body, refused (413) as soon as it passes ``limit`` bytes."""
+    too_big = _Refusal(
+        413, _error(f"the request is larger than this server accepts ({limit} bytes)")
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _Work:
+    """Where a request's work runs, and its answer at its deadline (see the module
+    docstring): admitted, then run in the analyst's worker process (a pandas analyst's data
+    requests) or in a thread of this process, with its :class:`Ticket`."""
+
+    def __init__(self, state: ServerState, workers: WorkerPool | None):
+        self.state = state
+        self.limits = state.limits
+        self.workers = workers
+        self.admission = Admission(state.limits)
+
+    def in_worker(self, analyst: AnalystState, operation: str) -> bool:
+        return (
+            self.workers is not None
+            and analyst.name in self.workers.analysts
+            and operation in DATA_OPERATIONS
+        )
+
+    async def run(
+        self, analyst: AnalystState, operation: str, doc: Any, raw: bytes, wrap: bool
+    ) -> Reply:
+        self.admission.admit(analyst.name)
+        ticket = Ticket(analyst.name, time.monotonic() + self.limits.query_timeout_s)
+        done = _in_thread(self._job, ticket, analyst, operation, doc, raw, wrap)
+        if self.in_worker(analyst, operation):
+            return await done  # the worker's caller keeps the deadline itself
+        try:
+            return await asyncio.wait_for(asyncio.shield(done), ticket.remaining())
+        except TimeoutError:
+            return self._late(ticket, done)
+
+    def _job(
+        self, ticket: Ticket, analyst: AnalystState, operation: str, doc: Any, raw: bytes,
+        wrap: bool,
+    ) -> Reply:  # fmt: skip
+        try:
+            if self.in_worker(analyst, operation):
+                assert self.workers is not None
+                return self.workers.call(ticket, operation, raw, wrap)
+            with self.state.gate.bound(ticket):
+                return answer(self.state, analyst, operation, doc, wrap)
+        finally:
+            ticket.done.set()
+            self.admission.release(analyst.name)
+
+    def _late(self, ticket: Ticket, done: asyncio.Future[Reply]) -> Reply:
+        """The answer at the deadline of work in this process: it is stopped."""
+        started, stopped = self.state.gate.stop(ticket)
+        if done.done():
+            return done.result()
+        limit = self.limits.query_timeout_s
+        if not started:
+            return Reply(503, error=encode_error(not_started()))
+        if stopped:
+            return stopped_reply(limit)
+        return Reply(504, error=_error(_unstopped(limit)))
 
 
 def _unstopped(limit: float) -> str:

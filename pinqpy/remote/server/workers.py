@@ -257,10 +257,14 @@ def _zygote(  # pragma: no cover - the zygote process
                     warm.add(analysts[arg])
                 _spawn(control, state, analysts[arg], children)
             elif what == _KILL:
-                if arg in children:
-                    children.discard(arg)
-                    _kill(arg)
-                control.sendall(_ANSWER.pack(0))
+                known = arg in children
+                children.discard(arg)
+                if known:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(arg, signal.SIGKILL)
+                control.sendall(_ANSWER.pack(0))  # it computes no more: the server may answer
+                if known:
+                    _kill(arg)  # reaped only now (freeing a large worker can take a moment)
     finally:
         for pid in children:
             _kill(pid)
@@ -279,7 +283,13 @@ def _spawn(  # pragma: no cover - in the zygote
 ) -> None:
     """Fork ``analyst``'s worker; send the server its pid and its end of their socket."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # the server answers that request 500; the zygote goes on
+        ours.close()
+        theirs.close()
+        control.sendall(_ANSWER.pack(0))
+        return
     if pid == 0:
         control.close()
         ours.close()
