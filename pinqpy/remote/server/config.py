@@ -30,8 +30,8 @@ The schema::
                                        # of CPUs, at least 2); the others wait their turn
     header_timeout_s = 10              # a request's head must arrive within this many
                                        # seconds (else the connection is closed)
-    max_connections = 256              # connections open at once (the one waiting longest
-                                       # for a request is closed to let a new one in)
+    max_connections = 256              # connections open at once (the oldest one still
+                                       # short of a request head is closed for a new one)
 
     [tables.pums]                      # the table's name, as analysts and SQL see it
     source = "csv"                     # csv | parquet | duckdb | spark

@@ -12,9 +12,9 @@ reads the same bytes with a parser of its own (httptools) to see where each requ
 * **the body** must be complete within ``query_timeout_s`` (plus a second, so that the
   app's own 408 wins when it reads the body) of the end of the head; otherwise the
   connection is closed (the app may be answering, so nothing is written);
-* at most ``max_connections`` are open at once: one more closes the connection that has
-  waited longest for a request head (fresh, or sending one), or, if every connection has a
-  request in hand, is itself answered 503 and closed.
+* at most ``max_connections`` are open at once: one more closes the oldest connection that
+  has not yet sent a whole request head (one that sent nothing yet, or is still sending its
+  head), or, if there is none, is itself answered 503 and closed.
 
 While a request is being answered, and while a connection is idle after its response
 (uvicorn closes those after ``timeout_keep_alive``), the guard keeps no timer.
