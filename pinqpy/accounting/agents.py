@@ -22,6 +22,9 @@ the partition agent more: one unit touches at most ``G`` parts, at most ``k`` ro
 its parent is charged the composition of ``G`` parts at stability ``k`` rather than one part
 at ``G·k`` (:meth:`PartitionAgent.parent_usage`): the same under pure DP, ``G`` times less in
 zCDP.
+
+A table whose row count is public draws on its budget through a :class:`ChangedRowView`: its
+neighbours differ in one changed row, two rows of stability.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pinqpy.errors import BudgetExceededError
 
 __all__ = [
     "AllParts",
+    "ChangedRowView",
     "Charge",
     "PartAgent",
     "PartitionAgent",
@@ -261,6 +265,29 @@ class Scaled:
 
     def _prepare(self, usage: Usage, txn: Transaction) -> None:
         self.agent._prepare(usage.at(self.factor), txn)
+
+
+@dataclass(frozen=True, eq=False)
+class ChangedRowView(Scaled):
+    """A table whose row count its curator declared public, as its budget sees it.
+
+    Declaring the count public changes the table's neighbour relation to bounded DP's:
+    neighbouring tables have the same number of rows and differ in **one row changed** (on a
+    user-level table, one person's rows replaced by one person's rows, the row count
+    kept), never in one row added or removed. Every stability rule
+    (:mod:`pinqpy.plan.stability`) counts rows added or removed, and a changed row is one
+    row removed and one added: two such steps. So the view is its budget at factor 2: a
+    frame of stability ``s`` over the table is charged as stability ``2·s`` (each
+    mechanism's own ``charge.at(2·s)``: ``2·s·epsilon``, ``(2·s)²·rho``, group privacy for
+    delta), and a partition of it charges its parent PINQ's largest part at ``2·s`` (the
+    removed rows and the added rows may fall in one part). Mechanisms that read exactly the
+    table's rows calibrate their noise to their own change-one-row sensitivity
+    (:func:`pinqpy.pipeline.prepare.changed_row_frame`), which the factor 2 then charges
+    exactly."""
+
+    def __post_init__(self) -> None:
+        if self.factor != 2:
+            raise ValueError("a changed row is two rows of stability: the factor is 2")
 
 
 @dataclass(frozen=True, eq=False)

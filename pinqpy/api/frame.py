@@ -323,7 +323,9 @@ class PrivateFrame:
         A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
         noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
         multiplying steps are where a query's cost comes from: a public join whose key
-        repeats, a groupby (2), an explode, a bound of ``k`` rows per person.
+        repeats, a groupby (2), an explode, a bound of ``k`` rows per person. A frame over a
+        table whose row count is public says so ("Neighbours: one row changed, n public"):
+        its stabilities count a changed row twice (one row removed, one added).
 
         >>> import pandas as pd, pinqpy as pq
         >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
@@ -336,6 +338,7 @@ class PrivateFrame:
         """
         from pinqpy.accounting.agents import flatten
         from pinqpy.accounting.cost import Cost
+        from pinqpy.pipeline.neighbours import changed_row_note, changed_row_reasons
         from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
 
         rel = self._rel
@@ -350,10 +353,13 @@ class PrivateFrame:
                 tree(child, depth + 1)
 
         tree(rel.plan, 0)
-        steps = multipliers(rel.plan)
+        neighbours = changed_row_note(rel)
+        if neighbours is not None:
+            lines += ["", neighbours]
+        reasons = [step.reason for step in multipliers(rel.plan)] + changed_row_reasons(rel)
         lines.append("")
-        if steps:
-            lines += [f"Multiplies the charge: {step.reason}" for step in steps]
+        if reasons:
+            lines += [f"Multiplies the charge: {reason}" for reason in reasons]
         else:
             lines.append("No step multiplies the charge.")
         charges: dict[str, object] = {}
@@ -812,7 +818,9 @@ class PrivateFrame:
         scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
         """
         need_epsilon("sum", epsilon, column)
-        return _scalar(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
+        return _scalar(
+            prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta, whole=True)
+        )
 
     def mean(
         self,
@@ -866,7 +874,7 @@ class PrivateFrame:
         """
         need_epsilon("variance", epsilon, column)
         prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=False, ddof=ddof
+            self._rel, unwrap(column), epsilon, bounds, delta, stddev=False, ddof=ddof, whole=True
         )
         return _scalar(prep)
 
@@ -885,7 +893,7 @@ class PrivateFrame:
         the same charge), SQL's ``STDDEV`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``)."""
         need_epsilon("std", epsilon, column)
         prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=True, ddof=ddof
+            self._rel, unwrap(column), epsilon, bounds, delta, stddev=True, ddof=ddof, whole=True
         )
         return _scalar(prep)
 
@@ -924,7 +932,9 @@ class PrivateFrame:
         """
         need_epsilon("quantile", epsilon, column)
         rel = self._rel
-        prep = prepare.prepare_quantile(rel, unwrap(column), q, epsilon, bounds, candidates, ci)
+        prep = prepare.prepare_quantile(
+            rel, unwrap(column), q, epsilon, bounds, candidates, ci, whole=True
+        )
         return _scalar(prep)
 
     def argmax(
@@ -984,7 +994,7 @@ def _tables_on(rel: Relation, budget: Budget) -> str:
     stack = [rel.plan]
     while stack:
         node = stack.pop()
-        if isinstance(node, Source) and rel.catalog.agent(node.table.agent) is budget:
+        if isinstance(node, Source) and rel.catalog.root_agent(node.table.agent) is budget:
             names.append(node.table.name)
         stack.extend(node.children)
     return ", ".join(dict.fromkeys(names))

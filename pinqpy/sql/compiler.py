@@ -1623,7 +1623,7 @@ class _Compiler:
         cands = self.key_candidates(name, value, frame, extra)
         bounds = None if cands is not None else self.bounds(call, value, frame, extra)
         if name == "SUM":
-            return prepare_sum(frame, value, eps, bounds, delta)
+            return prepare_sum(frame, value, eps, bounds, delta, whole=whole)
         if name == "AVG":
             return prepare_mean(frame, value, eps, bounds, delta, whole=whole)
         if name in ("VARIANCE", "STDDEV", "VAR_POP", "STDDEV_POP"):
@@ -1638,14 +1638,19 @@ class _Compiler:
                 delta,
                 stddev=name in ("STDDEV", "STDDEV_POP"),
                 ddof=0 if name.endswith("_POP") else 1,
+                whole=whole,
             )
         self.no_delta(call, delta)
         if name == "MEDIAN":
-            return prepare_quantile(frame, value, 0.5, eps, bounds, cands, self.quantile_ci)
+            return prepare_quantile(
+                frame, value, 0.5, eps, bounds, cands, self.quantile_ci, whole=whole
+            )
         if name in ("PERCENTILE", "QUANTILE"):
             if not isinstance(q_level, int | float) or not 0 <= q_level <= 1:
                 raise self.syntax(f"{name}'s level must be a number between 0 and 1", call.pos)
-            return prepare_quantile(frame, value, q_level, eps, bounds, cands, self.quantile_ci)
+            return prepare_quantile(
+                frame, value, q_level, eps, bounds, cands, self.quantile_ci, whole=whole
+            )
         if name in ("MIN", "MAX"):
             return prepare_quantile(
                 frame,
@@ -1655,6 +1660,7 @@ class _Compiler:
                 bounds,
                 cands,
                 self.quantile_ci,
+                whole=whole,
             )
         raise self.syntax(f"{name} is not a noisy aggregate pinqpy can release", call.pos)
 
