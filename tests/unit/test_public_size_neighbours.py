@@ -173,7 +173,7 @@ def ratio(first: Side, second: Side, how: str, query: str, what: str = "") -> Fr
 
 # A JVM job per query is slow on Spark: there one pair that moves a row's value from one
 # bound to the other, its group and its candidate at once, and the main aggregates.
-SPARK_PAIRS = {"from 0": ["group and value", "NULL -> far bound"]}
+SPARK_PAIRS = {"from 0": ["group and value"]}
 SPARK_PY = ["count", "sum", "mean", "variance", "median", "quantile 0.1 with ci", "argmax c",
             "where: sum", "parts: count", "parts: mean", "histogram of g (unknown keys)"]
 
