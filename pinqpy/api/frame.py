@@ -89,7 +89,11 @@ class PrivateFrame:
         it once, at its first use; :meth:`count` then releases it exactly and free, and
         :meth:`mean` divides by it. It holds only while the rows are the table's own (through
         select/assign/rename, not where, joins, groupby, distinct, bound_* or partitions).
-        Only the curator sets it, here; a derived frame cannot.
+        It also changes the neighbour relation to one row changed (one person's rows
+        replaced, on a user-level table): one row removed and one added, so every frame over
+        the table, derived ones too, is charged at twice its stability, and aggregations of
+        the table's own rows calibrate to one changed row (see the README). Only the curator
+        sets it, here; a derived frame cannot.
     schema:
         Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
         ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
@@ -296,7 +300,9 @@ class PrivateFrame:
 
         The multiplier is how many of this frame's rows one privacy unit of that budget's
         table can change; a query of epsilon on this frame costs that budget at most
-        ``epsilon × multiplier``.
+        ``epsilon × multiplier``. Over a table whose row count is public (``public_size``)
+        neighbours differ in one changed row, one row removed and one added, so the
+        multiplier is twice what it would be (2 for the table itself).
         """
         return {b: _stability_value(k) for b, k in self._rel.stabilities().items()}
 
@@ -816,6 +822,12 @@ class PrivateFrame:
         NULLs are ignored; ±inf are clamped like any value. Adding or removing a row changes
         the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
         scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
+
+        **Public row count.** On the rows of a table whose count is public (only
+        select/assign/rename since) neighbours differ in one changed row, which moves the sum
+        by at most ``max(hi, 0) - min(lo, 0)``; the frame's stability is 2, and the noise is
+        for half of that per row of stability (see
+        :class:`pinqpy.noise.mechanisms.SumMechanism`).
         """
         need_epsilon("sum", epsilon, column)
         return _scalar(
@@ -838,11 +850,13 @@ class PrivateFrame:
 
         **Public row count.** On a frame with a public row count ``n`` (``public_size=True``,
         only select/assign/rename since) the mean is ``noisy_sum(x - c)/n + c`` with ``c`` the
-        midpoint of the bounds and all of epsilon on the centred sum. It is epsilon-DP under
-        adding or removing a row: the clamped, centred sum changes by at most ``(hi - lo)/2``
-        (its sensitivity), and dividing by the public constant ``n`` and adding ``c`` are
-        post-processing. Its error is Laplace of scale ``(hi - lo)/(2·n·epsilon)`` (about a
-        quarter of the two-measurement mean's). NULL values count as ``c`` here (``n``
+        midpoint of the bounds and all of epsilon on the centred sum. The table's neighbours
+        differ in one changed row, which moves the clamped, centred sum by at most
+        ``hi - lo``: its noise is for ``(hi - lo)/2`` per row of stability and the frame's
+        stability is 2, so the mean costs ``2·epsilon``; dividing by the public constant
+        ``n`` and adding ``c`` are post-processing. Its error is Laplace of scale
+        ``(hi - lo)/(2·n·epsilon)`` (about a quarter of the two-measurement mean's at the same
+        epsilon). NULL values count as ``c`` here (``n``
         counts every row), so on a column with NULLs it is not SQL's AVG over the non-NULL
         values; EXPLAIN and the result's mechanism say so. See
         :class:`pinqpy.noise.mechanisms.PublicSizeMeanMechanism`.

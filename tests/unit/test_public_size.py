@@ -90,6 +90,73 @@ def test_bounding_steps_lose_it(derive):
     assert not public(derive(frame(public_size=True, privacy_unit="pid")))
 
 
+# Every kind of plan node, built over a public-size table (user-level where it needs a unit).
+NODE_BUILDERS = {
+    "Source": lambda f, u: f,
+    "Select": lambda f, u: f.select(years="age").assign(older="years + 1"),
+    "Where": lambda f, u: f.where("age >= 0"),
+    "Distinct": lambda f, u: f.distinct("age", "sex", "pid"),
+    "Explode": lambda f, u: f.explode("tags", 1),
+    "GroupBy": lambda f, u: f.groupby("pid", "age", "sex").agg(n="COUNT(*)"),
+    "Join": lambda f, u: f.select("pid", "age").join(
+        f.select("pid", "sex"), on="pid", max_rows_per_key=(1, 1)
+    ),
+    "PublicJoin": lambda f, u: f.join(PUBLIC, on="sex", how="left"),
+    "SetOp": lambda f, u: f.select("age").concat(f.select("age")),
+    "PartSource": lambda f, u: f.partition("sex")["F"],
+    "BoundContributions": lambda f, u: u.bound_contributions(100),
+    "BoundGroups": lambda f, u: u.bound_contributions(
+        max_groups=8, max_rows_per_group=8, by="sex"
+    ),
+    "BoundDegree": lambda f, u: f.bound_degree(["sex"], 100),
+}
+
+
+def test_only_source_and_select_keep_it():
+    """Every plan node type but a Source and a row-wise Select may change the number of rows
+    (even when it happens not to, as each builder here keeps them all): it drops the count.
+    A node type added later without a case here fails this test."""
+    import pinqpy.plan.nodes as nodes
+
+    kinds = {cls.__name__ for cls in nodes.node_kinds()}
+    assert kinds == set(NODE_BUILDERS)
+    rows = ROWS.assign(pid=range(len(ROWS)))  # one row per person: every node keeps every row
+    f = pq.PrivateFrame(
+        rows, pq.Budget(1000), bounds=BOUNDS, keys={"sex": ["F", "M"]}, public_size=True
+    )
+    u = pq.PrivateFrame(rows, pq.Budget(1000), privacy_unit="pid", public_size=True)
+    for name, build in NODE_BUILDERS.items():
+        out = build(f, u)
+        assert type(out._plan).__name__ == name
+        assert public(out) == (name in ("Source", "Select")), name
+        if name not in ("Source", "Select"):
+            with pq.testing.no_noise():
+                assert "row count public" not in out.count(1).mechanism, name
+
+
+def test_sql_counts_only_the_own_rows_for_free():
+    s = pq.Session()
+    budget = pq.Budget(10)
+    s.register("t", ROWS.drop(columns="tags"), budget=budget, bounds=BOUNDS, public_size=True)
+    free = ["SELECT COUNT(*) FROM t", "SELECT COUNT(*) FROM (SELECT age + 1 AS a FROM t)"]
+    noisy = [
+        "SELECT COUNT(*) FROM t WHERE age > 0",
+        "SELECT COUNT(*) FROM (SELECT age FROM t UNION ALL SELECT age FROM t)",
+        "SELECT COUNT(*) FROM (SELECT sex, COUNT(*) AS n FROM t GROUP BY sex)",
+        "SELECT COUNT(*) FROM (SELECT DISTINCT age FROM t)",
+        "SELECT COUNT(*) FROM t a JOIN t b ON a.pid = b.pid WITH BOUNDS (1, 1)",
+        "SELECT COUNT(pid) FROM t",
+        "SELECT sex, COUNT(*) FROM t GROUP BY sex IN ('F', 'M')",
+    ]
+    for q in free + noisy:
+        before = budget.spent
+        text = str(s.sql("EXPLAIN " + q, epsilon=1))
+        with pq.testing.no_noise():
+            s.sql(q, epsilon=1)
+        assert ("row count public (n = 8)" in text) == (q in free), q
+        assert (budget.spent == before) == (q in free), q
+
+
 def test_it_is_off_unless_declared():
     assert not public(frame())
     with pytest.raises(PinqError, match="public_size must be True or False"):
