@@ -279,9 +279,16 @@ class ChangedRowView(Scaled):
     row removed and one added: two such steps. So the view is its budget at factor 2: a
     frame of stability ``s`` over the table is charged as stability ``2·s`` (each
     mechanism's own ``charge.at(2·s)``: ``2·s·epsilon``, ``(2·s)²·rho``, group privacy for
-    delta), and a partition of it charges its parent PINQ's largest part at ``2·s`` (the
-    removed rows and the added rows may fall in one part). Mechanisms that read exactly the
-    table's rows calibrate their noise to their own change-one-row sensitivity
+    delta). A partition of it charges its parent PINQ's largest part at ``K = 2·s``
+    (:meth:`PartitionAgent.parent_usage`): the removal changes at most ``s`` rows of the
+    parts and the addition at most ``s``, anywhere. When they fall in two parts (a row moved
+    from part A to part B, ``s = 1``) the loss is ``2·part_max.at(1)``; when they fall in one
+    part it is ``part_max.at(2)``, which is at least that (each component of ``Usage.at`` is
+    convex and 0 at 0), so the largest-part rule at 2 bounds both: exact under pure DP
+    (``2·epsilon``, a histogram's L1 of 2), and in zCDP the ``4·rho`` of one part moved by two
+    rows (a histogram alone, whose L2 is ``√2``, would need ``2·rho``). Spreading the rule as
+    ``max_parts_per_unit`` ``(G=2, k=s)`` would miss the one-part case. Mechanisms that read
+    exactly the table's rows calibrate their noise to their own change-one-row sensitivity
     (:func:`pinqpy.pipeline.prepare.changed_row_frame`), which the factor 2 then charges
     exactly."""
 

@@ -158,6 +158,13 @@ class MeanMechanism(Mechanism):
     * the count ``N' = N + noise``, sensitivity 1, with exact integer noise
       (:func:`_count_noise`): ``N'`` is an integer.
 
+    **One changed row** (a table whose row count is public): this mechanism runs on its
+    groups and derived frames, never on the table's own rows (there the count is public:
+    :class:`PublicSizeMeanMechanism`). One changed row moves a group's centred sum by at
+    most ``2h`` and its count by at most 1 (the row leaves or enters it), or the sum by ``2h``
+    and the count by 0 (it stays): at most two rows added or removed, what the frame's
+    stability 2 charges. So the generic rule is its bound.
+
     Sequential composition makes the pair exactly ``(epsilon, delta)``-DP; everything after is
     post-processing: ``mean = mid + S'/max(N', 1)``, clamped into ``[lo, hi]``. Never NaN;
     an empty group gets a value inside the bounds (``mid`` when noise is off). PINQ's
