@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pinqpy.accounting.agents import ChangedRowView
+from pinqpy.accounting.agents import ChangedRowView, Scaled
 from pinqpy.pipeline.prepare import public_row_count
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.describe import Names, table_name
@@ -51,7 +51,14 @@ def _public_n(table: TableRef, rel: Relation) -> int | None:
 
 def _relation(table: TableRef, rel: Relation) -> tuple[str, bool]:
     unit = table.privacy_unit
-    if not isinstance(rel.catalog.agent(table.agent), ChangedRowView):
+    agent = rel.catalog.agent(table.agent)
+    if isinstance(agent, Scaled) and not isinstance(agent, ChangedRowView):
+        # A query's per-unit view of a row-level table (SQL's privacy_unit_column): the
+        # table's own relation is what its budget protects.
+        unit = None
+        while isinstance(agent, Scaled) and not isinstance(agent, ChangedRowView):
+            agent = agent.agent
+    if not isinstance(agent, ChangedRowView):
         if unit is None:
             return "one row added or removed", False
         return f"one person added or removed (every row of {unit!r})", False
