@@ -71,6 +71,13 @@ def _run_batch(
     prepared: list[Prepared], target: Target, label: str | None, charged: bool
 ) -> list[tuple[np.ndarray, Any]]:
     grouping = None if target is None else target[0]
+    if grouping is not None and any(getattr(p.mechanism, "changed_row", False) for p in prepared):
+        # Calibrated for one changed row of the whole frame, which moves a group's statistic
+        # more: a caller's bug, refused before anything is charged or read.
+        raise PinqError(
+            "an aggregation calibrated for the whole frame cannot be released per group "
+            "(nothing was charged)"
+        )
     lineages = [p.relation.lineage() if target is None else target[1] for p in prepared]
     for p, lin in zip(prepared, lineages, strict=True):
         p.relation.require_bounded(lin, p.label)

@@ -401,3 +401,23 @@ def test_answers_over_a_public_count_have_a_data_form():
         assert type(back[1]) is type(acc)
         assert np.array_equal(back[1].interval(0.9)[0], acc.interval(0.9)[0])
         assert np.array_equal(back[1].interval(0.9)[1], acc.interval(0.9)[1])
+
+
+def test_a_whole_frame_calibration_is_never_released_per_group():
+    """A sum calibrated for one changed row of the whole frame would be too little noise for
+    a group (a changed row can leave one and enter another): run refuses it per group, before
+    any charge."""
+    from pinqpy.pipeline import prepare, run
+    from pinqpy.plan.grouping import Grouping
+
+    budget = pq.Budget(1)
+    f = frame(budget, public_size=True)
+    prep = prepare.prepare_sum(f._rel, "age", 0.1, None, None, whole=True)
+    assert prep.mechanism.changed_row
+    parts = f.partition("sex")
+    target = parts._target()
+    assert isinstance(target[0], Grouping)
+    with pytest.raises(PinqError, match="nothing was charged"):
+        run.run_one(prep, target)
+    assert budget.spent == pq.Cost(0)
+    assert not prepare.prepare_sum(f._rel, "age", 0.1, None, None).mechanism.changed_row
