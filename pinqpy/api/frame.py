@@ -91,7 +91,11 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         it once, at its first use; :meth:`count` then releases it exactly and free, and
         :meth:`mean` divides by it. It holds only while the rows are the table's own (through
         select/assign/rename, not where, joins, groupby, distinct, bound_* or partitions).
-        Only the curator sets it, here; a derived frame cannot.
+        It also changes the neighbour relation to one row changed (one person's rows
+        replaced, on a user-level table): one row removed and one added, so every frame over
+        the table, derived ones too, is charged at twice its stability, and aggregations of
+        the table's own rows calibrate to one changed row (see the README). Only the curator
+        sets it, here; a derived frame cannot.
     schema:
         Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
         ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
@@ -298,7 +302,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
 
         The multiplier is how many of this frame's rows one privacy unit of that budget's
         table can change; a query of epsilon on this frame costs that budget at most
-        ``epsilon × multiplier``.
+        ``epsilon × multiplier``. Over a table whose row count is public (``public_size``)
+        neighbours differ in one changed row, one row removed and one added, so the
+        multiplier is twice what it would be (2 for the table itself).
         """
         return {b: _stability_value(k) for b, k in self._rel.stabilities().items()}
 
@@ -325,7 +331,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
         noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
         multiplying steps are where a query's cost comes from: a public join whose key
-        repeats, a groupby (2), an explode, a bound of ``k`` rows per person.
+        repeats, a groupby (2), an explode, a bound of ``k`` rows per person. A frame over a
+        table whose row count is public says so ("Neighbours: one row changed, n public"):
+        its stabilities count a changed row twice (one row removed, one added).
 
         >>> import pandas as pd, pinqpy as pq
         >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
@@ -338,6 +346,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         """
         from pinqpy.accounting.agents import flatten
         from pinqpy.accounting.cost import Cost
+        from pinqpy.pipeline.neighbours import changed_row_note, changed_row_reasons
         from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
 
         rel = self._rel
@@ -352,10 +361,13 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
                 tree(child, depth + 1)
 
         tree(rel.plan, 0)
-        steps = multipliers(rel.plan)
+        neighbours = changed_row_note(rel)
+        if neighbours is not None:
+            lines += ["", neighbours]
+        reasons = [step.reason for step in multipliers(rel.plan)] + changed_row_reasons(rel)
         lines.append("")
-        if steps:
-            lines += [f"Multiplies the charge: {step.reason}" for step in steps]
+        if reasons:
+            lines += [f"Multiplies the charge: {reason}" for reason in reasons]
         else:
             lines.append("No step multiplies the charge.")
         charges: dict[str, object] = {}
@@ -829,7 +841,7 @@ def _tables_on(rel: Relation, budget: Budget) -> str:
     stack = [rel.plan]
     while stack:
         node = stack.pop()
-        if isinstance(node, Source) and rel.catalog.agent(node.table.agent) is budget:
+        if isinstance(node, Source) and rel.catalog.root_agent(node.table.agent) is budget:
             names.append(node.table.name)
         stack.extend(node.children)
     return ", ".join(dict.fromkeys(names))

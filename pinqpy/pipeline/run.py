@@ -24,7 +24,7 @@ from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.noise.keyselect import KeySelectionMechanism, structure_for
 from pinqpy.pipeline import answers as _answers
-from pinqpy.pipeline.prepare import Prepared, check_eps
+from pinqpy.pipeline.prepare import Prepared, changed_row_frame, check_eps
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.batch import batch
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
@@ -71,6 +71,13 @@ def _run_batch(
     prepared: list[Prepared], target: Target, label: str | None, charged: bool
 ) -> list[tuple[np.ndarray, Any]]:
     grouping = None if target is None else target[0]
+    if grouping is not None and any(getattr(p.mechanism, "changed_row", False) for p in prepared):
+        # Calibrated for one changed row of the whole frame, which moves a group's statistic
+        # more: a caller's bug, refused before anything is charged or read.
+        raise PinqError(
+            "an aggregation calibrated for the whole frame cannot be released per group "
+            "(nothing was charged)"
+        )
     lineages = [p.relation.lineage() if target is None else target[1] for p in prepared]
     for p, lin in zip(prepared, lineages, strict=True):
         p.relation.require_bounded(lin, p.label)
@@ -211,7 +218,15 @@ def key_structure(rel: Relation, columns: tuple[str, ...]) -> tuple[int, int]:
     the spread :func:`~pinqpy.plan.stability.unit_spread` derives: at most ``G`` keys, at
     most ``k`` rows each. Otherwise a unit of stability ``s`` may put its rows anywhere:
     ``G = k = ceil(s)`` (the largest stability over the budgets: the threshold's delta must
-    hold for every budget's unit, and the structure is known for one unit only)."""
+    hold for every budget's unit, and the structure is known for one unit only).
+
+    A frame with exactly the rows of a table whose row count is public
+    (:func:`~pinqpy.pipeline.prepare.changed_row_frame`) is ``(1, 1)`` at its stability 2:
+    one changed row removes one row (so at most one key only the old table has, of one row)
+    and adds one (at most one key only the new table has, of one row), and the threshold's
+    argument (:mod:`pinqpy.noise.keyselect`, "Derived frames") needs only that."""
+    if changed_row_frame(rel, True):
+        return 1, 1
     raw = rel.lineage()
     lineage = flatten(raw)
     worst = max(lineage.values(), default=Fraction(1))

@@ -47,7 +47,9 @@ The schema::
     schema = { age = "int" }
     public_size = true                 # optional: the row count is public (census totals
                                        # are); COUNT(*) then returns it free, AVG divides by
-                                       # it. Not with max_rows (that serves fewer rows).
+                                       # it, and neighbours differ in one changed row, so
+                                       # every query costs twice its stability. Not with
+                                       # max_rows (that serves fewer rows).
 
     [groups.lab]
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "approx" }  # per table, shared

@@ -309,17 +309,23 @@ class ServerState:
         return {
             "analyst": a.name,
             "version": __version__,
-            "tables": [
-                {
-                    "name": t,
-                    "plan": plan_to_data(a.session.table(t)._plan),
-                    "budget": a.spec.ledger_name(t),
-                }
-                for t in a.spec.tables
-            ],
+            "tables": [self._table_doc(a, t) for t in a.spec.tables],
             "budgets": self.budget_docs(a),
             "limits": self.limits.as_dict(),
         }
+
+    def _table_doc(self, a: AnalystState, table: str) -> dict[str, Any]:
+        doc = {
+            "name": table,
+            "plan": plan_to_data(a.session.table(table)._plan),
+            "budget": a.spec.ledger_name(table),
+        }
+        # A public row count changes the table's neighbour relation (one row changed, two
+        # rows of stability): the client shows the stabilities the server charges. Its value
+        # is not sent; the plan has no field for it, so a client cannot declare it.
+        if self.config.tables[table].public_size:
+            doc["public_size"] = True
+        return doc
 
     def budget_doc(self, a: AnalystState, body: Any = None) -> dict[str, Any]:
         return {"budgets": self.budget_docs(a)}
