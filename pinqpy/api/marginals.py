@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pinqpy.accounting.cost import Cost
 from pinqpy.pipeline import marginals as _marginals
 from pinqpy.pipeline import synthesize as _synthesize
 from pinqpy.pipeline.relation import Relation
@@ -20,7 +21,9 @@ __all__ = ["measure_marginals", "synthesize"]
 
 def _explanation(lines: list[str], charges: Mapping[Any, Any]) -> Explanation:
     out = Explanation("\n".join(lines))
-    out.charges = {getattr(b, "name", None) or "budget": u for b, u in charges.items()}
+    out.charges = {
+        getattr(b, "name", None) or "budget": Cost(u.epsilon, u.delta) for b, u in charges.items()
+    }
     return out
 
 
