@@ -38,11 +38,11 @@ from pinqpy.plan.meta import RESERVED_PREFIX
 from pinqpy.sql.ast import (
     Describe,
     Explain,
-    MarginalColumn,
-    MarginalsQuery,
     FromItem,
     GroupKey,
     Join,
+    MarginalColumn,
+    MarginalsQuery,
     OrderItem,
     Path,
     Query,
