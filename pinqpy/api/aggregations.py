@@ -32,8 +32,11 @@ __all__ = ["AGGREGATIONS", "ALIASES", "FRAME_AGGREGATIONS", "Aggregations"]
 AGGREGATIONS = ("count", "sum", "mean", "median", "quantile", "variance", "std", "argmax")
 #: Other names of those aggregations (pandas spells the variance ``var``).
 ALIASES = {"var": "variance"}
-#: A frame's aggregations: the shared ones and those only a whole frame has (its own methods).
-FRAME_AGGREGATIONS = (*AGGREGATIONS, "select_keys", "histogram", "accuracy")
+#: A frame's aggregations: the shared ones and those only a whole frame has (its own methods;
+#: ``marginals`` and ``synthesize`` release a :class:`~pinqpy.Marginals`).
+FRAME_AGGREGATIONS = (
+    *AGGREGATIONS, "select_keys", "histogram", "accuracy", "marginals", "synthesize",
+)
 
 #: What one aggregation releases: a NoisyValue for a frame, a NoisySeries (by key) for a
 #: partition.

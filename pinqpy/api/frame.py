@@ -49,6 +49,7 @@ from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.marginals import Marginals
 from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
 from pinqpy.sql.explain import Explanation
@@ -632,6 +633,76 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         """Split into parts by public ``keys`` (parallel composition); see :class:`Partition`."""
         ref, rel = self._rel.partition(columns, keys)
         return Partition(self, rel, ref, PrivateFrame._wrap)
+
+    def marginals(
+        self,
+        marginals: Iterable[str | tuple[str, ...]],
+        epsilon: float | None = None,
+        *,
+        delta: float | None = None,
+        rho: float | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        cuts: Mapping[str, Iterable[float | None]] | None = None,
+        explain: bool = False,
+    ) -> Marginals | Explanation:
+        """Noisy counts of several marginals over a public domain, in one charge: a
+        :class:`~pinqpy.Marginals`, from which ``.table(...)`` estimates any table over the
+        measured columns (consistent, non-negative) and ``.sample(n)`` draws synthetic rows.
+
+        Each marginal (a tuple of columns) is exactly ``partition(columns, keys).count(...)``
+        over every cell of its domain: ``epsilon`` (Laplace) or ``epsilon`` and ``delta``
+        (Gaussian) or ``rho`` (discrete Gaussian of variance ``1/(2·rho)``, a zCDP charge) is
+        **per marginal**, so ``m`` marginals charge ``m × epsilon × stability`` (``m ×
+        stability² × rho``). Each column's cells are public: ``keys={col: [...]}``, the
+        declared keys, or ``cuts={col: [20, 40, 60]}`` for numeric columns (intervals closed
+        on the left; add ``None`` to the list for a cell of NULLs). A value outside its
+        column's cells, and a NULL without a declared cell, is dropped from the marginals
+        over that column on every engine. A column with no public domain is refused before
+        any charge. ``explain=True`` returns what would be measured and charged, charging
+        nothing. See :mod:`pinqpy.pipeline.marginals`.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"age": [23, 35, 47, 71], "sex": [1, 2, 2, 1]})
+        >>> people = pq.PrivateFrame(df, pq.Budget(1.0), keys={"sex": [1, 2]})
+        >>> m = people.marginals([("age", "sex")], epsilon=0.5, cuts={"age": [30, 60]})
+        >>> m.domain["age"]
+        ['(-inf, 30)', '[30, 60)', '[60, inf)']
+        """
+        from pinqpy.api.marginals import measure_marginals
+
+        return measure_marginals(
+            self._rel, marginals, epsilon=epsilon, delta=delta, rho=rho, keys=keys,
+            cuts=cuts, explain=explain,
+        )
+
+    def synthesize(
+        self,
+        epsilon: float | None = None,
+        *,
+        columns: Iterable[str],
+        rho: float | None = None,
+        delta: float | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        cuts: Mapping[str, Iterable[float | None]] | None = None,
+        max_degree: int = 2,
+        explain: bool = False,
+    ) -> Marginals | Explanation:
+        """Choose and measure marginals for synthetic data (MST): every 1-way marginal of
+        ``columns``, then ``d - 1`` pairs chosen privately (a spanning tree of the pairs the
+        1-way marginals explain worst), measured; returns a :class:`~pinqpy.Marginals`.
+
+        ``epsilon`` (Laplace) or ``rho`` (zCDP) is the **total**, split in thirds between
+        the 1-way marginals, the choices and the chosen pairs (derivation and the scores'
+        sensitivity in :mod:`pinqpy.pipeline.synthesize`), and charged times the stability
+        in one transaction before any data is read. Domains as for :meth:`marginals`.
+        ``explain=True`` returns the split and the charge, charging nothing.
+        """
+        from pinqpy.api.marginals import synthesize
+
+        return synthesize(
+            self._rel, columns, epsilon=epsilon, rho=rho, delta=delta, keys=keys, cuts=cuts,
+            max_degree=max_degree, explain=explain,
+        )
 
     def select_keys(
         self,

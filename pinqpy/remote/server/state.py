@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -356,6 +356,7 @@ class ServerState:
             v = args.get(name)
             if isinstance(v, list | tuple | dict | set):
                 self._check_count(len(v), f"{name} in {method}()")
+        self._check_domains(method, args)
         public = public_tables(body.get("public"), self.limits)
         replayer = Replayer(a.tables(), a.registry, self.limits, public)
         rel = replayer.relation(body["plan"])
@@ -376,6 +377,16 @@ class ServerState:
         # one request at a time (the gate); pandas ones by each request on its own.
         with self.gate.hold(rel.engine != "pandas"):
             return _call(method, fn, args)
+
+    def _check_domains(self, method: str, args: Mapping[str, Any]) -> None:
+        """A marginals call's per-column keys and cuts are public lists like partition keys:
+        each is bounded by max_keys too (its marginals' cells by the partition limit)."""
+        for name in ("keys", "cuts"):
+            given = args.get(name)
+            if isinstance(given, dict):
+                for column, values in given.items():
+                    if isinstance(values, list | tuple | set):
+                        self._check_count(len(values), f"{name}[{column!r}] in {method}()")
 
     def _check_count(self, n: int, what: str) -> None:
         if n > self.limits.max_keys:
