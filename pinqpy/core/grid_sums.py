@@ -15,10 +15,14 @@ magnitude at most ``2**53`` returns that sum exactly. If every term is a non-neg
 integer and the terms' total is at most ``2**53``, then every partial sum any algorithm forms
 (numpy's pairwise sum, BLAS's several accumulators, a fused multiply-add) is a sub-sum of the
 terms, an integer in ``[0, 2**53]``: no step rounds, and the result is the exact total. With
-terms of either sign, ``Σ|t| <= 2**53`` bounds every sub-sum the same way. The bounds used:
+terms of either sign, ``Σ|t| <= 2**53`` bounds every sub-sum the same way. Sums are taken as
+dot products of short rows (with ones, or of a row with itself; numpy's ``matmul`` over a
+stack of rows, which BLAS computes one row at a time, never spreading one over threads),
+so they run at the speed of memory; the argument holds for any order of the additions.
+The bounds used:
 
 * lattice units ``d`` lie in ``[0, K]`` with ``K <= 2**21`` (``K = R(hi/q) - R(lo/q) <
-  w/q + 1 < 2**21 + 1``): a block of ``2**16`` rows sums below ``2**37``;
+  w/q + 1 < 2**21 + 1``): a row of :data:`SUM_ROW` ``= 2**12`` units sums below ``2**33``;
 * their squares ``d² <= 2**42`` are summed as dot products of rows of :data:`SQUARE_ROW`
   ``= 2**10`` units (``2**10·2**42 = 2**52``; ``d·d`` itself is exact, below ``2**53``);
 * SUM units have ``|k| < 2**41``: rows of :data:`SUM_ROW` ``= 2**12`` units sum below
@@ -132,11 +136,11 @@ def _skip(
     return dropped
 
 
-def _row_sums(units: np.ndarray, row: int) -> int:
-    """The exact sum of ``units`` (``len`` a multiple of ``row``), each row's float sum
-    being exact (see the module docstring)."""
-    parts = units.reshape(-1, row).sum(axis=1)
-    return int(parts.astype(np.int64).sum())
+def _row_sums(units: np.ndarray, ones: np.ndarray) -> int:
+    """The exact sum of ``units`` (``len`` a multiple of ``len(ones)``, a column of ones):
+    each row's sum, a product with ``ones``, is exact (see the module docstring)."""
+    parts = units.reshape(-1, 1, len(ones)) @ ones
+    return int(parts.reshape(-1).astype(np.int64).sum())
 
 
 def _row_squares(units: np.ndarray) -> int:
@@ -151,6 +155,13 @@ def _padded(buf: np.ndarray, m: int, row: int) -> np.ndarray:
     end = -(-m // row) * row
     buf[m:end] = 0.0
     return buf[:end]
+
+
+def _buffers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A float64 block buffer and a bool scratch one: :data:`BLOCK` long, or less for fewer
+    rows, and always a multiple of :data:`SUM_ROW` (so of :data:`SQUARE_ROW`) for padding."""
+    size = min(BLOCK, -(-max(n, 1) // SUM_ROW) * SUM_ROW)
+    return np.empty(size), np.empty(size, dtype=bool)
 
 
 def _blocks(n: int, size: int) -> range:
@@ -169,8 +180,8 @@ def lattice_sums(
     True
     """
     src = _as_float(values)
-    buf = np.empty(BLOCK)
-    scratch = np.empty(BLOCK, dtype=bool)
+    buf, scratch = _buffers(len(src))
+    ones = np.ones((SUM_ROW, 1))
     s1 = s2 = n = 0
     for start in _blocks(len(src), BLOCK):
         blk = src[start : start + BLOCK]
@@ -179,9 +190,10 @@ def lattice_sums(
         _lattice_units(lat, blk, out)
         kept = None if keep is None else keep[start : start + BLOCK]
         n += m - _skip(blk, out, kept, scratch, zero=False)
-        s1 += int(out.sum())  # below 2**37: exact
+        units = _padded(buf, m, SUM_ROW)
+        s1 += _row_sums(units, ones)
         if squares:
-            s2 += _row_squares(_padded(buf, m, SQUARE_ROW))
+            s2 += _row_squares(units)
     return s1, s2, n
 
 
@@ -197,8 +209,8 @@ def grid_sum(
     (True, 3)
     """
     src = _as_float(values)
-    buf = np.empty(BLOCK)
-    scratch = np.empty(BLOCK, dtype=bool)
+    buf, scratch = _buffers(len(src))
+    ones = np.ones((SUM_ROW, 1))
     total = n = 0
     for start in _blocks(len(src), BLOCK):
         blk = src[start : start + BLOCK]
@@ -207,7 +219,7 @@ def grid_sum(
         _grid_units(grid, blk, lo, hi, out)
         kept = None if keep is None else keep[start : start + BLOCK]
         n += m - _skip(blk, out, kept, scratch, zero=True)
-        total += _row_sums(_padded(buf, m, SUM_ROW), SUM_ROW)
+        total += _row_sums(_padded(buf, m, SUM_ROW), ones)
     return total, n
 
 
