@@ -181,7 +181,7 @@ def spark_cells(rows: int, dtype: str, data_dir: Path, master: str) -> dict[str,
 def wrap_cells(rows: int) -> dict[str, dict[str, Callable[[], Any]]]:
     one_list = pd.DataFrame({"items": pd.Series([list(range(rows))], dtype=object)})
     words = np.array(["alpha", "beta", "gamma", "delta", "épsilon"], dtype=object)
-    text = pd.DataFrame({"s": words[np.arange(rows) % len(words)]})
+    text = pd.DataFrame({"s": pd.Series(words[np.arange(rows) % len(words)], dtype=object)})
     return {
         "wrap one list": {
             "pinqpy": lambda: pq.PrivateFrame(one_list, budget()),
