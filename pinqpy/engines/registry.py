@@ -639,7 +639,7 @@ def _read_file(
         )
     try:
         if kind == "parquet":
-            df = pd.read_parquet(text)
+            df = _pandas_parquet(text)
         else:
             columns = pd.read_csv(text, sep=sep, nrows=0).columns
             declared = check_declared(schema, [str(c) for c in columns])
@@ -659,6 +659,33 @@ def _read_file(
     default = "inferred" if kind == "csv" else "engine"
     sources = {c: "declared" if s == "declared" else default for c, s in got.type_source.items()}
     return Wrapped(got.engine, got.data, got.schema, sources)
+
+
+def _pandas_parquet(path: str) -> pd.DataFrame:
+    """A parquet file (or directory) read by pandas, its integer columns kept integers: one
+    that holds a NULL becomes a nullable integer (``Int64``), where pandas alone would make
+    it float64. A column's type is a public fact that must follow the file's schema, never
+    its values: as float64 it would say whether a NULL is there, and a float id (the privacy
+    unit, a key) hashes apart from the integer it was, so truncations would choose other
+    rows than on the other engines, which read the file's own types."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    df = pd.read_parquet(path)
+    files = pads.dataset(path, format="parquet")
+    widened = [
+        f.name
+        for f in files.schema
+        if pa.types.is_integer(f.type) and f.name in df.columns and df[f.name].dtype.kind == "f"
+    ]
+    if widened:
+        table = files.to_table(columns=widened)
+        for name in widened:
+            col = table.column(name).to_pandas(
+                types_mapper=lambda t: pd.UInt64Dtype() if t == pa.uint64() else pd.Int64Dtype()
+            )
+            df[name] = col.array
+    return df
 
 
 # -- declared types ------------------------------------------------------------------------------
