@@ -72,6 +72,7 @@ __all__ = [
     "default_engine",
     "engine_name",
     "executor_for",
+    "pandas_parquet",
     "public_frame",
     "read_file",
     "same_engine",
@@ -639,7 +640,7 @@ def _read_file(
         )
     try:
         if kind == "parquet":
-            df = _pandas_parquet(text)
+            df = pandas_parquet(text)
         else:
             columns = pd.read_csv(text, sep=sep, nrows=0).columns
             declared = check_declared(schema, [str(c) for c in columns])
@@ -661,17 +662,19 @@ def _read_file(
     return Wrapped(got.engine, got.data, got.schema, sources)
 
 
-def _pandas_parquet(path: str) -> pd.DataFrame:
+def pandas_parquet(path: str) -> pd.DataFrame:
     """A parquet file (or directory) read by pandas, its integer columns kept integers: one
     that holds a NULL becomes a nullable integer (``Int64``), where pandas alone would make
     it float64. A column's type is a public fact that must follow the file's schema, never
     its values: as float64 it would say whether a NULL is there, and a float id (the privacy
     unit, a key) hashes apart from the integer it was, so truncations would choose other
     rows than on the other engines, which read the file's own types."""
-    import pyarrow as pa
-    import pyarrow.dataset as pads
-
     df = pd.read_parquet(path)
+    try:
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+    except ImportError:  # read by fastparquet, which has its own nullable types
+        return df
     files = pads.dataset(path, format="parquet")
     widened = [
         f.name
