@@ -396,11 +396,12 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
     for a file opened before and unchanged since)."""
+    from pinqpy.engines.duckdb.parquet import parquet_scan
     from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
-    source = "read_parquet('" + path.replace("'", "''") + "')"
+    source = parquet_scan(connection, path)
 
     def bind() -> tuple[list[str], list[str]]:
         try:
@@ -592,7 +593,9 @@ def _read_file(
         if kind == "parquet":
             if schema is None:
                 return _duckdb_parquet(con, text)
-            source = "read_parquet('" + text.replace("'", "''") + "')"
+            from pinqpy.engines.duckdb.parquet import parquet_scan
+
+            source = parquet_scan(con, text)
             rel = _duckdb_declare(_duckdb_read(con, f"SELECT * FROM {source}", what), schema)
             return _duckdb_view(con, lambda c: rel[0], what).with_sources(rel[1], "engine")
         if schema is None:

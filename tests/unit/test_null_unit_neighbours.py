@@ -151,7 +151,40 @@ def spark_table(name: str, id_type: str, recs: Rows) -> None:
     _spark().createDataFrame(data, schema).createOrReplaceTempView(name)
 
 
-SOURCES = ["dataframe", "parquet", "csv", "csv declared", "database"]
+def write_arrow_parquet(path: Path, id_type: str, recs: Rows) -> None:
+    """A parquet file written by pyarrow, which keeps a NaN a NaN and, as the parquet
+    format asks, leaves NaN out of a column's min/max statistics (an engine that trusted
+    those to mean "no NaN here" would never see one)."""
+    import pyarrow as pa
+    import pyarrow.parquet as papq
+
+    arrow_types = {
+        "double": pa.float64(),
+        "bigint": pa.int64(),
+        "text": pa.string(),
+        "timestamp": pa.timestamp("us"),
+    }
+    ids = [float("nan") if s == "nan" else None if s else v for v, _, _, s in recs]
+    table = pa.table(
+        {
+            "pid": pa.array(ids, type=arrow_types[id_type]),
+            "x": pa.array([r[1] for r in recs], type=pa.float64()),
+            "g": pa.array([r[2] for r in recs], type=pa.string()),
+        }
+    )
+    papq.write_table(table, path)
+
+
+SOURCES = [
+    "dataframe",
+    "parquet",
+    "arrow parquet",
+    "csv",
+    "csv declared",
+    "database",
+    "database view",
+    "relation",
+]
 _DECLARED = {"double": "float", "bigint": "int", "text": "str", "timestamp": "datetime"}
 
 
@@ -195,6 +228,12 @@ def open_rows(
             con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
             con.close()
         return pq.PrivateFrame.from_parquet(path, budget, privacy_unit=unit, engine=engine)
+    if source == "arrow parquet":
+        path = tmp / f"{stem}.arrow.parquet"
+        write_arrow_parquet(path, id_type, recs)
+        return pq.PrivateFrame.from_parquet(path, budget, privacy_unit=unit, engine=engine)
+    if source in ("database view", "relation"):
+        return _duckdb_over_arrow(source, engine, id_type, recs, stem, tmp, unit)
     if source.startswith("csv"):
         path = tmp / f"{stem}.csv"
         write_csv(path, recs)
@@ -215,6 +254,27 @@ def open_rows(
         spark_table(view, id_type, recs)
         return pq.PrivateFrame(view, budget, privacy_unit=unit, engine="spark")
     pytest.skip("the pandas engine reads no database tables")
+
+
+def _duckdb_over_arrow(
+    source: str, engine: str, id_type: str, recs: Rows, stem: str, tmp: Path, unit: str | None
+) -> pq.PrivateFrame:
+    """A DuckDB view (in a database file) or relation over a pyarrow-written parquet file:
+    the curator's own scan of it, which pinqpy did not write."""
+    import duckdb
+
+    if engine != "duckdb":
+        pytest.skip("a DuckDB view or relation runs on the DuckDB engine")
+    path = tmp / f"{stem}.view.parquet"
+    write_arrow_parquet(path, id_type, recs)
+    con = duckdb.connect(str(tmp / f"{stem}.views.duckdb"))
+    budget = pq.Budget(epsilon=BIG, delta=0.9)
+    if source == "relation":
+        data: Any = con.read_parquet(str(path))
+    else:
+        con.execute(f"CREATE OR REPLACE VIEW people AS SELECT * FROM read_parquet('{path}')")
+        data = "people"
+    return pq.PrivateFrame(data, budget, privacy_unit=unit, engine="duckdb", connection=con)
 
 
 # -- per-unit statistics ---------------------------------------------------------------------
