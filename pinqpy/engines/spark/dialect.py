@@ -63,8 +63,10 @@ class SparkDialect(Dialect):
         salt = self.str_lit(_noise.current_source().bytes(8).hex())
         return f"xxhash64({', '.join([salt, *columns])})"
 
-    def hashable(self, dtype: object) -> bool:
-        return type(dtype).__name__ != "MapType"  # maps cannot be hashed
+    def hash_input(self, column: str, dtype: object) -> str:
+        # xxhash64 refuses maps, also inside arrays and structs: those are hashed by their
+        # JSON text, a function of the value alone (its entries, in the map's own order).
+        return f"to_json({column})" if _holds_map(dtype) else column
 
     def str_lit(self, text: str) -> str:
         # Whether Spark unescapes backslashes in literals is a session setting
@@ -313,3 +315,16 @@ def _piece_text(piece: list[str | None]) -> str:
 
 
 SPARK = SparkDialect()
+
+
+def _holds_map(dtype: object) -> bool:
+    """Whether a Spark type is a map or holds one (in an array's items, a struct's fields or
+    a map's values)."""
+    name = type(dtype).__name__
+    if name == "MapType":
+        return True
+    if name == "ArrayType":
+        return _holds_map(dtype.elementType)  # type: ignore[attr-defined]
+    if name == "StructType":
+        return any(_holds_map(f.dataType) for f in dtype.fields)  # type: ignore[attr-defined]
+    return False

@@ -123,9 +123,11 @@ class Dialect:
         alone."""
         raise NotImplementedError
 
-    def hashable(self, dtype: object) -> bool:
-        """Whether :meth:`row_priority` can hash a column of the engine type ``dtype``."""
-        return True
+    def hash_input(self, column: str, dtype: object) -> str:
+        """How :meth:`row_priority` reads a column (``column``: its SQL) of the engine type
+        ``dtype`` (None: not known): every column enters a row's priority, so that rows of
+        one key that differ in any column are ordered by their values, never by the engine."""
+        return column
 
     # -- spelling -------------------------------------------------------------------------
     def ident(self, name: str) -> str:

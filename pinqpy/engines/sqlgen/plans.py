@@ -422,7 +422,7 @@ class CtePlanSql(PlanVisitor[R]):
         dialect's :meth:`~pinqpy.engines.sqlgen.expressions.Dialect.row_priority`."""
         child = self.typed(self.normalized(child, columns))
         cols = self.columns(child)
-        prio = self.d.row_priority([self.d.ident(c.name) for c in cols if self.d.hashable(c.dtype)])
+        prio = self.d.row_priority([self.d.hash_input(self.d.ident(c.name), c.dtype) for c in cols])
         part = ", ".join(self.d.ident(c) for c in columns)
         keep = ""
         if drop_null:
@@ -529,8 +529,8 @@ class CtePlanSql(PlanVisitor[R]):
         cols = self.columns(child)
         dtypes = {c.name: c.dtype for c in cols}
         d = self.d
-        gprio = d.row_priority([d.ident(c) for c in pairs if d.hashable(dtypes.get(c))])
-        prio = d.row_priority([d.ident(c.name) for c in cols if d.hashable(c.dtype)])
+        gprio = d.row_priority([d.hash_input(d.ident(c), dtypes.get(c)) for c in pairs])
+        prio = d.row_priority([d.hash_input(d.ident(c.name), c.dtype) for c in cols])
         unit = d.ident(node.unit)
         by = ", ".join(d.ident(c) for c in node.by)
         part = ", ".join(d.ident(c) for c in pairs)
