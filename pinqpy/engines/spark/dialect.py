@@ -16,7 +16,7 @@ from pinqpy.engines.sqlgen.expressions import (
     ExprSql,
     S,
 )
-from pinqpy.expr.types import valid_text
+from pinqpy.expr.types import TIMESTAMP_TEXT, valid_text
 from pinqpy.noise import source as _noise
 
 __all__ = ["SPARK"]
@@ -265,7 +265,11 @@ class SparkDialect(Dialect):
         return f"try_element_at(map({table}), lower({stripped}))"
 
     def to_timestamp(self, sql: str, kind: str) -> str:
-        return sql if kind == "datetime" else f"try_cast({sql} AS TIMESTAMP)"
+        if kind == "datetime":
+            return sql
+        # Text is read only in pinqpy's form (TIMESTAMP_TEXT), as on every engine.
+        text = self.str_lit(TIMESTAMP_TEXT)
+        return f"(CASE WHEN {sql} RLIKE {text} THEN try_cast({sql} AS TIMESTAMP) END)"
 
     def to_date(self, sql: str) -> str:
         return f"date_trunc('DAY', {sql})"

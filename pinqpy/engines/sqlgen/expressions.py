@@ -224,7 +224,9 @@ class Dialect:
 
     # -- times ----------------------------------------------------------------------------
     def to_timestamp(self, sql: str, kind: str) -> str:
-        """A value of kind "datetime" or "str" as a TIMESTAMP (NULL when it is none)."""
+        """A value of kind "datetime" or "str" as a TIMESTAMP (NULL when it is none); text only
+        in pinqpy's form (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`), else NULL. ``sql`` is
+        simple (bound) when it is text: it may be read twice."""
         raise NotImplementedError
 
     def to_date(self, sql: str) -> str:
@@ -683,6 +685,8 @@ class ExprSql:
         # datetime
         if v.kind not in ("datetime", "str"):
             return self.null("datetime")
+        if v.kind == "str":  # read twice: matched against the timestamp text, then cast
+            s = self.bind(v).sql
         out = self.d.to_timestamp(s, v.kind)
         if upper == "DATE":
             out = self.d.to_date(out)
