@@ -63,6 +63,12 @@ class SparkDialect(Dialect):
         salt = self.str_lit(_noise.current_source().bytes(8).hex())
         return f"xxhash64({', '.join([salt, *columns])})"
 
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        # Java's pow makes 1 and -1 to an infinite power NaN; IEEE 754 (pandas, DuckDB) 1.
+        x, y = t.bind(S(x, "float")).sql, t.bind(S(y, "float")).sql
+        inf = "CAST('Infinity' AS DOUBLE)"
+        return f"(CASE WHEN abs({x}) = 1D AND abs({y}) = {inf} THEN 1D ELSE pow({x}, {y}) END)"
+
     def hash_input(self, column: str, dtype: object) -> str:
         # xxhash64 refuses maps, also inside arrays and structs: those are hashed by their
         # JSON text, a function of the value alone (its entries, in the map's own order).

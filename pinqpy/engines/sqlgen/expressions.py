@@ -187,6 +187,10 @@ class Dialect:
         """ROUND(x, d) of DOUBLEs as numpy rounds; NULL where not finite."""
         raise NotImplementedError
 
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        """``x`` to the power ``y`` (DOUBLEs) as IEEE 754 and numpy compute it."""
+        return f"pow({x}, {y})"
+
     # -- text -----------------------------------------------------------------------------
     def datetime_text(self, sql: str) -> str:
         """A timestamp as ``YYYY-MM-DD HH:MM:SS``."""
@@ -725,7 +729,7 @@ def _sign_fn(t: ExprSql, a: list[S]) -> S:
 
 def _power_fn(t: ExprSql, a: list[S]) -> S:
     x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
-    return t.finite(f"pow({x}, {y})")
+    return t.finite(t.d.power(t, x, y))
 
 
 def _coalesce_fn(t: ExprSql, a: list[S]) -> S:
