@@ -183,7 +183,7 @@ def _unclaimed(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A ledger budget the config grants nobody now, named as the server names budgets."""
     kind, _, rest = record.name.partition(":")
-    owner, _, table = rest.partition("/")
+    owner, _, table = rest.rpartition("/")  # a table name has no "/"
     analyst = owner if kind == "analyst" and table else None
     group = owner if kind == "group" and table else None
     row, timeline = _row(
