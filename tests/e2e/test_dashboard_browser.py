@@ -160,8 +160,9 @@ def check_the_plot(page) -> None:
         last_y[analyst] = float(points[-1].split(",")[1])
         assert g.locator("polyline").bounding_box()["width"] > 0
     assert last_y["carol"] < last_y["alice"] < last_y["dan"] < last_y["bob"]
-    legend = page.locator("#legend li").all_inner_texts()
+    legend = plot.locator("#legend g.entry text").all_text_contents()
     assert [t.strip() for t in legend] == [f"{a} · pums" for a in ASKED]
+    assert plot.locator("#legend g.entry").nth(3).bounding_box()["y"] > last_y["bob"]
 
 
 def test_an_analysts_token_opens_neither_the_page_nor_the_summary(server, tmp_path):

@@ -45,9 +45,10 @@ def test_a_refused_charge_is_not_seen_and_outside_the_block_nothing_is():
     seen = []
     b = pq.Budget(epsilon=0.5)
     f = frame(b)
-    with observe_charges(lambda budget, usage: seen.append(usage)):
-        with pytest.raises(BudgetExceededError):
-            f.count(epsilon=1)
+    with observe_charges(lambda budget, usage: seen.append(usage)), pytest.raises(
+        BudgetExceededError
+    ):
+        f.count(epsilon=1)
     f.count(epsilon=0.1)
     assert seen == []
 

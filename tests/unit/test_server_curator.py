@@ -17,7 +17,7 @@ from pinqpy.accounting.ledger import ChargeRecord, Ledger
 from pinqpy.accounting.models import accountant_for
 from pinqpy.remote.server.config import load_config
 from pinqpy.remote.server.curator import read_ledger, summary
-from pinqpy.remote.server.dashboard import CSP, _STYLE, dashboard_page, login_page
+from pinqpy.remote.server.dashboard import _STYLE, CSP, dashboard_page, login_page
 from pinqpy.remote.server.state import ServerState
 
 PUMS = Path(str(resources.files("pinqpy").joinpath("data", "PUMS.csv")))
@@ -180,7 +180,7 @@ def test_the_page_shows_the_table_the_bars_and_a_series_per_analyst(spent):
     assert alice["total"] == "ε 1, δ 0.000001" and alice["spent"] == "ε 0.35, δ 0"
     assert alice["remaining"] == "ε 0.65, δ 0.000001" and alice["queries"] == "2"
     assert page.rows[1]["analyst-spent"] == "ρ 0.005" and page.rows[1]["spent"] == "ρ 0.05"
-    assert [float(b["data-share"]) for b in page.bars][0] == pytest.approx(0.35)
+    assert float(page.bars[0]["data-share"]) == pytest.approx(0.35)
     assert float(page.bars[1]["data-analyst-share"]) < float(page.bars[1]["data-share"])
     assert [s["data-analyst"] for s in page.series] == ["alice", "bob", "carol"]
     assert [s["data-charges"] for s in page.series] == ["2", "1", "1"]

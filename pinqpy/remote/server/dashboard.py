@@ -39,8 +39,6 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num, td.used, td.last { white-space: nowrap; }
 header { display: flex; gap: 1em; align-items: baseline; }
 .note, .muted { color: #666; } .error { color: #a00; }
-ul.legend { list-style: none; padding: 0; }
-ul.legend li { display: inline-block; margin-right: 1.5em; }
 """
 _STYLE_HASH = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
 #: The pages' Content-Security-Policy: nothing but this page's own style block and forms.
@@ -60,6 +58,8 @@ SECURITY_HEADERS = {
 _COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _DASHES = ("", "6 3", "2 3", "8 3 2 3")
 _SYMBOL = {"epsilon": "ε", "delta": "δ", "rho": "ρ"}
+# The plot names its namespace, so it stands alone as an SVG file or image too.
+_SVG_NS = "http://www.w3.org/2000/svg"
 
 
 def _document(title: str, body: str) -> str:
@@ -188,6 +188,7 @@ def _bar(r: dict[str, Any]) -> str:
 # -- the plot --------------------------------------------------------------------------------
 _W, _H = 720, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 12, 36
+_LEGEND_ROW, _LEGEND_PER_ROW = 20, 4
 
 
 def _plot(rows: list[dict[str, Any]], charges: list[dict[str, Any]], generated: str) -> str:
@@ -207,16 +208,17 @@ def _plot(rows: list[dict[str, Any]], charges: list[dict[str, Any]], generated: 
         if mine:
             series.append((r, mine, colour[r["analyst"]], _DASHES[_table_index(rows, i)]))
     lines = "".join(_series(r, mine, c, d, t0, t1) for r, mine, c, d in series)
-    legend = "".join(_legend(r, c, d) for r, _, c, d in series)
+    legend = "".join(_legend(i, r, c, d) for i, (r, _, c, d) in enumerate(series))
+    height = _H + _LEGEND_ROW * -(-len(series) // _LEGEND_PER_ROW)
+    middle = _TOP + (_H - _TOP - _BOTTOM) / 2
     return (
-        f'<svg id="spending" width="{_W}" height="{_H}" role="img" '
-        'aria-labelledby="spending-title"><title id="spending-title">Share of each budget '
-        "used over time, per analyst</title>"
+        f'<svg id="spending" xmlns="{_SVG_NS}" width="{_W}" height="{height}" role="img" '
+        'font-family="system-ui, sans-serif" aria-labelledby="spending-title">'
+        '<title id="spending-title">Share of each budget used over time, per analyst</title>'
         f"{_axes(t0, t1)}{lines}"
-        f'<text x="12" y="{_TOP + (_H - _TOP - _BOTTOM) / 2}" font-size="11" '
-        f'text-anchor="middle" transform="rotate(-90 12 {_TOP + (_H - _TOP - _BOTTOM) / 2})">'
-        "budget used</text></svg>"
-        f'<ul id="legend" class="legend">{legend}</ul>'
+        f'<text x="12" y="{middle}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 12 {middle})">budget used</text>'
+        f'<g id="legend">{legend}</g></svg>'
     )
 
 
@@ -283,13 +285,16 @@ def _axes(t0: float, t1: float) -> str:
     return f'<g class="axes">{"".join(out)}</g>'
 
 
-def _legend(r: dict[str, Any], colour: str, dash: str) -> str:
+def _legend(i: int, r: dict[str, Any], colour: str, dash: str) -> str:
+    """Entry ``i`` of the legend under the plot: a stroke like its series, and its name."""
+    x = _LEFT + (i % _LEGEND_PER_ROW) * (_W - _LEFT - _RIGHT) / _LEGEND_PER_ROW
+    y = _H + _LEGEND_ROW * (i // _LEGEND_PER_ROW) + 4
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    swatch = (
-        f'<svg width="28" height="10"><line x1="0" x2="28" y1="5" y2="5" stroke="{colour}" '
-        f'stroke-width="2"{dashed}/></svg>'
+    return (
+        f'<g class="entry"><line x1="{x}" x2="{x + 24}" y1="{y}" y2="{y}" stroke="{colour}" '
+        f'stroke-width="2"{dashed}/><text x="{x + 30}" y="{y + 4}" font-size="12">'
+        f"{escape(r['analyst'])} · {escape(r['table'] or '')}</text></g>"
     )
-    return f"<li>{swatch} {escape(r['analyst'])} · {escape(r['table'] or '')}</li>"
 
 
 # -- times -----------------------------------------------------------------------------------
