@@ -5,18 +5,24 @@ what endpoint, which status and what was charged, and never what was asked."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import stat
 import subprocess
 import time
+import warnings
 from fractions import Fraction
 
 import httpx
 import pytest
 
-from pinqpy.remote.server.auth import hash_token, new_token
+from pinqpy.remote.server.app import create_app
+from pinqpy.remote.server.auth import TokenStore, hash_token, new_token
+from pinqpy.remote.server.config import load_config
+from pinqpy.remote.server.requestlog import RequestLog
 from pinqpy.remote.server.sessions import COOKIE
+from pinqpy.remote.server.state import ServerState
 from tests.remote.harness import (
     PUMS_CSV,
     START_TIMEOUT,
@@ -145,6 +151,46 @@ def test_every_request_writes_one_line_with_its_charge_and_never_its_question(se
     text = "\n".join(server.output[since:])
     assert MARKER not in text and "SELECT" not in text
     assert not any(t in text for t in server.tokens.values())
+
+
+def test_a_request_stopped_at_its_limit_logs_its_charge_as_not_known(tmp_path, monkeypatch):
+    """In this process (Starlette's test client), where the work can be made slow: past the
+    run-time limit the answer is 504 and the line's charges are null, not []."""
+    with warnings.catch_warnings():  # starlette would rather its test client used httpx2
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+
+    text = default_config().replace("[tables.pums]", "[server.limits]\nquery_timeout_s = 1.5\n"
+                                    "\n[tables.pums]")  # fmt: skip
+    (tmp_path / "server.toml").write_text(text)
+    cfg = load_config(tmp_path / "server.toml")
+    token = TokenStore(cfg.tokens, cfg.analysts).add("alice")
+    state = ServerState(cfg)
+    stream = io.StringIO()
+    app = create_app(state, log=io.StringIO(), requests=RequestLog(stream))
+    real = state.sql
+
+    def slow(a, body):
+        out = real(a, body)  # charged and answered ...
+        time.sleep(2.5)  # ... too late
+        return out
+
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            client.headers["Authorization"] = f"Bearer {token}"
+            body = {"query": "SELECT COUNT(*) FROM pums", "epsilon": 0.5}
+            monkeypatch.setattr(state, "sql", slow)
+            assert client.post("/v1/sql", json=body).status_code == 504
+            monkeypatch.setattr(state, "sql", real)
+            body["epsilon"] = 0.25
+            assert client.post("/v1/sql", json=body).status_code == 200
+    finally:
+        state.close()
+    late, answered = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert (late["status"], late["charges"]) == (504, None)
+    assert answered["charges"] == [
+        {"table": "pums", "budget": "analyst:alice/pums", "epsilon": "1/4", "delta": "0"}
+    ]
 
 
 def test_the_log_can_go_to_a_file_of_the_curators_own(tmp_path):
