@@ -63,12 +63,13 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from pinqpy.errors import PinqError
 from pinqpy.remote.protocol import API_PREFIX, dumps, encode_error, loads
 from pinqpy.remote.server.admission import Admission, Crowded
+from pinqpy.remote.server.config import Limits
 from pinqpy.remote.server.curator_routes import PATHS as CURATOR_PATHS
 from pinqpy.remote.server.curator_routes import CuratorRoutes
 from pinqpy.remote.server.replay import check_depth
@@ -119,7 +120,6 @@ def create_app(
     standard error). ``workers``: the started worker processes that pandas analysts' data
     requests run in (without them, every request runs in a thread of this process).
     ``requests``: the request log (None: no log)."""
-    import anyio
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -151,19 +151,6 @@ def create_app(
         assert reply.error is not None
         return fail(reply.status, reply.error)
 
-    async def endpoint(request: Request) -> Response:
-        started, seen = time.monotonic(), Seen()
-        response = await handle(request, seen)
-        if requests is not None:
-            requests.write(
-                seen,
-                method=request.method,
-                endpoint=_endpoint(request.url.path, curator is not None),
-                status=response.status_code,
-                ms=(time.monotonic() - started) * 1000,
-            )
-        return response
-
     async def handle(request: Request, seen: Seen) -> Response:
         path, method = request.url.path, request.method
         try:
@@ -181,16 +168,7 @@ def create_app(
             want, operation, wrap = route
             if method != want and not (method == "HEAD" and want == "GET"):
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
-            doc: Any = None
-            raw = b""
-            if want == "POST":
-                # A body trickling in holds no worker, but it is bounded in time all the same.
-                with anyio.move_on_after(limits.query_timeout_s) as reading:
-                    raw = await _read_body(request, limits.max_request_bytes)
-                if reading.cancelled_caught:
-                    raise _Refusal(408, _error("the request body took too long to arrive"))
-                doc = loads(raw, limits.max_request_bytes)
-                check_depth(doc, MAX_JSON_DEPTH)
+            doc, raw = await _body(request, limits) if want == "POST" else (None, b"")
             seen.charges = None  # not known until the work answers
             reply = await work.run(analyst, operation, doc, raw, wrap)
             seen.charges = reply.charges
@@ -208,7 +186,43 @@ def create_app(
             _log_fault(log, method, path, "".join(traceback.format_exception(exc)))
             return fail(500, _error(INTERNAL_ERROR))
 
+    endpoint = _logged(handle, requests, curator is not None)
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+
+
+def _logged(
+    handle: Callable[[Any, Seen], Awaitable[Any]], requests: RequestLog | None, curator: bool
+) -> Callable[[Any], Awaitable[Any]]:
+    """The endpoint: ``handle`` a request, then write its line to the request log."""
+
+    async def endpoint(request: Any) -> Any:
+        started, seen = time.monotonic(), Seen()
+        response = await handle(request, seen)
+        if requests is not None:
+            requests.write(
+                seen,
+                method=request.method,
+                endpoint=_endpoint(request.url.path, curator),
+                status=response.status_code,
+                ms=(time.monotonic() - started) * 1000,
+            )
+        return response
+
+    return endpoint
+
+
+async def _body(request: Any, limits: Limits) -> tuple[Any, bytes]:
+    """A POST's body: read within the limits of size and time, then strict, bounded JSON."""
+    import anyio
+
+    # A body trickling in holds no worker, but it is bounded in time all the same.
+    with anyio.move_on_after(limits.query_timeout_s) as reading:
+        raw = await _read_body(request, limits.max_request_bytes)
+    if reading.cancelled_caught:
+        raise _Refusal(408, _error("the request body took too long to arrive"))
+    doc = loads(raw, limits.max_request_bytes)
+    check_depth(doc, MAX_JSON_DEPTH)
+    return doc, raw
 
 
 async def _read_body(request: Any, limit: int) -> bytes:
