@@ -113,3 +113,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     if running(proc.pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        # SIGKILL is delivered at once, but a process takes a moment to be gone from /proc
+        deadline = time.monotonic() + 15
+        while running(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
