@@ -147,6 +147,7 @@ def test_every_request_writes_one_line_with_its_charge_and_never_its_question(se
     assert [x["analyst"] for x in lines] == ["alice", "bob", "alice", "alice", "alice", None]
     assert [x["endpoint"] for x in lines] == ["/v1/sql"] * 4 + ["other", "/v1/budget"]
     assert over["charges"] == [] and forbidden["charges"] == []
+    assert [x["tables"] for x in lines] == [["pums"], ["pums_db"], ["pums"], [], [], []]
     assert unknown["charges"] == [] and anonymous["role"] is None
     text = "\n".join(server.output[since:])
     assert MARKER not in text and "SELECT" not in text
@@ -187,7 +188,7 @@ def test_a_request_stopped_at_its_limit_logs_its_charge_as_not_known(tmp_path, m
     finally:
         state.close()
     late, answered = [json.loads(x) for x in stream.getvalue().splitlines()]
-    assert (late["status"], late["charges"]) == (504, None)
+    assert (late["status"], late["charges"], late["tables"]) == (504, None, None)
     assert answered["charges"] == [
         {"table": "pums", "budget": "analyst:alice/pums", "epsilon": "1/4", "delta": "0"}
     ]

@@ -2,10 +2,10 @@
 into it: a literal (``WHERE income = 123456``) in SQL, in a plan, in a malformed body, in a
 path, a query string or a token, answered 200, 400, 401, 403, 404, 409, 413 or 422, never
 appears in the log or anywhere in the server's output; each request is still one line with
-who asked, the endpoint, the status and the charge. A request stopped at the run-time limit
-is one line with status 504 and its charge ``null`` (not known: it may or may not have been
-charged; the ledger has it), on the pandas path (a worker process, killed) and the DuckDB
-one (a thread, interrupted)."""
+who asked, the endpoint, the status, the tables and the charge. A request stopped at the
+run-time limit is one line with status 504, its tables and charge ``null`` (not known: it
+may or may not have been charged; the ledger has it), on the pandas path (a worker process,
+killed) and the DuckDB one (a thread, interrupted)."""
 
 from __future__ import annotations
 
@@ -123,11 +123,15 @@ def test_no_literal_of_any_question_reaches_the_log(server):
     assert charged[1][0]["budget"] == "analyst:bob/pums" and charged[1][0]["epsilon"] == "1/4"
     assert charged[8][0]["epsilon"] == "1/16"
     assert all(c == [] for i, c in enumerate(charged) if i not in (0, 1, 8))  # EXPLAIN is free
+    # the tables charged, or refused for want of budget (the 409); never a name asked for
+    assert [x["tables"] for x in lines] == (
+        [["pums"]] * 2 + [[]] * 4 + [["pums"]] + [[]] + [["pums"]] + [[]] * 6
+    )
     log = (server.config.parent / "requests.jsonl").read_text()
     assert SECRET not in log and "income" not in log and "SELECT" not in log
     assert SECRET not in "\n".join(server.output)  # nor the console (banner, warnings, faults)
     # the keys of a line are the documented ones, whatever the request was
-    keys = {"time", "analyst", "role", "method", "endpoint", "status", "ms", "charges"}
+    keys = {"time", "analyst", "role", "method", "endpoint", "status", "ms", "tables", "charges"}
     assert all(set(x) == keys for x in lines)
 
 
@@ -148,7 +152,8 @@ def test_a_request_stopped_at_its_limit_is_one_line_its_charge_not_known(
         lines = read_log(tmp_path / "requests.jsonl", 1)
     mine = [x for x in lines if x["analyst"] == "alice"]
     stopped = next(x for x in mine if x["status"] == 504)
-    assert stopped["endpoint"] == "/v1/aggregate" and stopped["charges"] is None
+    assert stopped["endpoint"] == "/v1/aggregate"
+    assert stopped["charges"] is None and stopped["tables"] is None
     # what the ledger says it charged is what the line could not say: 0 or the plan's cost
     assert after - spent in (0, Fraction(1, 10**9) * Fraction(plan.stability))
     # the budget reads before and after it, and the counts that answered, logged as usual

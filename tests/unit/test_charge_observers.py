@@ -53,6 +53,17 @@ def test_a_refused_charge_is_not_seen_and_outside_the_block_nothing_is():
     assert seen == []
 
 
+def test_a_refusal_names_the_budget_that_refused_it():
+    named, unnamed = pq.Budget(epsilon=0.5, name="analyst:alice/people"), pq.Budget(0.5)
+    for budget, name in ((named, "analyst:alice/people"), (unnamed, None)):
+        with pytest.raises(BudgetExceededError) as refused:
+            frame(budget).count(epsilon=1)
+        assert refused.value.budget == name
+        with pytest.raises(BudgetExceededError) as refused:  # the delta-less budget's refusal
+            frame(budget).count(epsilon=0.1, delta=1e-6)
+        assert refused.value.budget == name
+
+
 def test_observers_nest_and_an_error_in_one_neither_stops_the_charge_nor_the_others():
     outer, inner = [], []
 

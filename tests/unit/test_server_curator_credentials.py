@@ -89,7 +89,7 @@ def test_a_log_file_is_appended_to_one_json_object_a_line_readable_by_its_owner_
         assert log is not None
         charged = [{"table": "people", "budget": "analyst:alice/people", "epsilon": "1/10",
                     "delta": "0"}]  # fmt: skip
-        log.write(Seen("alice", "analyst", charged), method="POST", endpoint="/v1/sql",
+        log.write(Seen("alice", "analyst", charged, ["people"]), method="POST", endpoint="/v1/sql",
                   status=200, ms=12.345)  # fmt: skip
         log.write(Seen(), method="GET", endpoint="other", status=401, ms=0.04)
         log.close()
@@ -101,7 +101,8 @@ def test_a_log_file_is_appended_to_one_json_object_a_line_readable_by_its_owner_
         "status": 200, "ms": 12.3,
     }  # fmt: skip
     assert first["charges"][0]["epsilon"] == "1/10" and first["time"].endswith("+00:00")
-    assert second["analyst"] is None and second["charges"] == []
+    assert first["tables"] == ["people"]
+    assert second["analyst"] is None and second["charges"] == [] and second["tables"] == []
     mode = stat.S_IMODE((tmp_path / "fresh.jsonl").stat().st_mode)
     assert mode == 0o600
 
@@ -110,16 +111,19 @@ def test_the_log_can_be_standard_error_or_nothing():
     stream = io.StringIO()
     log = RequestLog.open(STDERR, stream)
     assert log is not None
-    log.write(Seen(None, None, None), method="GET", endpoint="/v1/budget", status=504, ms=1.0)
-    assert json.loads(stream.getvalue())["charges"] is None  # not known
+    log.write(Seen(None, None, None, None), method="GET", endpoint="/v1/budget", status=504,
+              ms=1.0)  # fmt: skip
+    line = json.loads(stream.getvalue())
+    assert line["charges"] is None and line["tables"] is None  # not known
     assert RequestLog.open(None) is None
 
 
 def test_a_replys_charges_cross_from_a_worker_and_default_to_unknown():
     charged = [{"table": "t", "budget": "analyst:a/t", "rho": "1/200"}]
-    back = Reply.from_bytes(Reply(200, b'{"result":1}', charges=charged).to_bytes())
-    assert back.charges == charged and back.body == b'{"result":1}'
-    assert Reply.from_bytes(Reply(504).to_bytes()).charges is None
+    back = Reply.from_bytes(Reply(200, b'{"result":1}', charges=charged, tables=["t"]).to_bytes())
+    assert back.charges == charged and back.tables == ["t"] and back.body == b'{"result":1}'
+    unknown = Reply.from_bytes(Reply(504).to_bytes())
+    assert unknown.charges is None and unknown.tables is None
 
 
 # -- credentials -------------------------------------------------------------------------------

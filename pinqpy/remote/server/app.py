@@ -16,7 +16,8 @@ and not an analyst's (:mod:`pinqpy.remote.server.curator_routes`).
 
 Every request, whatever its answer, writes one line to the request log when the server
 keeps one (:mod:`pinqpy.remote.server.requestlog`): who asked, the endpoint, the status,
-the time taken and what was charged; never the request's body.
+the time taken, the tables charged (or refused for want of budget) and what was charged;
+never the request's body.
 
 Every request is handled in the same order, each step before any later one can happen:
 
@@ -169,14 +170,14 @@ def create_app(
             if method != want and not (method == "HEAD" and want == "GET"):
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
             doc, raw = await _body(request, limits) if want == "POST" else (None, b"")
-            seen.charges = None  # not known until the work answers
+            seen.charges = seen.tables = None  # not known until the work answers
             reply = await work.run(analyst, operation, doc, raw, wrap)
-            seen.charges = reply.charges
+            seen.charges, seen.tables = reply.charges, reply.tables
             return reply_of(reply, method, path)
         except _Refusal as r:
             return fail(r.status, r.error)
         except Crowded as err:
-            seen.charges = []  # refused before any work
+            seen.charges, seen.tables = [], []  # refused before any work
             return fail(err.status, encode_error(err), {"Retry-After": "1"})
         except PinqError as err:  # a malformed or too deeply nested body
             return fail(status_of(err), encode_error(err))
@@ -294,7 +295,7 @@ class _Work:
             return done.result()
         limit = self.limits.query_timeout_s
         if not started:
-            return Reply(503, error=encode_error(not_started()), charges=[])
+            return Reply(503, error=encode_error(not_started()), charges=[], tables=[])
         if stopped:
             return stopped_reply(limit)
         return Reply(504, error=_error(_unstopped(limit)))

@@ -53,19 +53,21 @@ def status_of(exc: PinqError) -> int:
 @dataclass(frozen=True)
 class Reply:
     """A request's answer: ``body`` (the JSON text of a 200) or ``error`` (an encoded pinqpy
-    error); ``fault``, a trace for the curator's log, and ``charges``, what the work charged
-    per budget (``None``: not known), for the request log. Neither is sent to the analyst."""
+    error); ``fault``, a trace for the curator's log; ``charges``, what the work charged per
+    budget, and ``tables``, the granted tables whose budgets it charged or that refused it
+    (both ``None``: not known), for the request log. None of these is sent to the analyst."""
 
     status: int
     body: bytes = b""
     error: dict[str, Any] | None = None
     fault: str | None = None
     charges: list[dict[str, str]] | None = None
+    tables: list[str] | None = None
 
     def to_bytes(self) -> bytes:
         head = {
             "status": self.status, "error": self.error, "fault": self.fault,
-            "charges": self.charges,
+            "charges": self.charges, "tables": self.tables,
         }  # fmt: skip
         return json.dumps(head).encode() + b"\n" + self.body
 
@@ -74,8 +76,9 @@ class Reply:
         head, _, body = data.partition(b"\n")
         doc = json.loads(head)
         return cls(
-            int(doc["status"]), body, doc.get("error"), doc.get("fault"), doc.get("charges")
-        )
+            int(doc["status"]), body, doc.get("error"), doc.get("fault"), doc.get("charges"),
+            doc.get("tables"),
+        )  # fmt: skip
 
 
 def answer(
@@ -87,18 +90,23 @@ def answer(
     makes it. The reply says what the work charged (:class:`Charged`)."""
     charged = Charged(analyst)
     with observe_charges(charged.add):
-        reply = _answer(state, analyst, operation, doc, wrap)
-    return Reply(reply.status, reply.body, reply.error, reply.fault, charged.entries())
+        reply = _answer(state, analyst, operation, doc, wrap, charged)
+    return Reply(
+        reply.status, reply.body, reply.error, reply.fault, charged.entries(), charged.tables()
+    )
 
 
 def _answer(
-    state: ServerState, analyst: AnalystState, operation: str, doc: Any, wrap: bool
-) -> Reply:
+    state: ServerState, analyst: AnalystState, operation: str, doc: Any, wrap: bool,
+    charged: Charged,
+) -> Reply:  # fmt: skip
     try:
         with state.hooks():
             result = getattr(state, operation)(analyst, doc)
             return Reply(200, dumps({"result": encode_result(result) if wrap else result}))
     except PinqError as err:
+        if isinstance(err, BudgetExceededError):
+            charged.refused(err.budget)
         fault = _trace(err.__cause__) if isinstance(err, BadArguments) else None
         return Reply(status_of(err), error=encode_error(err), fault=fault)
     except RecursionError:
@@ -110,15 +118,28 @@ def _answer(
 class Charged:
     """What one request's work charged, per budget (summed exactly), as the request log
     writes it: the table, the budget's ledger name, and exact epsilon and delta, or rho
-    for a ``zcdp`` budget (what the ledger keeps)."""
+    for a ``zcdp`` budget (what the ledger keeps); and the tables whose budgets it charged
+    or that refused it. Only granted tables are named: they come from the analyst's
+    budgets, never from the request."""
 
     def __init__(self, analyst: AnalystState):
         self.analyst = analyst
         self._usage: dict[int, tuple[Budget, Usage]] = {}
+        self._refused: list[str] = []
 
     def add(self, budget: Budget, usage: Usage) -> None:
         seen = self._usage.get(id(budget))
         self._usage[id(budget)] = (budget, usage if seen is None else seen[1] + usage)
+
+    def refused(self, budget: str | None) -> None:
+        """A charge that ``budget`` (its name) did not cover: nothing was charged."""
+        names = {b.name: t for t, b in self.analyst.budgets.items()}
+        if budget in names:
+            self._refused.append(names[budget])
+
+    def tables(self) -> list[str]:
+        charged = [e["table"] for e in self.entries() if e["table"] != "?"]
+        return sorted(set(charged) | set(self._refused))
 
     def entries(self) -> list[dict[str, str]]:
         tables = {id(b): t for t, b in self.analyst.budgets.items()}

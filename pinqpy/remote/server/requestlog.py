@@ -5,7 +5,7 @@ created with mode 0600), or ``false`` for none. Each line is one JSON object (JS
 so ``jq`` or ``pandas.read_json(path, lines=True)`` read it)::
 
     {"time": "2025-01-31T12:00:00.123+00:00", "analyst": "alice", "role": "analyst",
-     "method": "POST", "endpoint": "/v1/sql", "status": 200, "ms": 12.5,
+     "method": "POST", "endpoint": "/v1/sql", "status": 200, "ms": 12.5, "tables": ["pums"],
      "charges": [{"table": "pums", "budget": "analyst:alice/pums",
                   "epsilon": "1/10", "delta": "0"}]}
 
@@ -13,9 +13,13 @@ so ``jq`` or ``pandas.read_json(path, lines=True)`` read it)::
   ``"analyst"``, ``"curator"`` (the dashboard) or ``null``;
 * ``endpoint`` is one of the server's own paths, or ``"other"`` for any other (a path the
   client made up is never written);
+* ``tables`` names the granted tables whose budgets the request charged or that refused it
+  (a 409: the budget did not cover it), sorted; ``[]`` when it reached no budget (a table
+  not granted is never named: its name is the analyst's text);
 * ``charges`` lists what the request charged, per budget: exact epsilon and delta, or rho
-  for a ``zcdp`` budget. ``[]``: nothing was charged. ``null``: not known, when the work was
-  stopped at the run-time limit (504) or a worker failed; the ledger has every charge.
+  for a ``zcdp`` budget. ``[]``: nothing was charged. ``null`` (and ``tables`` too): not
+  known, when the work was stopped at the run-time limit (504; it may or may not have been
+  charged) or a worker failed; the ledger has every charge.
 
 What a line never holds: the request's body, so no query text, plan, literal or argument;
 no answer, row count, error message or anything else computed from the data; no token. The
@@ -42,12 +46,14 @@ __all__ = ["RequestLog", "Seen"]
 
 @dataclass
 class Seen:
-    """What the app learned of one request, for its line: who asked, in which role, and
-    what the work charged (``[]`` nothing, ``None`` not known)."""
+    """What the app learned of one request, for its line: who asked, in which role, the
+    tables its work charged or was refused on, and what it charged (``[]`` nothing, ``None``
+    not known)."""
 
     analyst: str | None = None
     role: str | None = None
     charges: list[dict[str, str]] | None = field(default_factory=list)
+    tables: list[str] | None = field(default_factory=list)
 
 
 class RequestLog:
@@ -85,6 +91,7 @@ class RequestLog:
             "endpoint": endpoint,
             "status": status,
             "ms": round(ms, 1),
+            "tables": seen.tables,
             "charges": seen.charges,
         }
         text = json.dumps(line, separators=(", ", ": ")) + "\n"
