@@ -1226,6 +1226,11 @@ SERVING = [
 
         Expected: alice spent 0.6 of 1.0 in three charges, bob 0.2 of 0.5 in one; the
         `EXPLAIN`, the refusals and the repeated question are not there.
+
+        From a terminal, `pinqpy ledger server.ledger.db` prints the same per analyst and
+        table (budget, spent, remaining, queries, last query time), `--format csv` or `json`
+        for a script and `--charges` for every charge. Section 5 shows the same table as the
+        server's dashboard gives it.
         """
     ),
     code(
@@ -1347,8 +1352,8 @@ SERVING = [
         """
         The request log has one JSON line per request (here on the server's standard error,
         in `server.log`; `[server] log = "file"` puts it in a file): who asked, the endpoint,
-        the status, the milliseconds and what was charged. It never holds a query's text, an
-        answer or a token. The durations depend on the data, so the log is the curator's
+        the status, the milliseconds, the tables charged (or refused for want of budget) and
+        what was charged. It never holds a query's text, a literal, an answer or a token. The durations depend on the data, so the log is the curator's
         own. The analysts' questions (their POSTs; each also asked for their budget, free):
         """
     ),
@@ -1361,7 +1366,8 @@ SERVING = [
         requests["charged ε"] = [
             ", ".join(c.get("epsilon", "") for c in x) if x else "" for x in requests["charges"]
         ]
-        requests[["analyst", "method", "endpoint", "status", "ms", "charged ε"]]
+        requests["tables"] = [", ".join(x) for x in requests["tables"]]
+        requests[["analyst", "method", "endpoint", "status", "ms", "tables", "charged ε"]]
         """
     ),
     md(
