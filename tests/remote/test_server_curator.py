@@ -17,6 +17,8 @@ from fractions import Fraction
 import httpx
 import pytest
 
+import pinqpy as pq
+from pinqpy.demo import load_pums
 from pinqpy.remote.server.app import create_app
 from pinqpy.remote.server.auth import TokenStore, hash_token, new_token
 from pinqpy.remote.server.config import load_config
@@ -117,6 +119,35 @@ def test_the_summary_says_who_spent_what_exactly_and_no_question(server, curator
     spent = Fraction(alice["spent"]["epsilon"])
     assert alice["share"] == pytest.approx(float(spent / 10))
     assert MARKER not in r.text and "SELECT" not in r.text
+
+
+ROW_KEYS = {
+    "analyst", "table", "budget", "group", "accounting", "configured", "total", "spent",
+    "remaining", "share", "analyst_spent", "analyst_share", "queries", "budget_queries",
+    "last_query",
+}  # fmt: skip
+CHARGE_KEYS = {"analyst", "table", "budget", "time", "epsilon", "delta", "share_after"}
+
+
+def test_the_summary_and_the_page_hold_budgets_and_charges_only(server, curator_token):
+    """No answer the analysts got, and no row count, reaches the curator's view: the summary
+    has only the documented keys, and neither it nor the page shows an answer's value."""
+    answers = []
+    for who, table in (("alice", "pums"), ("bob", "pums_db")):
+        with pq.connect(server.url, token=server.tokens[who]) as session:
+            got = session.sql(f"SELECT COUNT(*) AS n, SUM(income) AS s FROM {table}", 0.5)
+        answers += [float(got["n"].iloc[0]), float(got["s"].iloc[0])]
+    doc = httpx.get(server.url + "/v1/curator/summary", headers=bearer(curator_token)).json()
+    assert set(doc) == {"generated", "version", "rows", "charges"}
+    assert all(set(row) == ROW_KEYS for row in doc["rows"])
+    assert all(set(c) == CHARGE_KEYS for c in doc["charges"])
+    page = httpx.get(server.url + "/curator", headers=bearer(curator_token)).text
+    rows = len(load_pums())
+    # each noisy answer as a client would print it, and to 4 decimals
+    noisy = [f"{x:.4f}" for x in answers] + [repr(x) for x in answers]
+    for text in (json.dumps(doc), page):
+        assert not re.search(rf"(?<![\d/.]){rows}(?![\d/.])", text)  # the table's row count
+        assert not any(number in text for number in noisy)
 
 
 # -- the request log ---------------------------------------------------------------------------
