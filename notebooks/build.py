@@ -886,7 +886,8 @@ SERVING = [
            with `EXPLAIN`, and meets two refusals that charge nothing;
         3. a second analyst works in `%%pinq` cells after `%pinq connect`;
         4. the curator reads the ledger: every charge, and whose budget paid it;
-        5. the server is shut down.
+        5. the curator turns on the dashboard and sees who spent what, and when;
+        6. the server is shut down.
 
         Running it needs the server extra: `pip install 'pinqpy[server]'`.
         """
@@ -1225,6 +1226,11 @@ SERVING = [
 
         Expected: alice spent 0.6 of 1.0 in three charges, bob 0.2 of 0.5 in one; the
         `EXPLAIN`, the refusals and the repeated question are not there.
+
+        From a terminal, `pinqpy ledger server.ledger.db` prints the same per analyst and
+        table (budget, spent, remaining, queries, last query time), `--format csv` or `json`
+        for a script and `--charges` for every charge. Section 5 shows the same table as the
+        server's dashboard gives it.
         """
     ),
     code(
@@ -1247,7 +1253,126 @@ SERVING = [
     ),
     md(
         """
-        ## 5. Shutting down
+        ## 5. Who spent what: the curator's dashboard
+
+        The server also shows the curator who spent what: a dashboard page, its JSON and a
+        request log. The dashboard opens with a token of the curator's own, never an
+        analyst's. `pinqpy serve CONFIG --curator-token` makes one and prints the line that
+        holds its hash, for the config's `[server]` section; the server reads it at start, so
+        the curator restarts it. Nothing is lost: the budgets and released answers are in the
+        ledger.
+        """
+    ),
+    code(
+        """
+        made = subprocess.run([*pinqpy, "serve", str(config), "--curator-token"],
+                              capture_output=True, text=True, check=True)
+        os.environ["CURATOR_TOKEN"] = re.search(r"^token: (\\S+)$", made.stdout, re.M).group(1)
+        line = re.search(r"^curator_token_sha256 = .*$", made.stdout, re.M).group(0)
+        config.write_text(config.read_text().replace("[server]\\n", f"[server]\\n{line}\\n", 1))
+        print("added to [server]:", line[:40] + "...")
+
+        stop_server()
+        log = (curator / "server.log").open("a")      # the same log, the new server's after it
+        server = subprocess.Popen([*pinqpy, "serve", str(config)], stdout=log,
+                                  stderr=subprocess.STDOUT, text=True)
+        deadline, url = time.monotonic() + 30, None
+        while url is None:
+            assert server.poll() is None and time.monotonic() < deadline, "no server"
+            text = (curator / "server.log").read_text()
+            banners = re.findall(r"^listening on (\\S+)$", text, re.M)
+            if len(banners) == 2:                      # the first server's, then this one's
+                try:
+                    urllib.request.urlopen(banners[1] + "/v1/session", timeout=2)
+                except urllib.error.HTTPError as err:
+                    url = banners[1] if err.code == 401 else None
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        print(re.findall(r"^dashboard: .*$", (curator / "server.log").read_text(), re.M)[-1])
+        """
+    ),
+    md(
+        """
+        The page (`/curator`) is for a browser: the curator signs in with the token and sees
+        one row per analyst and table, with a bar per budget and a plot of spending over
+        time. A script reads the same from `GET /v1/curator/summary` with the curator's
+        token in the header. Expected: alice spent 0.6 of 1.0 in three charged queries, bob
+        0.2 of 0.5 in one.
+        """
+    ),
+    code(
+        """
+        from fractions import Fraction
+
+        import pandas as pd
+
+
+        def curator_get(path, token=None):
+            token = token or os.environ["CURATOR_TOKEN"]
+            asked = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(asked, timeout=30) as answer:
+                return answer.read().decode()
+
+
+        summary = json.loads(curator_get("/v1/curator/summary"))
+        pd.DataFrame(
+            {
+                "analyst": r["analyst"], "table": r["table"],
+                "total ε": float(Fraction(r["total"]["epsilon"])),
+                "spent ε": float(Fraction(r["spent"]["epsilon"])),
+                "remaining ε": float(Fraction(r["remaining"]["epsilon"])),
+                "used": f"{r['share']:.0%}", "queries": r["queries"],
+                "last query (UTC)": r["last_query"][:19].replace("T", " "),
+            }
+            for r in summary["rows"]
+        )
+        """
+    ),
+    md(
+        """
+        The page's plot is inline SVG that pinqpy writes (no script); here it is, taken from
+        the page. An analyst's token opens neither the page nor its JSON: 403.
+        """
+    ),
+    code(
+        """
+        from IPython.display import SVG, display
+
+        page = curator_get("/curator")
+        display(SVG(re.search(r'<svg id="spending".*?</svg>', page, re.S).group(0)))
+
+        try:
+            curator_get("/v1/curator/summary", token=os.environ["ALICE_TOKEN"])
+        except urllib.error.HTTPError as err:
+            print(err.code, json.loads(err.read())["error"]["message"])
+        """
+    ),
+    md(
+        """
+        The request log has one JSON line per request (here on the server's standard error,
+        in `server.log`; `[server] log = "file"` puts it in a file): who asked, the endpoint,
+        the status, the milliseconds, the tables charged (or refused for want of budget) and
+        what was charged. It never holds a query's text, a literal, an answer or a token. The durations depend on the data, so the log is the curator's
+        own. The analysts' questions (their POSTs; each also asked for their budget, free):
+        """
+    ),
+    code(
+        """
+        lines = [json.loads(x) for x in (curator / "server.log").read_text().splitlines()
+                 if x.startswith("{")]
+        asked = [x for x in lines if x["role"] == "analyst" and x["method"] == "POST"]
+        requests = pd.DataFrame(asked)
+        requests["charged ε"] = [
+            ", ".join(c.get("epsilon", "") for c in x) if x else "" for x in requests["charges"]
+        ]
+        requests["tables"] = [", ".join(x) for x in requests["tables"]]
+        requests[["analyst", "method", "endpoint", "status", "ms", "tables", "charged ε"]]
+        """
+    ),
+    md(
+        """
+        ## 6. Shutting down
 
         The analysts' budgets and the answers already released live in the ledger, so a server
         started again with the same config picks up where this one stopped: a question asked

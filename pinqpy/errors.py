@@ -48,12 +48,21 @@ class PinqError(Exception):
 
 
 class BudgetExceededError(PinqError):
-    """A charge does not fit the remaining budget; nothing was charged and no data was read."""
+    """A charge does not fit the remaining budget; nothing was charged and no data was read.
+    ``budget`` is the name of the budget that refused it, when it has one."""
 
-    def __init__(self, message: str, *, requested: object = None, remaining: object = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested: object = None,
+        remaining: object = None,
+        budget: str | None = None,
+    ):
         super().__init__(message)
         self.requested = requested
         self.remaining = remaining
+        self.budget = budget
 
 
 class PrivacyError(PinqError):

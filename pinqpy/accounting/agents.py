@@ -385,16 +385,19 @@ def flatten(lineage: Mapping[object, Fraction]) -> dict[RootAgent, Fraction]:
 
 def _raise_exceeded(budget: RootAgent, requested: Cost) -> None:
     rem = budget.remaining
+    name = getattr(budget, "name", None)  # which budget refused (the server logs it)
     if requested.delta > 0 and budget.total.delta == 0:
         raise BudgetExceededError(
             "this query needs delta, but its budget was created with delta=0; create the "
             "Budget with a delta, or leave out delta= to use the Laplace mechanism",
             requested=requested,
             remaining=rem,
+            budget=name,
         )
     raise BudgetExceededError(
         f"privacy budget exceeded: the query needs {requested!r} but only {rem!r} remains "
         "(nothing was charged); ask with a smaller epsilon or use a fresh budget",
         requested=requested,
         remaining=rem,
+        budget=name,
     )

@@ -14,7 +14,10 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from fractions import Fraction
 
 from pinqpy.accounting.agents import RootAgent, charge
@@ -25,7 +28,37 @@ from pinqpy.errors import PinqError
 from pinqpy.results.html import budget_html
 from pinqpy.results.panels import Amount, BudgetPanel
 
-__all__ = ["Budget", "budget_panel"]
+__all__ = ["Budget", "budget_panel", "observe_charges"]
+
+#: Who is told of the charges committed in the current context (see observe_charges).
+_OBSERVERS: ContextVar[tuple[Callable[[Budget, Usage], None], ...]] = ContextVar(
+    "pinqpy_charge_observers", default=()
+)
+
+
+@contextlib.contextmanager
+def observe_charges(observer: Callable[[Budget, Usage], None]) -> Iterator[None]:
+    """Call ``observer(budget, usage)`` for every charge committed to a :class:`Budget` in
+    this context (this thread, or this asyncio task) while the block runs.
+
+    It is called once per budget a charge touches, after the charge is committed (in the
+    ledger too, when the budget keeps one) and before any data is read; ``usage`` is what
+    the budget was charged, in every model at once (:class:`~pinqpy.accounting.models.Usage`).
+    It only watches: an error in it is ignored, so it can never interrupt or undo a charge.
+    The server's request log uses it to say what each request charged.
+
+    >>> seen = []
+    >>> b = Budget(epsilon=1)
+    >>> with observe_charges(lambda budget, usage: seen.append(usage.epsilon)):
+    ...     b._charge_exact(Cost(epsilon=0.25))
+    >>> seen
+    [Fraction(1, 4)]
+    """
+    token = _OBSERVERS.set((*_OBSERVERS.get(), observer))
+    try:
+        yield
+    finally:
+        _OBSERVERS.reset(token)
 
 
 class Budget(RootAgent):
@@ -173,6 +206,9 @@ class Budget(RootAgent):
         self._spent = self._spent + usage  # type: ignore[operator]
         if not usage.is_zero:  # type: ignore[attr-defined]
             self._history.append((usage.cost, label))  # type: ignore[attr-defined]
+            for observer in _OBSERVERS.get():
+                with contextlib.suppress(Exception):  # watching never stops a charge
+                    observer(self, usage)  # type: ignore[arg-type]
 
     def _charge_exact(self, cost: Cost, label: str = "charge") -> None:
         """Charge ``cost`` directly (used by tests and by the agents)."""

@@ -335,6 +335,12 @@ def _serve_parser() -> argparse.ArgumentParser:
         "only its hash is stored",
     )
     parser.add_argument(
+        "--curator-token",
+        action="store_true",
+        help="make a new token for the curator's dashboard (/curator) and print it once, with "
+        "the curator_token_sha256 line to put in CONFIG's [server] section",
+    )
+    parser.add_argument(
         "--demo",
         action="store_true",
         help="serve the bundled PUMS sample as table pums to one analyst with a fresh token "
@@ -562,6 +568,7 @@ def _serve(args: argparse.Namespace) -> int:
     status = serve_command(
         Path(args.config) if args.config else None,
         add_analyst=args.add_analyst,
+        curator_token=args.curator_token,
         demo=args.demo,
         host=args.host,
         port=args.port,

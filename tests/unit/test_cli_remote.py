@@ -66,6 +66,11 @@ def serve_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
              "host": "0.0.0.0", "port": 9000, "testing": "seed=3"},
         ),
         (
+            ["server.toml", "--curator-token"],
+            {"config": Path("server.toml"), "add_analyst": None, "curator_token": True,
+             "demo": False, "host": None, "port": None, "testing": None},
+        ),
+        (
             ["--demo", "--port", "0"],
             {"config": None, "add_analyst": None, "demo": True, "host": None, "port": 0,
              "testing": None},
@@ -76,7 +81,7 @@ def test_serve_passes_its_arguments(
     serve_calls: list[dict[str, Any]], argv: list[str], expected: dict[str, Any]
 ) -> None:
     assert main(["serve", *argv]) == 0
-    assert serve_calls == [expected]
+    assert serve_calls == [{"curator_token": False, **expected}]
 
 
 def test_serve_exit_status_is_serve_commands(monkeypatch: pytest.MonkeyPatch) -> None:

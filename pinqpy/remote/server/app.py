@@ -10,6 +10,15 @@ POST     /v1/aggregate     an aggregation of a plan (or of a partition of it)
 POST     /v1/sql           a SQL statement (or its EXPLAIN)
 =======  ================  =====================================================
 
+With ``curator_token_sha256`` in the config, the curator's routes (the dashboard page under
+``/curator`` and ``GET /v1/curator/summary``) answer first, with the curator's credentials
+and not an analyst's (:mod:`pinqpy.remote.server.curator_routes`).
+
+Every request, whatever its answer, writes one line to the request log when the server
+keeps one (:mod:`pinqpy.remote.server.requestlog`): who asked, the endpoint, the status,
+the time taken, the tables charged (or refused for want of budget) and what was charged;
+never the request's body.
+
 Every request is handled in the same order, each step before any later one can happen:
 
 1. **the token** (401, nothing else is looked at: an unknown path or method answers 401 too,
@@ -55,14 +64,19 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from pinqpy.errors import PinqError
 from pinqpy.remote.protocol import API_PREFIX, dumps, encode_error, loads
 from pinqpy.remote.server.admission import Admission, Crowded
+from pinqpy.remote.server.config import Limits
+from pinqpy.remote.server.curator_routes import PATHS as CURATOR_PATHS
+from pinqpy.remote.server.curator_routes import CuratorRoutes
 from pinqpy.remote.server.replay import check_depth
 from pinqpy.remote.server.replies import INTERNAL_ERROR, Reply, answer, error_doc, status_of
+from pinqpy.remote.server.requestlog import RequestLog, Seen
+from pinqpy.remote.server.sessions import CuratorKey, bearer
 from pinqpy.remote.server.state import AnalystState, ServerState
 from pinqpy.remote.server.stopping import Ticket, not_started
 from pinqpy.remote.server.workers import WorkerPool, stopped_reply
@@ -97,12 +111,16 @@ _error = error_doc
 
 
 def create_app(
-    state: ServerState, *, log: IO[str] | None = None, workers: WorkerPool | None = None
+    state: ServerState,
+    *,
+    log: IO[str] | None = None,
+    workers: WorkerPool | None = None,
+    requests: RequestLog | None = None,
 ) -> Any:
     """The Starlette app serving ``state``; internal faults are logged to ``log`` (default
     standard error). ``workers``: the started worker processes that pandas analysts' data
-    requests run in (without them, every request runs in a thread of this process)."""
-    import anyio
+    requests run in (without them, every request runs in a thread of this process).
+    ``requests``: the request log (None: no log)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -112,6 +130,7 @@ def create_app(
     routes = _ROUTES
     scrub = _scrubber(state)
     work = _Work(state, workers)
+    curator = _curator(state)
 
     def respond(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response:
         return Response(dumps(doc), status, headers, media_type="application/json")
@@ -133,12 +152,15 @@ def create_app(
         assert reply.error is not None
         return fail(reply.status, reply.error)
 
-    async def endpoint(request: Request) -> Response:
+    async def handle(request: Request, seen: Seen) -> Response:
         path, method = request.url.path, request.method
         try:
-            analyst = state.authenticate(_bearer(request.headers.get("authorization")))
+            if curator is not None and (path.rstrip("/") or path) in CURATOR_PATHS:
+                return await curator.handle(request, seen)  # type: ignore[no-any-return]
+            analyst = state.authenticate(bearer(request.headers.get("authorization")))
             if analyst is None:
                 raise _Refusal(401, _error(UNAUTHORIZED))
+            seen.analyst, seen.role = analyst.name, "analyst"
             route = routes.get(path.rstrip("/") or path)
             if route is None:
                 raise _Refusal(
@@ -147,21 +169,15 @@ def create_app(
             want, operation, wrap = route
             if method != want and not (method == "HEAD" and want == "GET"):
                 raise _Refusal(405, _error(f"{path} takes {want} requests"))
-            doc: Any = None
-            raw = b""
-            if want == "POST":
-                # A body trickling in holds no worker, but it is bounded in time all the same.
-                with anyio.move_on_after(limits.query_timeout_s) as reading:
-                    raw = await _read_body(request, limits.max_request_bytes)
-                if reading.cancelled_caught:
-                    raise _Refusal(408, _error("the request body took too long to arrive"))
-                doc = loads(raw, limits.max_request_bytes)
-                check_depth(doc, MAX_JSON_DEPTH)
+            doc, raw = await _body(request, limits) if want == "POST" else (None, b"")
+            seen.charges = seen.tables = None  # not known until the work answers
             reply = await work.run(analyst, operation, doc, raw, wrap)
+            seen.charges, seen.tables = reply.charges, reply.tables
             return reply_of(reply, method, path)
         except _Refusal as r:
             return fail(r.status, r.error)
         except Crowded as err:
+            seen.charges, seen.tables = [], []  # refused before any work
             return fail(err.status, encode_error(err), {"Retry-After": "1"})
         except PinqError as err:  # a malformed or too deeply nested body
             return fail(status_of(err), encode_error(err))
@@ -171,7 +187,43 @@ def create_app(
             _log_fault(log, method, path, "".join(traceback.format_exception(exc)))
             return fail(500, _error(INTERNAL_ERROR))
 
+    endpoint = _logged(handle, requests, curator is not None)
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)])
+
+
+def _logged(
+    handle: Callable[[Any, Seen], Awaitable[Any]], requests: RequestLog | None, curator: bool
+) -> Callable[[Any], Awaitable[Any]]:
+    """The endpoint: ``handle`` a request, then write its line to the request log."""
+
+    async def endpoint(request: Any) -> Any:
+        started, seen = time.monotonic(), Seen()
+        response = await handle(request, seen)
+        if requests is not None:
+            requests.write(
+                seen,
+                method=request.method,
+                endpoint=_endpoint(request.url.path, curator),
+                status=response.status_code,
+                ms=(time.monotonic() - started) * 1000,
+            )
+        return response
+
+    return endpoint
+
+
+async def _body(request: Any, limits: Limits) -> tuple[Any, bytes]:
+    """A POST's body: read within the limits of size and time, then strict, bounded JSON."""
+    import anyio
+
+    # A body trickling in holds no worker, but it is bounded in time all the same.
+    with anyio.move_on_after(limits.query_timeout_s) as reading:
+        raw = await _read_body(request, limits.max_request_bytes)
+    if reading.cancelled_caught:
+        raise _Refusal(408, _error("the request body took too long to arrive"))
+    doc = loads(raw, limits.max_request_bytes)
+    check_depth(doc, MAX_JSON_DEPTH)
+    return doc, raw
 
 
 async def _read_body(request: Any, limit: int) -> bytes:
@@ -243,7 +295,7 @@ class _Work:
             return done.result()
         limit = self.limits.query_timeout_s
         if not started:
-            return Reply(503, error=encode_error(not_started()))
+            return Reply(503, error=encode_error(not_started()), charges=[], tables=[])
         if stopped:
             return stopped_reply(limit)
         return Reply(504, error=_error(_unstopped(limit)))
@@ -291,13 +343,22 @@ def _log_fault(log: IO[str] | None, method: str, path: str, trace: str) -> None:
     stream.flush()
 
 
-def _bearer(header: str | None) -> str | None:
-    if not header:
+def _curator(state: ServerState) -> CuratorRoutes | None:
+    """The curator's routes, when the config sets the curator's token."""
+    digest = state.config.curator_token_sha256
+    if digest is None:
         return None
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip() or None
+    secure = state.config.tls_certfile is not None
+    return CuratorRoutes(state, CuratorKey(digest), secure=secure)
+
+
+def _endpoint(path: str, curator: bool) -> str:
+    """The request log's name of a path: one of the server's own, else ``"other"`` (a path
+    the client made up is never written)."""
+    path = path.rstrip("/") or path
+    if path in _ROUTES or (curator and path in CURATOR_PATHS):
+        return path
+    return "other"
 
 
 def _scrubber(state: ServerState) -> Callable[[str], str]:

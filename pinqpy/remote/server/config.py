@@ -14,6 +14,10 @@ The schema::
     tokens = "pinqpy-tokens.json"      # default <config stem>.tokens.json next to the config
     tls_certfile = "cert.pem"          # optional; both or neither
     tls_keyfile = "key.pem"
+    log = "-"                          # the request log: "-" standard error (default), a
+                                       # file (appended), or false for none
+    curator_token_sha256 = "<hex>"     # optional: the SHA-256 of the curator's dashboard
+                                       # token (pinqpy serve CONFIG --curator-token)
 
     [server.limits]                    # all optional; the defaults are shown
     max_request_bytes = 1000000        # a request body larger than this is refused (413)
@@ -64,6 +68,10 @@ The schema::
 Budgets are per table: an analyst with her own budget has one budget of that size for every
 table granted to her (ledger name ``analyst:<name>/<table>``); the members of a group share
 one budget per table (``group:<group>/<table>``).
+
+The request log (:mod:`pinqpy.remote.server.requestlog`) and the curator's dashboard
+(:mod:`pinqpy.remote.server.dashboard`) are described in their modules; the dashboard is on
+only when ``curator_token_sha256`` is set.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ from pinqpy.errors import PinqError
 from pinqpy.expr.types import check_declared
 
 __all__ = [
+    "STDERR",
     "AnalystSpec",
     "BudgetSpec",
     "ConfigError",
@@ -99,6 +108,9 @@ SOURCES = ("csv", "parquet", "duckdb", "spark")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Analyst and group names appear in ledger names and in the tokens file: plain text only.
 _PERSON = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+#: ``log`` for standard error.
+STDERR = "-"
 
 
 class ConfigError(PinqError):
@@ -209,6 +221,10 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     tls_certfile: Path | None = None
     tls_keyfile: Path | None = None
+    #: Where the request log goes: :data:`STDERR`, a file, or None (no log).
+    log: Path | str | None = STDERR
+    #: The SHA-256 (hex) of the curator's dashboard token; None: no dashboard.
+    curator_token_sha256: str | None = None
 
     def budget_spec(self, analyst: AnalystSpec) -> BudgetSpec:
         """The budget size ``analyst`` draws on (per table)."""
@@ -292,6 +308,34 @@ class _Reader:
         except PinqError as err:
             raise self.fail(key, str(err)) from None
         return spec
+
+    def log(self, value: Any) -> Path | str | None:
+        """``server.log``: "-" (standard error), a file whose folder exists, or false."""
+        if value is False:
+            return None
+        if value == STDERR:
+            return STDERR
+        if value is True or not isinstance(value, str):
+            raise self.fail(
+                "server.log", 'must be "-" (standard error), a file name, or false (no log)'
+            )
+        p = self.file(value, "server.log", must_exist=False)
+        if not p.parent.is_dir():
+            raise self.fail("server.log", f"the folder {str(p.parent)!r} does not exist")
+        return p
+
+    def curator_hash(self, value: Any) -> str | None:
+        """``server.curator_token_sha256``: 64 hex digits (the hash, never the token)."""
+        if value is None:
+            return None
+        key = "server.curator_token_sha256"
+        if not isinstance(value, str) or not _SHA256_HEX.match(value.lower()):
+            raise self.fail(
+                key,
+                "must be the SHA-256 of the curator's token (64 hex digits), never the token "
+                "itself; pinqpy serve CONFIG --curator-token makes a token and prints this line",
+            )
+        return value.lower()
 
     def limits(self, data: Any) -> Limits:
         d = self.table(data, "server.limits")
@@ -469,8 +513,11 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
     r.only(
         server,
         "server",
-        ("host", "port", "ledger", "tokens", "tls_certfile", "tls_keyfile", "limits"),
-    )
+        (
+            "host", "port", "ledger", "tokens", "tls_certfile", "tls_keyfile", "limits", "log",
+            "curator_token_sha256",
+        ),
+    )  # fmt: skip
     stem = path.stem if path is not None else "pinqpy-server"
     host = r.text(server.get("host", "127.0.0.1"), "server.host")
     port = r.whole(server.get("port", 8765), "server.port", 0, 65535)
@@ -486,6 +533,8 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
         cert = r.file(server["tls_certfile"], "server.tls_certfile")
         key = r.file(server["tls_keyfile"], "server.tls_keyfile")
     limits = r.limits(server.get("limits", {}))
+    log = r.log(server.get("log", STDERR))
+    curator = r.curator_hash(server.get("curator_token_sha256"))
 
     tables_data = r.table(d.get("tables", {}), "tables")
     if not tables_data:
@@ -553,6 +602,8 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
         limits=limits,
         tls_certfile=cert,
         tls_keyfile=key,
+        log=log,
+        curator_token_sha256=curator,
     )
 
 

@@ -5,8 +5,10 @@ either in a thread of the server's process or in a worker process
 (:mod:`pinqpy.remote.server.workers`). Both turn its outcome into a :class:`Reply` with
 :func:`answer`, so a request is answered alike wherever it ran: 200 with the result, or the
 status and pinqpy error of a refusal, or a fixed message for an internal fault whose trace
-(``fault``) goes to the curator's console only. A reply crosses from a worker to the server
-as bytes (:meth:`Reply.to_bytes`), never pickled.
+(``fault``) goes to the curator's console only. A reply also says what the work charged
+(``charges``, for the request log, :mod:`pinqpy.remote.server.requestlog`; never sent to
+the analyst). A reply crosses from a worker to the server as bytes
+(:meth:`Reply.to_bytes`), never pickled.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from pinqpy.accounting.budget import Budget, observe_charges
+from pinqpy.accounting.models import Usage
 from pinqpy.errors import BudgetExceededError, PinqError
 from pinqpy.remote.protocol import dumps, encode_error, encode_result
 from pinqpy.remote.server.replay import LimitExceeded, TableNotFound
 from pinqpy.remote.server.state import AnalystState, BadArguments, ServerState
 from pinqpy.remote.server.stopping import NotStarted
 
-__all__ = ["INTERNAL_ERROR", "Reply", "answer", "error_doc", "status_of"]
+__all__ = ["INTERNAL_ERROR", "Charged", "Reply", "answer", "error_doc", "status_of"]
 
 #: The message of a 500 (nothing else is said).
 INTERNAL_ERROR = "the server could not answer this request (internal error)"
@@ -49,22 +53,32 @@ def status_of(exc: PinqError) -> int:
 @dataclass(frozen=True)
 class Reply:
     """A request's answer: ``body`` (the JSON text of a 200) or ``error`` (an encoded pinqpy
-    error), and ``fault``, a trace for the curator's log (never sent to the analyst)."""
+    error); ``fault``, a trace for the curator's log; ``charges``, what the work charged per
+    budget, and ``tables``, the granted tables whose budgets it charged or that refused it
+    (both ``None``: not known), for the request log. None of these is sent to the analyst."""
 
     status: int
     body: bytes = b""
     error: dict[str, Any] | None = None
     fault: str | None = None
+    charges: list[dict[str, str]] | None = None
+    tables: list[str] | None = None
 
     def to_bytes(self) -> bytes:
-        head = {"status": self.status, "error": self.error, "fault": self.fault}
+        head = {
+            "status": self.status, "error": self.error, "fault": self.fault,
+            "charges": self.charges, "tables": self.tables,
+        }  # fmt: skip
         return json.dumps(head).encode() + b"\n" + self.body
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Reply:
         head, _, body = data.partition(b"\n")
         doc = json.loads(head)
-        return cls(int(doc["status"]), body, doc.get("error"), doc.get("fault"))
+        return cls(
+            int(doc["status"]), body, doc.get("error"), doc.get("fault"), doc.get("charges"),
+            doc.get("tables"),
+        )  # fmt: skip
 
 
 def answer(
@@ -73,18 +87,71 @@ def answer(
     """Run ``state.<operation>(analyst, doc)`` under the server's noise hooks; its reply.
 
     ``wrap``: the result is one of pinqpy's result types, sent as :func:`encode_result`
-    makes it."""
+    makes it. The reply says what the work charged (:class:`Charged`)."""
+    charged = Charged(analyst)
+    with observe_charges(charged.add):
+        reply = _answer(state, analyst, operation, doc, wrap, charged)
+    return Reply(
+        reply.status, reply.body, reply.error, reply.fault, charged.entries(), charged.tables()
+    )
+
+
+def _answer(
+    state: ServerState, analyst: AnalystState, operation: str, doc: Any, wrap: bool,
+    charged: Charged,
+) -> Reply:  # fmt: skip
     try:
         with state.hooks():
             result = getattr(state, operation)(analyst, doc)
             return Reply(200, dumps({"result": encode_result(result) if wrap else result}))
     except PinqError as err:
+        if isinstance(err, BudgetExceededError):
+            charged.refused(err.budget)
         fault = _trace(err.__cause__) if isinstance(err, BadArguments) else None
         return Reply(status_of(err), error=encode_error(err), fault=fault)
     except RecursionError:
         return Reply(422, error=error_doc("the request nests more deeply than this server accepts"))
     except Exception as exc:
         return Reply(500, error=error_doc(INTERNAL_ERROR), fault=_trace(exc))
+
+
+class Charged:
+    """What one request's work charged, per budget (summed exactly), as the request log
+    writes it: the table, the budget's ledger name, and exact epsilon and delta, or rho
+    for a ``zcdp`` budget (what the ledger keeps); and the tables whose budgets it charged
+    or that refused it. Only granted tables are named: they come from the analyst's
+    budgets, never from the request."""
+
+    def __init__(self, analyst: AnalystState):
+        self.analyst = analyst
+        self._usage: dict[int, tuple[Budget, Usage]] = {}
+        self._refused: list[str] = []
+
+    def add(self, budget: Budget, usage: Usage) -> None:
+        seen = self._usage.get(id(budget))
+        self._usage[id(budget)] = (budget, usage if seen is None else seen[1] + usage)
+
+    def refused(self, budget: str | None) -> None:
+        """A charge that ``budget`` (its name) did not cover: nothing was charged."""
+        names = {b.name: t for t, b in self.analyst.budgets.items()}
+        if budget in names:
+            self._refused.append(names[budget])
+
+    def tables(self) -> list[str]:
+        charged = [e["table"] for e in self.entries() if e["table"] != "?"]
+        return sorted(set(charged) | set(self._refused))
+
+    def entries(self) -> list[dict[str, str]]:
+        tables = {id(b): t for t, b in self.analyst.budgets.items()}
+        out = []
+        for key, (budget, usage) in self._usage.items():
+            entry = {"table": tables.get(key, "?"), "budget": budget.name or "?"}
+            if budget.accounting == "zcdp" and usage.rho is not None:
+                entry["rho"] = str(usage.rho)
+            else:
+                entry |= {"epsilon": str(usage.epsilon), "delta": str(usage.delta)}
+            out.append(entry)
+        return out
 
 
 def _trace(exc: BaseException | None) -> str:

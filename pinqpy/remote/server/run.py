@@ -4,6 +4,9 @@
   it listens and which tables and analysts it serves;
 * ``pinqpy serve CONFIG --add-analyst NAME`` makes a token for an analyst of the config,
   prints it once, stores only its hash, and exits;
+* ``pinqpy serve CONFIG --curator-token`` makes a token for the curator's dashboard, prints
+  it once with the ``curator_token_sha256 = "..."`` line to put in the config's ``[server]``
+  section (the server never writes the config), and exits;
 * ``pinqpy serve --demo`` serves the bundled PUMS sample (``pinqpy/data/server-demo.toml``)
   as table ``pums`` to analyst ``demo``, with a fresh token and its ledger in a temporary
   folder, and prints the ``pq.connect(...)`` line to paste.
@@ -28,8 +31,9 @@ from pathlib import Path
 from typing import IO
 
 from pinqpy.errors import PinqError
-from pinqpy.remote.server.auth import TokenStore
-from pinqpy.remote.server.config import ServerConfig, load_config, shared_sources
+from pinqpy.remote.server.auth import TokenStore, hash_token, new_token
+from pinqpy.remote.server.config import STDERR, ServerConfig, load_config, shared_sources
+from pinqpy.remote.server.requestlog import RequestLog
 from pinqpy.remote.server.state import ServerState, inferred_type_warnings, parse_testing
 from pinqpy.remote.server.workers import WorkerPool
 
@@ -69,6 +73,7 @@ def serve_command(
     config: str | os.PathLike[str] | None,
     *,
     add_analyst: str | None = None,
+    curator_token: bool = False,
     demo: bool = False,
     host: str | None = None,
     port: int | None = None,
@@ -89,6 +94,10 @@ def serve_command(
         return usage("give a config file (pinqpy serve CONFIG) or --demo")
     if demo and add_analyst is not None:
         return usage("--demo makes its own analyst; --add-analyst needs a config file")
+    if demo and curator_token:
+        return usage("--curator-token makes a line for a config file; give the config file")
+    if curator_token and add_analyst is not None:
+        return usage("give --add-analyst or --curator-token, one at a time")
     if port is not None and not 0 <= port <= 65535:
         return usage("--port must be between 0 and 65535")
     if testing is not None:
@@ -123,6 +132,9 @@ def serve_command(
                 file=out,
             )
             return 0
+        if curator_token:
+            _print_curator_token(cfg, out)
+            return 0
         cfg = replace(
             cfg,
             host=host if host is not None else cfg.host,
@@ -136,6 +148,28 @@ def serve_command(
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _print_curator_token(cfg: ServerConfig, out: IO[str]) -> None:
+    """A fresh curator token, and the config line that holds its hash."""
+    token = new_token()
+    print(f"token: {token}", file=out)
+    print(
+        "(the curator's dashboard token, shown only now; the server keeps only its hash: put "
+        f"this line in the [server] section of {cfg.path}, then restart the server)",
+        file=out,
+    )
+    print(f'curator_token_sha256 = "{hash_token(token)}"', file=out)
+
+
+def _check_curator(cfg: ServerConfig, state: ServerState) -> None:
+    """The curator's token must be no analyst's."""
+    digest = cfg.curator_token_sha256
+    if digest is not None and digest in state.tokens.read().values():
+        raise PinqError(
+            "curator_token_sha256 is the hash of an analyst's token; the curator's token must "
+            "be apart: make one with pinqpy serve CONFIG --curator-token"
+        )
 
 
 def _serve(
@@ -154,7 +188,10 @@ def _serve(
 
     state = ServerState(cfg, testing=testing)
     workers: WorkerPool | None = None
+    requests: RequestLog | None = None
     try:
+        _check_curator(cfg, state)
+        requests = RequestLog.open(cfg.log, err)
         _warn(cfg, state, err)
         workers = _start_workers(state)  # before any thread or socket of this process
         sock = _bind(cfg.host, cfg.port)
@@ -163,7 +200,7 @@ def _serve(
         shown_host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         url = f"{scheme}://{shown_host}:{real_port}"
         config = uvicorn.Config(
-            create_app(state, log=err, workers=workers),
+            create_app(state, log=err, workers=workers, requests=requests),
             http=guarded(HttpToolsProtocol, cfg.limits),
             ws="none",
             ssl_certfile=str(cfg.tls_certfile) if cfg.tls_certfile else None,
@@ -190,6 +227,8 @@ def _serve(
     finally:
         if workers is not None:
             workers.close()
+        if requests is not None:
+            requests.close()
         state.close()
 
 
@@ -251,6 +290,15 @@ def _banner(
     )
     print(f"analysts: {analysts}", file=out)
     print(f"ledger: {cfg.ledger}", file=out)
+    shown_log = "off" if cfg.log is None else "standard error" if cfg.log == STDERR else cfg.log
+    print(f"request log: {shown_log}", file=out)
+    if cfg.curator_token_sha256 is not None:
+        print(f"dashboard: {url}/curator (the curator's token)", file=out)
+    else:
+        print(
+            "dashboard: off (pinqpy serve CONFIG --curator-token makes the curator's token)",
+            file=out,
+        )
     if testing is not None:
         print(
             f"TESTING MODE ({testing}): answers are not private; never serve real data like this",

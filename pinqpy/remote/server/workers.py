@@ -145,7 +145,7 @@ class WorkerPool:
             finally:
                 lock.release()
         except NotStarted as err:
-            return Reply(503, error=encode_error(err))
+            return Reply(503, error=encode_error(err), charges=[], tables=[])  # it never started
 
     def _exchange(self, ticket: Ticket, operation: str, raw: bytes, wrap: bool) -> Reply:
         if ticket.remaining() <= 0:
