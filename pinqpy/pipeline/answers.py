@@ -10,9 +10,17 @@ Answers are kept on the budgets the question was charged to. An in-memory key na
 by its id, unique per registration, so new data registered later can never be answered from
 old data; it is an HMAC under a secret drawn once per process. A budget with a ledger also
 stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a hash
-of the data's contents, so they survive a restart; the ledger stores only an HMAC of that key
-under a secret of its own, and the audit trail shows no key at all. Either way an analyst
-cannot recompute a key for a guessed dataset and compare.
+of the data's contents for a pandas table, so they survive a restart; a DuckDB or Spark table
+(which would need a full scan to hash) is named by its id there too, so its answers are found
+again for as long as the table stays registered (a server's life). The ledger stores only an
+HMAC of that key under a secret of its own, and the audit trail shows no key at all. Either
+way an analyst cannot recompute a key for a guessed dataset and compare.
+
+The answers in memory are an :class:`~pinqpy.core.lru.LRU` on each budget: unbounded by
+default, bounded on a server's budgets (``answers_in_memory``), where each answer weighs
+:func:`weight` (one per started thousand values it holds). An answer dropped from memory is
+read back from the ledger; one the ledger could not store (below) is charged again if it is
+asked again, which costs more, never less.
 
 Answers are stored in the ledger as JSON data (numbers, text, lists and the fields of
 pinqpy's own result objects, rebuilt without running any of their code), never pickled, so a
@@ -54,6 +62,7 @@ __all__ = [
     "persistent_key",
     "put",
     "to_data",
+    "weight",
 ]
 
 _FINGERPRINTS: weakref.WeakKeyDictionary[TableRef, str] = weakref.WeakKeyDictionary()
@@ -186,21 +195,30 @@ def _can_hash(x: object) -> bool:
     return True
 
 
+def _stored_identity(table: TableRef, catalog: Catalog) -> str:
+    """How the ledger's key names a table: its contents' hash (pandas), else its id."""
+    try:
+        return fingerprint(table, catalog)
+    except NotCanonical:
+        return f"registration {table.id}"
+
+
 def persistent_key(
     prepared: list[Any], grouping: Grouping | None, budgets: list[Any]
 ) -> str | None:
     """The ledger's cache key for one call's aggregations together (None if any can't be, or
     while a test hook is in force).
 
-    Stable across processes (so answers survive a restart), and never stored or shown as is:
-    the ledger keys its answers by an HMAC of it under the ledger's own secret.
+    Stable across processes (so answers of pandas tables survive a restart; see the module
+    docstring for the others), and never stored or shown as is: the ledger keys its answers
+    by an HMAC of it under the ledger's own secret.
     """
     if _noise.hooks_active():
         return None
     parts = []
     for p in prepared:
         catalog = p.relation.catalog
-        text = question(p, grouping, lambda t, c=catalog: fingerprint(t, c))
+        text = question(p, grouping, lambda t, c=catalog: _stored_identity(t, c))
         if text is None:
             return None
         parts.append(text)
@@ -228,6 +246,21 @@ def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any]
         if stored is not None:
             return decode(stored)
     return None
+
+
+def weight(entry: tuple[Any, Any]) -> int:
+    """What an in-memory answer weighs in a bounded cache: 1 for every started thousand
+    values its arrays hold (a count or a mean: 1; a histogram over 100,000 keys: 100), so a
+    cache's capacity bounds its memory: about 1.5 KB per answer and 8 bytes per value."""
+    released = entry[0]
+    values = 0
+    for part in released if isinstance(released, tuple | list) else (released,):
+        if isinstance(part, np.ndarray):
+            values += part.size
+        for field in getattr(part, "__dict__", {}).values():
+            if isinstance(field, np.ndarray):
+                values += field.size
+    return 1 + values // 1000
 
 
 def put(
