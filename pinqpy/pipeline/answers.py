@@ -18,7 +18,7 @@ way an analyst cannot recompute a key for a guessed dataset and compare.
 
 The answers in memory are an :class:`~pinqpy.core.lru.LRU` on each budget: unbounded by
 default, bounded on a server's budgets (``answers_in_memory``), where each answer weighs
-:func:`weight` (one per started thousand values it holds). An answer dropped from memory is
+:func:`weight` (1, and 1 more per 8 KB of arrays it holds). An answer dropped from memory is
 read back from the ledger; one the ledger could not store (below) is charged again if it is
 asked again, which costs more, never less.
 
@@ -249,18 +249,33 @@ def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any]
 
 
 def weight(entry: tuple[Any, Any]) -> int:
-    """What an in-memory answer weighs in a bounded cache: 1 for every started thousand
-    values its arrays hold (a count or a mean: 1; a histogram over 100,000 keys: 100), so a
-    cache's capacity bounds its memory: about 1.5 KB per answer and 8 bytes per value."""
-    released = entry[0]
-    values = 0
-    for part in released if isinstance(released, tuple | list) else (released,):
-        if isinstance(part, np.ndarray):
-            values += part.size
-        for field in getattr(part, "__dict__", {}).values():
-            if isinstance(field, np.ndarray):
-                values += field.size
-    return 1 + values // 1000
+    """What an in-memory answer weighs in a bounded cache: 1, plus 1 for every 8,000 bytes
+    of arrays it holds (a count or a mean: 1; a histogram over 100,000 keys, or a quantile
+    whose accuracy keeps a grid of 100,000 candidates: about 100), so a cache's capacity
+    bounds its memory: about 1.5 KB per answer and 8 KB per unit of weight beyond the first.
+    The arrays are found in the answer's values and its result objects' fields, a few levels
+    deep."""
+    return 1 + _array_bytes(entry[0], set(), 0) // 8000
+
+
+def _array_bytes(x: Any, seen: set[int], depth: int) -> int:
+    if depth > 6 or id(x) in seen or x is None or isinstance(x, str | int | float | bool):
+        return 0
+    seen.add(id(x))
+    if isinstance(x, np.ndarray):
+        if x.dtype != object or x.size == 0:
+            return int(x.nbytes)
+        # an array of objects: its first items, scaled to its size, stand for all of them
+        sample = x.ravel()[:64]
+        held = sum(_array_bytes(v, seen, depth + 1) for v in sample)
+        return int(x.nbytes) + held * x.size // len(sample)
+    if isinstance(x, tuple | list):
+        return sum(_array_bytes(v, seen, depth + 1) for v in x)
+    if isinstance(x, dict):
+        return sum(_array_bytes(v, seen, depth + 1) for v in x.values())
+    if isinstance(x, Fraction | np.generic):
+        return 0
+    return sum(_array_bytes(v, seen, depth + 1) for v in _fields(x).values())
 
 
 def put(
