@@ -19,7 +19,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from pinqpy.noise.samplers import _discrete_gaussian_stats, _discrete_laplace_stats
+from pinqpy.noise.samplers.gaussian import _discrete_gaussian_stats
+from pinqpy.noise.samplers.laplace import _discrete_laplace_stats
 from pinqpy.noise.source import SecureSource
 
 WORKLOADS = [

@@ -39,15 +39,9 @@ import numpy as np
 from pinqpy.core.exact import to_fraction
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
-from pinqpy.noise.samplers import (
-    _bits_for,
-    _discrete_gaussian,
-    _discrete_laplace,
-    _fit_laplace_scale,
-    _fit_sigma2,
-    _GaussPlan,
-    _laplace_params,
-)
+from pinqpy.noise.samplers._bits import _bits_for
+from pinqpy.noise.samplers.gaussian import _discrete_gaussian, _fit_sigma2, _GaussPlan
+from pinqpy.noise.samplers.laplace import _discrete_laplace, _fit_laplace_scale, _laplace_params
 
 __all__ = ["grid_for", "grid_for_gaussian", "lattice_gaussian", "lattice_laplace"]
 

@@ -30,7 +30,6 @@ from scipy import stats
 from pinqpy import testing
 from pinqpy.errors import PinqError
 from pinqpy.noise import lattice_release as L
-from pinqpy.noise import samplers as S
 from pinqpy.noise import source as _noise
 from pinqpy.noise.lattice_release import (
     grid_for,
@@ -38,6 +37,8 @@ from pinqpy.noise.lattice_release import (
     lattice_gaussian,
     lattice_laplace,
 )
+from pinqpy.noise.samplers import _bits as B
+from pinqpy.noise.samplers import bernoulli as E
 from pinqpy.noise.samplers import (
     bernoulli_exp,
     discrete_gaussian,
@@ -45,6 +46,8 @@ from pinqpy.noise.samplers import (
     round_up_dyadic,
     uniform_below,
 )
+from pinqpy.noise.samplers import gaussian as G
+from pinqpy.noise.samplers import laplace as LAP
 from pinqpy.noise.source import SecureSource, SeededSource
 
 P_MIN = 1e-4  # reject a goodness-of-fit test below this p-value
@@ -116,7 +119,7 @@ def check_moments(samples: np.ndarray, xs: np.ndarray, pmf: np.ndarray) -> None:
 # -- random bits ----------------------------------------------------------------------------
 @pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 32, 33, 62, 64])
 def test_chunks_are_uniform_bits(width):
-    bits = S._Bits(SeededSource(width))
+    bits = B._Bits(SeededSource(width))
     m = 50_000
     c = bits.chunks(m, width)
     assert c.size == m
@@ -127,7 +130,7 @@ def test_chunks_are_uniform_bits(width):
 
 
 def test_bits_count_words_drawn():
-    bits = S._Bits(SeededSource(0))
+    bits = B._Bits(SeededSource(0))
     bits.chunks(64, 1)
     bits.chunks(3, 20)
     assert bits.nbytes == 8 + 12 and bits.words == 2.5
@@ -210,19 +213,19 @@ def test_bernoulli_exp_per_sample_rationals():
 
 
 def test_bernoulli_exp_huge_gamma_is_false_and_terminates():
-    bits = S._Bits(SeededSource(4))
-    out = S._bern_exp_split(bits, S._COUNT_CLAMP, 0, 1, 100_000)
+    bits = B._Bits(SeededSource(4))
+    out = E._bern_exp_split(bits, B._COUNT_CLAMP, 0, 1, 100_000)
     assert not out.any()
     assert bits.rounds < 100  # survivors fall by a factor e per round
     assert not bernoulli_exp(2**63 - 1, 1, 1000, source=SeededSource(4)).any()
 
 
 def test_bernoulli_exp1_and_geometric():
-    bits = S._Bits(SeededSource(5))
-    b = S._bern_exp1(bits, N)
+    bits = B._Bits(SeededSource(5))
+    b = E._bern_exp1(bits, N)
     p = math.exp(-1)
     assert abs(float(b.mean()) - p) <= 5 * math.sqrt(p * (1 - p) / N)
-    v = S._geometric_exp1(bits, N)  # P(V >= k) = e^-k
+    v = E._geometric_exp1(bits, N)  # P(V >= k) = e^-k
     for k in (1, 2, 4):
         pk = math.exp(-k)
         assert abs(float((v >= k).mean()) - pk) <= 5 * math.sqrt(pk * (1 - pk) / N)
@@ -230,7 +233,7 @@ def test_bernoulli_exp1_and_geometric():
 
 def test_bernoulli_exp_table_is_algorithm_1():
     """The 5!-inversion table gives P(K > k) = 1/k! for k <= 5, as sequential trials would."""
-    counts = S._E1_COUNT
+    counts = E._E1_COUNT
     for k in range(1, 6):
         assert Fraction(int((counts >= k).sum()), 120) == Fraction(1, math.factorial(k))
 
@@ -301,7 +304,7 @@ def test_discrete_laplace_rejects_bad_scales(scale):
 
 def test_discrete_laplace_vectorized_rounds_are_few():
     """200,000 samples run a few hundred vectorized rounds in all, not 200,000 iterations."""
-    x, bits = S._discrete_laplace_stats(Fraction(10, 3), 200_000, SeededSource(13))
+    x, bits = LAP._discrete_laplace_stats(Fraction(10, 3), 200_000, SeededSource(13))
     assert x.shape == (200_000,)
     assert bits.rounds < 1_000
     assert bits.words < 200_000  # packed bits: well under one 64-bit word per sample
@@ -325,7 +328,7 @@ def test_discrete_gaussian_matches_exact_pmf(sigma2):
 @pytest.mark.parametrize("sigma2", [*SIGMA2[1:], Fraction(1, 2), Fraction(7, 3)])
 def test_discrete_gaussian_path_b_matches_exact_pmf(sigma2):
     """The three-factor acceptance test (used for large sigma) has the same law."""
-    x, _ = S._discrete_gaussian_stats(sigma2, N, SeededSource(22), path="B")
+    x, _ = G._discrete_gaussian_stats(sigma2, N, SeededSource(22), path="B")
     w = int(40 * math.sqrt(float(sigma2))) + 10
     xs = np.arange(-w, w + 1)
     pmf = gaussian_pmf(sigma2, xs)
@@ -350,25 +353,25 @@ def binned_normal_pvalue(x: np.ndarray, sigma: float, nbins: int = 40) -> float:
 
 def test_discrete_gaussian_large_sigma_path_b_and_overflow_fallback():
     big = Fraction(2**36)  # sigma = 2**18: 2·a·b·t² > 2**62, so path B is chosen
-    assert S._GaussPlan(big).path == "B"
+    assert G._GaussPlan(big).path == "B"
     x = discrete_gaussian(big, 50_000, source=SeededSource(23))
     assert binned_normal_pvalue(x, 2.0**18) > P_MIN
     # Path A near its limit: |Y| > about 6.6 t takes the Python-int branch (~0.1% of draws).
     s2 = Fraction(2**29)
-    plan = S._GaussPlan(s2)
-    assert plan.path == "A" and (plan.a + S._SQRT_I64) // plan.bt < 7 * plan.t
+    plan = G._GaussPlan(s2)
+    assert plan.path == "A" and (plan.a + B._SQRT_I64) // plan.bt < 7 * plan.t
     y = discrete_gaussian(s2, 100_000, source=SeededSource(24))
     assert binned_normal_pvalue(y, 2.0**14.5) > P_MIN
 
 
 def test_gaussian_acceptance_fallbacks_handle_huge_y():
-    bits = S._Bits(SeededSource(25))
+    bits = B._Bits(SeededSource(25))
     huge = np.array([0, 3, 10**15, 2**62], dtype=np.int64)
-    for plan in (S._GaussPlan(Fraction(10)), S._GaussPlan(Fraction(10), "B")):
-        acc = S._accept_a(bits, plan, huge) if plan.path == "A" else S._accept_b(bits, plan, huge)
+    for plan in (G._GaussPlan(Fraction(10)), G._GaussPlan(Fraction(10), "B")):
+        acc = G._accept_a(bits, plan, huge) if plan.path == "A" else G._accept_b(bits, plan, huge)
         assert not acc[2:].any()  # gamma astronomically large: never accepted
-    q, r = S._divmod_obj(np.array([10**30, 7], dtype=object), 10**6)
-    assert q.tolist() == [S._COUNT_CLAMP, 0] and r.tolist() == [0, 7]
+    q, r = G._divmod_obj(np.array([10**30, 7], dtype=object), 10**6)
+    assert q.tolist() == [B._COUNT_CLAMP, 0] and r.tolist() == [0, 7]
 
 
 def test_discrete_gaussian_limits():
@@ -397,7 +400,7 @@ def test_float_math_is_not_on_the_sampling_path(monkeypatch):
     src = SeededSource(0)
     discrete_laplace(Fraction(10, 3), 5000, source=src)
     discrete_gaussian(Fraction(10), 5000, source=src)
-    S._discrete_gaussian_stats(Fraction(10), 5000, src, path="B")
+    G._discrete_gaussian_stats(Fraction(10), 5000, src, path="B")
     bernoulli_exp(np.arange(100), 7, source=src)
     lattice_laplace(np.arange(50) * 0.1, 1, Fraction(1, 2), source=src)
     lattice_gaussian(np.arange(50) * 0.1, 1, 3, source=src)

@@ -28,12 +28,9 @@ from pinqpy.noise.lattice_release import (
     lattice_laplace,
 )
 from pinqpy.noise.mechanisms.calibration import _rho_within, discrete_gaussian_sigma2
-from pinqpy.noise.samplers import (
-    _fit_laplace_scale,
-    _fit_sigma2,
-    discrete_gaussian,
-    discrete_laplace,
-)
+from pinqpy.noise.samplers import discrete_gaussian, discrete_laplace
+from pinqpy.noise.samplers.gaussian import _fit_sigma2
+from pinqpy.noise.samplers.laplace import _fit_laplace_scale
 from pinqpy.results.accuracy import AdditiveAccuracy
 from pinqpy.results.noise import (
     DiscreteGaussianNoise,

@@ -11,7 +11,8 @@ from pinqpy.accounting.cost import _nonneg, check_epsilon, check_part_delta
 from pinqpy.accounting.models import rho_for, zcdp_delta
 from pinqpy.accounting.profiles import _DELTA_MARGIN, _gauss_delta_ratio, discrete_gaussian_delta
 from pinqpy.errors import PinqError
-from pinqpy.noise.samplers import _fit_sigma2, round_up_dyadic
+from pinqpy.noise.samplers import round_up_dyadic
+from pinqpy.noise.samplers.gaussian import _fit_sigma2
 
 __all__ = ["discrete_gaussian_sigma2", "gaussian_sigma", "laplace_scale"]
 

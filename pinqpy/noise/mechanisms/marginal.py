@@ -28,7 +28,7 @@ from pinqpy.noise.mechanisms.selection import (
     _permute_and_flip,
     _pf_epsilon,
 )
-from pinqpy.noise.samplers import _fit_sigma2
+from pinqpy.noise.samplers.gaussian import _fit_sigma2
 from pinqpy.results.accuracy import Accuracy, ArgmaxAccuracy
 from pinqpy.results.noise import DiscreteGaussianNoise
 

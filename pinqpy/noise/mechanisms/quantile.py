@@ -23,7 +23,7 @@ from pinqpy.noise.mechanisms.selection import (
     _pf_epsilon,
     _pf_law,
 )
-from pinqpy.noise.samplers import _fit_laplace_scale
+from pinqpy.noise.samplers.laplace import _fit_laplace_scale
 from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.format import _fmt
 from pinqpy.results.noise import DiscreteLaplaceNoise, check_level
