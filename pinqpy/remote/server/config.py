@@ -33,7 +33,7 @@ The schema::
     max_connections = 256              # connections open at once (the oldest one still
                                        # short of a request head is closed for a new one)
     answers_in_memory = 1000           # answers each analyst keeps in memory, the latest
-                                       # used (one more per 1000 values an answer holds);
+                                       # used (one more per 8 KB of arrays an answer holds);
                                        # the others are read back from the ledger
     partitions_in_memory = 1000        # partitions each analyst keeps the agent of (their
                                        # parts share one charge), the latest used ...
