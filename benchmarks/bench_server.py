@@ -26,9 +26,19 @@ answers an unauthenticated request with 401, and then measures:
     ``--duration`` seconds, charged ones (a distinct epsilon each), then cached ones (one
     question repeated); reported: queries per second, the per-query latency, and the CPU
     time per query of the server (from ``/proc``) and of the client.
-(c) **Throughput, concurrent clients.** The same with ``--clients`` processes (default 8)
-    asking at once, each with its own analyst and budget (``--shared-analyst``: all on one
-    analyst and one budget, so every charge contends for the same ledger rows).
+(c) **Throughput, concurrent clients.** The same with ``--clients`` processes (default 4
+    and 16) asking at once, each with its own analyst and budget (``--shared-analyst``: all
+    on one analyst and one budget, so every charge contends for the same ledger rows). The
+    charges of different analysts come to the server's write group together and share synced
+    ledger transactions (group commit), which is what lets charged throughput rise with
+    clients.
+(d) **Memory over many distinct questions.** A server of its own, with one analyst, is asked
+    ``--memory-questions`` (default 100,000) distinct questions back to back through
+    ``pq.connect``: counts, each at an epsilon of its own (a fresh answer, charged), every
+    fourth one a count per key of a new partition (a fresh partition agent too). The resident
+    set of the server and its worker processes (``/proc``, Linux) is read every tenth of the
+    way. Its ledger lives on ``/dev/shm`` where there is one, so that the syncs do not set
+    the pace: this part measures memory, not the disk. ``--memory-questions 0`` skips it.
 
 Client processes are fresh interpreters (this file with ``--worker``); each connects, asks
 ``--client-warmup`` untimed queries and says READY, and then all are given one start time. The
@@ -46,7 +56,8 @@ Flags:
   --rounds N           rounds the latency calls are split into (default 5)
   --client-warmup N    untimed calls in each client process before the start (default 20)
   --duration S         seconds of each throughput measurement (default 10)
-  --clients N[,N...]   concurrent client processes for (c) (default 8; (b) is always 1)
+  --clients N[,N...]   concurrent client processes for (c) (default 4,16; (b) is always 1)
+  --memory-questions N distinct questions of (d) (default 100000; 0: no memory part)
   --shared-analyst     all clients use one analyst (one budget) instead of one each
   --budget-epsilon E   each analyst's total epsilon (default 1e6; delta 1e-6)
   --engine NAME        pandas or duckdb: how the server reads the CSV file, and the local
@@ -65,6 +76,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,11 +88,16 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 import pinqpy as pq
-from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
+from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH, load_pums
+from pinqpy.plan.serialize import plan_to_data
+from pinqpy.remote.protocol import encode_args
 
 # The server and the client processes import the same pinqpy as this process.
 PKG_ROOT = Path(pq.__file__).resolve().parents[1]
@@ -425,6 +442,110 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return {"queries": len(times), "times": times, "errors": errors, "cpu_s": cpu}
 
 
+# -- memory ----------------------------------------------------------------------------------
+def rss_of_tree(root: int) -> int:
+    """The resident set of process ``root`` and all its descendants, in bytes (``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [c for c, parent in parents.items() if parent == pid and c not in tree]
+        tree.update(children)
+        frontier += children
+    total = 0
+    for pid in tree:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += sum(
+            int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")
+        )
+    return total
+
+
+def memory_question(plan: Any, k: int) -> dict[str, Any]:
+    """Question ``k`` of (d) as the client sends it: a count at an epsilon of its own, every
+    fourth one per key of a partition under an id of its own."""
+    part = {"columns": ["sex"], "id": f"memory-{k}"} if k % 4 == 0 else None
+    eps = Fraction(1, 1000) + Fraction(k, 10**9)
+    args = encode_args({"epsilon": eps})
+    return {"plan": plan, "partition": part, "method": "count", "args": args}
+
+
+def memory(cmd: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """(d): the server tree's resident set along ``--memory-questions`` distinct questions,
+    posted as ``pq.connect`` posts them (bodies made ahead, two connections, so the client's
+    own work does not set the pace)."""
+    ram = Path("/dev/shm")
+    folder = Path(tempfile.mkdtemp(prefix="pinqpy-bench-mem-", dir=ram if ram.is_dir() else None))
+    solo = argparse.Namespace(**{**vars(args), "shared_analyst": False})
+    config = write_config(folder, ["mem0"], solo)
+    token = add_analyst(cmd, config, "mem0")
+    server = start_server(cmd, config, args.host)
+    stand_in = pq.PrivateFrame(
+        load_pums().iloc[:0], pq.Budget(1), name=TABLE, bounds=PUMS_BOUNDS, keys=PUMS_KEYS
+    )
+    plan = plan_to_data(stand_in._plan)
+    n, step, results = args.memory_questions, max(1, args.memory_questions // 10), []
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def ask(first: int, last: int, lane: int) -> None:
+        with httpx.Client(base_url=server.url, headers=headers, timeout=120) as client:
+            for k in range(first + lane, last, 2):
+                r = client.post("/v1/aggregate", json=memory_question(plan, k))
+                if r.status_code != 200:
+                    raise SystemExit(f"question {k} failed: {r.status_code} {r.text[:200]}")
+
+    t0 = time.perf_counter()
+    try:
+        for first in range(0, n + 1, step):
+            rss = rss_of_tree(server.proc.pid) / 2**20
+            results.append({"measure": "memory", "questions": first, "rss_mb": rss})
+            emit(results[-1])
+            lanes = [
+                threading.Thread(target=ask, args=(first, min(first + step, n), i)) for i in (0, 1)
+            ]
+            for t in lanes:
+                t.start()
+            for t in lanes:
+                t.join()
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    results[-1]["wall_s"] = time.perf_counter() - t0
+    return results
+
+
+def memory_report(results: list[dict[str, Any]]) -> list[str]:
+    rows = [r for r in results if r["measure"] == "memory"]
+    if not rows:
+        return []
+    lines = [
+        f"## Memory over {rows[-1]['questions']:,} distinct questions (one analyst, "
+        f"{rows[-1]['wall_s']:.0f} s)",
+        "",
+        "| questions asked | resident set of the server and its workers |",
+        "|---:|---:|",
+    ]
+    lines += [f"| {r['questions']:,} | {r['rss_mb']:.1f} MB |" for r in rows]
+    warm = rows[1] if len(rows) > 2 else rows[0]
+    lines += [
+        "",
+        f"Growth after the first {warm['questions']:,} questions (the bounded caches full): "
+        f"{rows[-1]['rss_mb'] - warm['rss_mb']:+.1f} MB.",
+        "",
+    ]
+    return lines
+
+
 # -- reporting -------------------------------------------------------------------------------
 JSON_OUT: Path | None = None
 
@@ -492,15 +613,17 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             )
     lines += [
         "",
-        "Every charged query is one committed ledger transaction (one `fdatasync`), on the "
-        "server as in the ledgered local column; a cached one reads the ledger and charges "
-        "nothing. CPU per query is the user and system time of the server process, and of "
+        "Every charged query is committed to the ledger (synced) before it reads data, on the "
+        "server as in the ledgered local column; on the server, the charges of analysts who "
+        "ask at once share one synced transaction (group commit). A cached one reads the "
+        "ledger and charges nothing. CPU per query is the user and system time of the "
+        "server process, and of "
         "all client processes together, over the measured window, divided by the queries "
         "answered: the client processes share the cores with the server, so with N clients "
         "the server gets only part of the machine.",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + memory_report(results))
 
 
 def ms(v: float) -> str:
@@ -529,7 +652,10 @@ def main() -> int:
         "--client-warmup", type=int, default=20, help="untimed calls per client process"
     )
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per throughput run")
-    ap.add_argument("--clients", type=parse_clients, default=[8], help="e.g. 8 or 2,4,8")
+    ap.add_argument("--clients", type=parse_clients, default=[4, 16], help="e.g. 8 or 4,16")
+    ap.add_argument(
+        "--memory-questions", type=int, default=100_000, help="distinct questions of (d)"
+    )
     ap.add_argument("--shared-analyst", action="store_true", help="one analyst for all clients")
     ap.add_argument("--budget-epsilon", type=float, default=1e6, help="each analyst's epsilon")
     ap.add_argument("--engine", choices=("pandas", "duckdb"), default="pandas")
@@ -572,6 +698,8 @@ def main() -> int:
             server.stop()
             if args.server_log is not None:
                 args.server_log.write_text("\n".join(server.output) + "\n")
+        if args.memory_questions > 0:
+            results += memory(cmd, args)
     text = report(results, command, args)
     print(text)
     if args.out is not None:

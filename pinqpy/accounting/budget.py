@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from fractions import Fraction
@@ -24,6 +25,7 @@ from pinqpy.accounting.agents import RootAgent, charge
 from pinqpy.accounting.cost import Cost, _check_epsilon, _short
 from pinqpy.accounting.models import Usage, accountant_for
 from pinqpy.core.exact import Exact, to_fraction
+from pinqpy.core.lru import LRU
 from pinqpy.errors import PinqError
 from pinqpy.results.html import budget_html
 from pinqpy.results.panels import Amount, BudgetPanel
@@ -108,9 +110,10 @@ class Budget(RootAgent):
         self._accountant.validate_total(self._total)
         self._spent = Usage()
         self._lock = threading.RLock()
-        self._history: list[tuple[Cost, str]] = []
+        self._history: list[tuple[Cost, str]] | deque[tuple[Cost, str]] = []
         # Released answers by question (see pinqpy.pipeline.answers): asking again is free.
-        self._answers: dict[str, tuple[object, object]] = {}
+        # Unbounded unless the holder bounds it (_keep_in_memory).
+        self._answers: LRU = LRU()
         self.name = name
         self._ledger = None
         self._ledger_name = name or "default"
@@ -193,9 +196,18 @@ class Budget(RootAgent):
     def _ledger_answer(self, cache_key: str) -> str | None:
         return None if self._ledger is None else self._ledger.cached(cache_key)
 
+    def _keep_in_memory(self, answers: LRU, history: int) -> None:
+        """Bound what this budget keeps in memory: its released answers in ``answers`` (a
+        bounded cache, which several budgets may share) and only its latest ``history``
+        charges in :attr:`charges`. For a budget kept in a ledger (a server's), which keeps
+        every charge and every answer it can store."""
+        self._answers = answers
+        self._history = deque(self._history, maxlen=history)
+
     @property
     def charges(self) -> list[tuple[Cost, str]]:
-        """The charges made so far, oldest first, each with a short description of the query."""
+        """The charges made so far, oldest first, each with a short description of the query
+        (a server's budget keeps only its latest ones here; its ledger has them all)."""
         return list(self._history)
 
     # -- agent protocol (see pinqpy.accounting.agents) ----------------------------------------

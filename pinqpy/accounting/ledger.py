@@ -83,6 +83,7 @@ shared by threads; after ``fork`` the child opens a connection of its own.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -90,20 +91,24 @@ import secrets
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pinqpy.accounting.cost import Cost
+from pinqpy.accounting.group_commit import GroupCommit, group_for, release
 from pinqpy.errors import PinqError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "ChargeRecord", "Ledger"]
+__all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "ChargeRecord", "Ledger", "Relay"]
+
+T = TypeVar("T")
 
 #: Version of the tables below; a file written by a newer schema is refused. Version 2 added
 #: the file's secret and stores answers as JSON under keyed hashes; opening a version-1 file
@@ -232,6 +237,70 @@ def _fits_within(spent: Cost, cost: Cost, limit: Cost) -> bool:
     return spent.epsilon + cost.epsilon <= limit.epsilon and spent.delta + cost.delta <= limit.delta
 
 
+def _open(path: str) -> tuple[sqlite3.Connection, str]:
+    """A connection to the ledger file with its settings (see the module docstring), and
+    the journal mode it runs in."""
+    try:
+        conn = sqlite3.connect(
+            path,
+            timeout=BUSY_TIMEOUT,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # guarded by a lock (the ledger's, or its write group's)
+        )
+    except sqlite3.Error as exc:
+        raise PinqError(f"cannot open the ledger {path!r}: {exc}") from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        mode = _set_wal(conn)
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA fullfsync = ON")
+        conn.execute("PRAGMA checkpoint_fullfsync = ON")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise PinqError(f"{path!r} is not a usable pinqpy ledger: {exc}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn, mode
+
+
+def _set_wal(conn: sqlite3.Connection) -> str:
+    # Switching a new file to WAL needs an exclusive lock for a moment; a concurrent
+    # opener can see SQLITE_BUSY here without the busy handler, so retry until the timeout.
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(row[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+
+def _group_connection(path: str) -> sqlite3.Connection:
+    """The connection of a process's write group for the file at ``path``."""
+    return _open(path)[0]
+
+
+def _locked_out(path: str, exc: sqlite3.OperationalError) -> PinqError:
+    return PinqError(
+        f"the ledger {path!r} stayed locked by another process for more than "
+        f"{BUSY_TIMEOUT:g} s ({exc})"
+    )
+
+
+class Relay(Protocol):
+    """Where a ledger sends its writes instead of making them (:meth:`Ledger.relay_writes`):
+    the charge (entries by budget name, sorted) returns its query id, or None when it does
+    not fit, once it is durable; an answer is stored under its answer key."""
+
+    def charge(self, entries: list[tuple[str, Cost]], record: ChargeRecord) -> int | None: ...
+
+    def store_answer(self, query_id: int, answer_key: str, answer: str) -> None: ...
+
 class Ledger:
     """A privacy ledger in the SQLite file ``path`` (created if absent).
 
@@ -251,26 +320,18 @@ class Ledger:
         #: What the integrity check on open found (empty: the file is consistent). Only a
         #: ledger opened with ``verify=False`` can have problems; it then refuses every write.
         self.problems: list[str] = []
+        # Writes go through this process's write group for the file (group commit), or
+        # through a relay to the process that charges for this one (a server's worker).
+        self._group: GroupCommit | None = None
+        self._group_pid = 0
+        self._done_with_group: weakref.finalize | None = None
+        self._relay: Relay | None = None
         self._conn = self._connect()
 
     # -- connection ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
+        conn, self.journal_mode = _open(self.path)
         try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT,
-                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-                check_same_thread=False,  # guarded by self._lock
-            )
-        except sqlite3.Error as exc:
-            raise PinqError(f"cannot open the ledger {self.path!r}: {exc}") from None
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-            self.journal_mode = self._set_wal(conn)
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA fullfsync = ON")
-            conn.execute("PRAGMA checkpoint_fullfsync = ON")
-            conn.execute("PRAGMA foreign_keys = ON")
             self._secret, self.problems = self._init_schema(conn, self.path, self._verify)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -279,20 +340,6 @@ class Ledger:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _set_wal(conn: sqlite3.Connection) -> str:
-        # Switching a new file to WAL needs an exclusive lock for a moment; a concurrent
-        # opener can see SQLITE_BUSY here without the busy handler, so retry until the timeout.
-        deadline = time.monotonic() + BUSY_TIMEOUT
-        while True:
-            try:
-                row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                return str(row[0]).lower()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
 
     @staticmethod
     def _init_schema(conn: sqlite3.Connection, path: str, verify: bool) -> tuple[bytes, list[str]]:
@@ -387,49 +434,57 @@ class Ledger:
         """The key an answer is stored under: an HMAC of its question under the file's secret."""
         return hmac.new(self._secret, cache_key.encode("utf-8"), hashlib.sha256).hexdigest()
 
-    @contextmanager
-    def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding SQLite's write lock from its first statement.
+    def _writes(self) -> GroupCommit:
+        """This process's write group for the file (:mod:`pinqpy.accounting.group_commit`)."""
+        with self._lock:
+            if self._conn is None:
+                raise PinqError("this ledger is closed")
+            if self._group is None or self._group_pid != os.getpid():
+                if self._done_with_group is not None:
+                    self._done_with_group.detach()  # another process's group: left alone
+                group = group_for(
+                    self.path,
+                    functools.partial(_group_connection, self.path),
+                    functools.partial(_locked_out, self.path),
+                )
+                self._group, self._group_pid = group, os.getpid()
+                # A ledger dropped without close() still gives up its use of the group.
+                self._done_with_group = weakref.finalize(self, release, group)
+            return self._group
 
-        ``durable=False`` commits without waiting for the disk (WAL ``synchronous=NORMAL``):
-        still atomic, and safe when the process is killed, but lost on power loss unless a
-        later durable commit syncs the log (every later charge does). Only in WAL mode: with
-        a rollback journal, ``NORMAL`` could corrupt the file on power loss, so it stays FULL.
+    def _transact(self, work: Callable[[sqlite3.Connection], T], durable: bool = True) -> T:
+        """``work(connection)`` in a write transaction holding SQLite's write lock, with
+        the other writes of this process that are waiting (group commit); returns what it
+        returned once the transaction has committed.
+
+        ``durable=False`` needs no sync of its own (WAL ``synchronous=NORMAL``, when the
+        whole batch needs none): still atomic, and safe when the process is killed, but lost
+        on power loss unless a later durable commit syncs the log (every later charge does).
+        Only in WAL mode: with a rollback journal, ``NORMAL`` could corrupt the file on power
+        loss, so it stays FULL.
         """
         self._require_consistent()
-        relaxed = not durable and self.journal_mode == "wal"
-        with self._use() as conn:
-            if relaxed:
-                conn.execute("PRAGMA synchronous = NORMAL")
-            try:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    raise PinqError(
-                        f"the ledger {self.path!r} stayed locked by another process for more "
-                        f"than {BUSY_TIMEOUT:g} s ({exc})"
-                    ) from None
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            finally:
-                if relaxed:
-                    conn.execute("PRAGMA synchronous = FULL")
+        return self._writes().run(work, durable)  # type: ignore[no-any-return]
+
+    def relay_writes(self, relay: Relay | None) -> None:
+        """Send this ledger's charges and stored answers to ``relay`` instead of writing
+        them here (None: write them here again). A server's worker process relays them to
+        the server, whose write group commits the charges of all its workers together; a
+        charge with a ``fits`` rule of its own is still written here."""
+        self._relay = relay
 
     def close(self) -> None:
         """Close the file (idempotent). Committed charges are already on disk."""
         with self._lock:
             conn, self._conn = self._conn, None
+            done, self._done_with_group = self._done_with_group, None
             if conn is not None:
                 if os.getpid() == self._pid:
                     conn.close()
                 else:
                     _ABANDONED.append(conn)
+        if done is not None:
+            done()
 
     def __enter__(self) -> Ledger:
         return self
@@ -452,35 +507,32 @@ class Ledger:
             raise PinqError("a ledger budget needs a non-empty name")
         if not isinstance(accounting, str) or not accounting:
             raise PinqError("a ledger budget needs a non-empty accounting name")
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT total_epsilon, total_delta, accounting FROM budgets WHERE name = ?",
-                (name,),
-            ).fetchone()
-            if row is None:
-                zero = _encode(Fraction(0))
-                conn.execute(
-                    "INSERT INTO budgets (name, total_epsilon, total_delta, accounting, "
-                    "spent_epsilon, spent_delta, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        name,
-                        _encode(total.epsilon),
-                        _encode(total.delta),
-                        accounting,
-                        zero,
-                        zero,
-                        _now(),
-                    ),
-                )
-                return
-            stored = _cost(_decode(row[0]), _decode(row[1]))
-            if stored != total or row[2] != accounting:
-                raise PinqError(
-                    f"the ledger {self.path!r} holds budget {name!r} with total {stored!r} "
-                    f"({row[2]} accounting), but it was opened with {total!r} ({accounting} "
-                    "accounting); a ledger file cannot silently change a budget's total. "
-                    "Open it with the stored total, or use a new ledger file"
-                )
+        self._transact(lambda conn: self._open_budget_in(conn, name, total, accounting))
+
+    def _open_budget_in(
+        self, conn: sqlite3.Connection, name: str, total: Cost, accounting: str
+    ) -> None:
+        row = conn.execute(
+            "SELECT total_epsilon, total_delta, accounting FROM budgets WHERE name = ?",
+            (name,),
+        ).fetchone()
+        if row is None:
+            zero = _encode(Fraction(0))
+            conn.execute(
+                "INSERT INTO budgets (name, total_epsilon, total_delta, accounting, "
+                "spent_epsilon, spent_delta, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, _encode(total.epsilon), _encode(total.delta), accounting, zero, zero,
+                 _now()),
+            )  # fmt: skip
+            return
+        stored = _cost(_decode(row[0]), _decode(row[1]))
+        if stored != total or row[2] != accounting:
+            raise PinqError(
+                f"the ledger {self.path!r} holds budget {name!r} with total {stored!r} "
+                f"({row[2]} accounting), but it was opened with {total!r} ({accounting} "
+                "accounting); a ledger file cannot silently change a budget's total. "
+                "Open it with the stored total, or use a new ledger file"
+            )
 
     def spent(self, name: str) -> Cost:
         """What budget ``name`` has spent, exactly, as committed in the file."""
@@ -525,50 +577,64 @@ class Ledger:
         merged: dict[str, Cost] = {}
         for name, cost in entries:
             merged[name] = merged[name] + cost if name in merged else cost
-        with self._write() as conn:
-            now = _now()  # under the write lock, so times follow query ids
-            updates: list[tuple[str, str, str]] = []
-            for name in sorted(merged):
-                cost = merged[name]
-                row = conn.execute(
-                    "SELECT spent_epsilon, spent_delta, total_epsilon, total_delta "
-                    "FROM budgets WHERE name = ?",
-                    (name,),
-                ).fetchone()
-                if row is None:
-                    raise PinqError(f"the ledger has no budget named {name!r}; open it first")
-                spent = _cost(_decode(row[0]), _decode(row[1]))
-                limit = limits.get(name)
-                if limit is None:
-                    limit = _cost(_decode(row[2]), _decode(row[3]))
-                ok = fits(name, spent, cost, limit) if fits else _fits_within(spent, cost, limit)
-                if not ok:
-                    conn.execute("ROLLBACK")
-                    return None
-                updates.append(
-                    (
-                        _encode(spent.epsilon + cost.epsilon),
-                        _encode(spent.delta + cost.delta),
-                        name,
-                    )
-                )
-            cur = conn.execute(  # no cache key: keys are not part of the audit trail
-                "INSERT INTO queries (description, plan, cache_key, created) VALUES (?, ?, ?, ?)",
-                (record.description, record.plan, None, now),
+        if self._relay is not None and fits is None:
+            self._require_consistent()
+            return self._relay.charge(sorted(merged.items()), record)
+        return self._transact(lambda conn: self._charge_in(conn, merged, record, limits, fits))
+
+    def _charge_in(
+        self,
+        conn: sqlite3.Connection,
+        merged: dict[str, Cost],
+        record: ChargeRecord,
+        limits: dict[str, Cost],
+        fits: Callable[[str, Cost, Cost, Cost], bool] | None,
+    ) -> int | None:
+        """:meth:`charge`'s reads, check and writes, inside a write transaction: nothing is
+        written unless every entry fits."""
+        now = _now()  # under the write lock, so times follow query ids
+        updates: list[tuple[str, str, str]] = []
+        for name in sorted(merged):
+            cost = merged[name]
+            row = conn.execute(
+                "SELECT spent_epsilon, spent_delta, total_epsilon, total_delta "
+                "FROM budgets WHERE name = ?",
+                (name,),
+            ).fetchone()
+            if row is None:
+                raise PinqError(f"the ledger has no budget named {name!r}; open it first")
+            spent = _cost(_decode(row[0]), _decode(row[1]))
+            limit = limits.get(name)
+            if limit is None:
+                limit = _cost(_decode(row[2]), _decode(row[3]))
+            ok = fits(name, spent, cost, limit) if fits else _fits_within(spent, cost, limit)
+            if not ok:
+                return None
+            updates.append(
+                (_encode(spent.epsilon + cost.epsilon), _encode(spent.delta + cost.delta), name)
             )
-            qid = cur.lastrowid
-            assert qid is not None
-            conn.executemany(
-                "INSERT INTO charges (query_id, budget, epsilon, delta) VALUES (?, ?, ?, ?)",
-                [
-                    (qid, name, _encode(merged[name].epsilon), _encode(merged[name].delta))
-                    for name in sorted(merged)
-                ],
-            )
-            conn.executemany(
-                "UPDATE budgets SET spent_epsilon = ?, spent_delta = ? WHERE name = ?", updates
-            )
+        cur = conn.execute(  # no cache key: keys are not part of the audit trail
+            "INSERT INTO queries (description, plan, cache_key, created) VALUES (?, ?, ?, ?)",
+            (record.description, record.plan, None, now),
+        )
+        qid = cur.lastrowid
+        assert qid is not None
+        conn.executemany(
+            "INSERT INTO charges (query_id, budget, epsilon, delta) VALUES (?, ?, ?, ?)",
+            [
+                (qid, name, _encode(merged[name].epsilon), _encode(merged[name].delta))
+                for name in sorted(merged)
+            ],
+        )
+        conn.executemany(
+            "UPDATE budgets SET spent_epsilon = ?, spent_delta = ? WHERE name = ?", updates
+        )
+        self._charged(conn, qid)
         return qid
+
+    def _charged(self, conn: sqlite3.Connection, query_id: int) -> None:
+        """More rows to write in the transaction of charge ``query_id`` (none here; a
+        subclass may note more about the query, atomically with its charge)."""
 
     # -- answers -----------------------------------------------------------------------------
     def store_answer(self, query_id: int, cache_key: str, answer: str) -> None:
@@ -589,14 +655,27 @@ class Ledger:
         """
         if not isinstance(answer, str) or not isinstance(cache_key, str):
             raise PinqError("store_answer() takes a text cache key and a text answer")
-        with self._write(durable=False) as conn:
+        self.store_keyed(query_id, self._answer_key(cache_key), answer)
+
+    def store_keyed(self, query_id: int, answer_key: str, answer: str) -> None:
+        """:meth:`store_answer` under an answer key already made (an HMAC of the question
+        under this file's secret, as :meth:`store_answer` makes it): what a relay of a
+        worker's writes stores."""
+        if self._relay is not None:
+            self._require_consistent()
+            self._relay.store_answer(query_id, answer_key, answer)
+            return
+
+        def store(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM queries WHERE id = ?", (query_id,)).fetchone() is None:
                 raise PinqError(f"the ledger has no query {query_id}; charge it first")
             conn.execute(
                 "INSERT OR IGNORE INTO answers (query_id, cache_key, answer, created) "
                 "VALUES (?, ?, ?, ?)",
-                (query_id, self._answer_key(cache_key), answer, _now()),
+                (query_id, answer_key, answer, _now()),
             )
+
+        self._transact(store, durable=False)
 
     def cached(self, cache_key: str) -> str | None:
         """The answer stored under ``cache_key`` (the earliest one), or ``None``."""

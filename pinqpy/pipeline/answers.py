@@ -10,9 +10,17 @@ Answers are kept on the budgets the question was charged to. An in-memory key na
 by its id, unique per registration, so new data registered later can never be answered from
 old data; it is an HMAC under a secret drawn once per process. A budget with a ledger also
 stores answers there (see :mod:`pinqpy.accounting.ledger`), keyed by the question over a hash
-of the data's contents, so they survive a restart; the ledger stores only an HMAC of that key
-under a secret of its own, and the audit trail shows no key at all. Either way an analyst
-cannot recompute a key for a guessed dataset and compare.
+of the data's contents for a pandas table, so they survive a restart; a DuckDB or Spark table
+(which would need a full scan to hash) is named by its id there too, so its answers are found
+again for as long as the table stays registered (a server's life). The ledger stores only an
+HMAC of that key under a secret of its own, and the audit trail shows no key at all. Either
+way an analyst cannot recompute a key for a guessed dataset and compare.
+
+The answers in memory are an :class:`~pinqpy.core.lru.LRU` on each budget: unbounded by
+default, bounded on a server's budgets (``answers_in_memory``), where each answer weighs
+:func:`weight` (1, and 1 more per 8 KB of arrays it holds). An answer dropped from memory is
+read back from the ledger; one the ledger could not store (below) is charged again if it is
+asked again, which costs more, never less.
 
 Answers are stored in the ledger as JSON data (numbers, text, lists and the fields of
 pinqpy's own result objects, rebuilt without running any of their code), never pickled, so a
@@ -54,6 +62,7 @@ __all__ = [
     "persistent_key",
     "put",
     "to_data",
+    "weight",
 ]
 
 _FINGERPRINTS: weakref.WeakKeyDictionary[TableRef, str] = weakref.WeakKeyDictionary()
@@ -186,21 +195,30 @@ def _can_hash(x: object) -> bool:
     return True
 
 
+def _stored_identity(table: TableRef, catalog: Catalog) -> str:
+    """How the ledger's key names a table: its contents' hash (pandas), else its id."""
+    try:
+        return fingerprint(table, catalog)
+    except NotCanonical:
+        return f"registration {table.id}"
+
+
 def persistent_key(
     prepared: list[Any], grouping: Grouping | None, budgets: list[Any]
 ) -> str | None:
     """The ledger's cache key for one call's aggregations together (None if any can't be, or
     while a test hook is in force).
 
-    Stable across processes (so answers survive a restart), and never stored or shown as is:
-    the ledger keys its answers by an HMAC of it under the ledger's own secret.
+    Stable across processes (so answers of pandas tables survive a restart; see the module
+    docstring for the others), and never stored or shown as is: the ledger keys its answers
+    by an HMAC of it under the ledger's own secret.
     """
     if _noise.hooks_active():
         return None
     parts = []
     for p in prepared:
         catalog = p.relation.catalog
-        text = question(p, grouping, lambda t, c=catalog: fingerprint(t, c))
+        text = question(p, grouping, lambda t, c=catalog: _stored_identity(t, c))
         if text is None:
             return None
         parts.append(text)
@@ -228,6 +246,36 @@ def get(cache_key: str | None, lineage: Mapping[object, Any]) -> tuple[Any, Any]
         if stored is not None:
             return decode(stored)
     return None
+
+
+def weight(entry: tuple[Any, Any]) -> int:
+    """What an in-memory answer weighs in a bounded cache: 1, plus 1 for every 8,000 bytes
+    of arrays it holds (a count or a mean: 1; a histogram over 100,000 keys, or a quantile
+    whose accuracy keeps a grid of 100,000 candidates: about 100), so a cache's capacity
+    bounds its memory: about 1.5 KB per answer and 8 KB per unit of weight beyond the first.
+    The arrays are found in the answer's values and its result objects' fields, a few levels
+    deep."""
+    return 1 + _array_bytes(entry[0], set(), 0) // 8000
+
+
+def _array_bytes(x: Any, seen: set[int], depth: int) -> int:
+    if depth > 6 or id(x) in seen or x is None or isinstance(x, str | int | float | bool):
+        return 0
+    seen.add(id(x))
+    if isinstance(x, np.ndarray):
+        if x.dtype != object or x.size == 0:
+            return int(x.nbytes)
+        # an array of objects: its first items, scaled to its size, stand for all of them
+        sample = x.ravel()[:64]
+        held = sum(_array_bytes(v, seen, depth + 1) for v in sample)
+        return int(x.nbytes) + held * x.size // len(sample)
+    if isinstance(x, tuple | list):
+        return sum(_array_bytes(v, seen, depth + 1) for v in x)
+    if isinstance(x, dict):
+        return sum(_array_bytes(v, seen, depth + 1) for v in x.values())
+    if isinstance(x, Fraction | np.generic):
+        return 0
+    return sum(_array_bytes(v, seen, depth + 1) for v in _fields(x).values())
 
 
 def put(

@@ -30,6 +30,7 @@ import lark
 from lark import Token, Tree
 
 from pinqpy.core.grammar import get_parser
+from pinqpy.core.lru import LRU
 from pinqpy.errors import PinqSyntaxError
 from pinqpy.expr.ast import Expr, InList
 from pinqpy.expr.parser import _identifier, _number, _pos, parse_tree, tree_to_expr
@@ -71,7 +72,8 @@ def parse_statement(text: str, *, positions: bool = True) -> Statement:
     """Parse one statement: a query, ``EXPLAIN <query>``, ``SHOW TABLES``, ``SHOW BUDGET``
     or ``DESCRIBE <table>``; a trailing ``;`` is allowed.
 
-    Results are cached by ``(text, positions)`` (the nodes are immutable). With
+    The latest results are cached by ``(text, positions)`` (the nodes are immutable; at most
+    :data:`_PARSED_CHARS` characters of text in all). With
     ``positions=False`` every ``pos`` is None and parsing is about four times faster (see
     :class:`_FastParser`); an error still points into the text, because a statement that
     fails after parsing is redone with positions.
@@ -90,8 +92,24 @@ def parse_statement(text: str, *, positions: bool = True) -> Statement:
     return _parse(valid_text(text), bool(positions))
 
 
-@functools.lru_cache(maxsize=2048)
+# The statements parsed lately, by text: at most this many characters of text in all. A
+# statement's nodes take about 100 bytes per character of its text, so the cache stays near
+# 20 MB however long the texts a server is sent (an entry count alone would let 2048 texts
+# of 20,000 characters hold 4 GB).
+_PARSED_CHARS = 200_000
+_PARSED = LRU(_PARSED_CHARS, weight=lambda entry: entry[0])
+
+
 def _parse(text: str, positions: bool) -> Statement:
+    hit = _PARSED.get((text, positions))
+    if hit is not None:
+        return hit[1]  # type: ignore[no-any-return]
+    statement = _parse_text(text, positions)
+    _PARSED[(text, positions)] = (len(text), statement)
+    return statement
+
+
+def _parse_text(text: str, positions: bool) -> Statement:
     tree = None
     if not positions:
         fast = _fast_parser()

@@ -172,3 +172,55 @@ def test_kill_9_under_load_loses_no_charge_and_a_restart_restores_budget_and_ans
     doc = httpx.get(restarted.url + "/v1/budget", headers=h).json()["result"]["budgets"][0]
     assert Fraction(doc["spent"]["epsilon"]) == spent.epsilon  # and no new charge
     restarted.stop()
+
+
+ANALYSTS = [f"a{i}" for i in range(6)]
+
+
+def test_kill_9_under_concurrent_analysts_loses_no_charge_of_a_shared_commit(tmp_path):
+    """Six analysts, each with a worker process of their own, charge at once: their charges
+    reach the server's write group together, and share synced transactions. A SIGKILL at
+    any instant keeps every charge whose answer a client received."""
+    config = default_config(ANALYSTS).replace(
+        "budget = { epsilon = 10,", "budget = { epsilon = 1000,"
+    )
+    server = start_server(tmp_path, config, analysts=ANALYSTS)
+    work = {
+        name: [[k, count_body(STAND_IN, Fraction(k, 10_000))] for k in range(1, 400)]
+        for name in ANALYSTS
+    }
+    procs = {}
+    for name, bodies in work.items():
+        (tmp_path / name).mkdir()
+        procs[name] = run_clients(tmp_path / name, server.url, server.tokens[name], [bodies])[0]
+    watched = procs[ANALYSTS[-1]]  # the last one started: every client is running by then
+    assert watched.stdout is not None
+    seen = [watched.stdout.readline() for _ in range(20)]
+    assert all(line.startswith("[") for line in seen), "a client stopped early"
+    server.kill()
+    answered: dict[str, set[Fraction]] = {}
+    for name, p in procs.items():
+        out, _ = p.communicate(timeout=120)
+        lines = (seen + out.splitlines()) if p is watched else out.splitlines()
+        got = answers(lines)
+        assert all(status == 200 for _, status, _ in got), name
+        answered[name] = {Fraction(k, 10_000) for k, _, _ in got}
+    assert sum(len(a) > 0 for a in answered.values()) >= 2  # charges of several at once
+
+    spent: dict[str, Fraction] = {}
+    with Ledger(server.ledger) as ledger:
+        assert ledger.check() == []
+        for name in ANALYSTS:
+            budget = f"analyst:{name}/pums"
+            charged = {Fraction(e) for e in ledger.charges(budget)["epsilon_exact"]}
+            assert answered[name] <= charged, name  # every answer received was charged
+            spent[name] = ledger.spent(budget).epsilon
+            assert spent[name] == sum(charged)
+    restarted = server.restart()
+    try:
+        for name in ANALYSTS:
+            r = httpx.get(restarted.url + "/v1/budget", headers=restarted.headers(name))
+            doc = r.json()["result"]["budgets"][0]
+            assert Fraction(doc["spent"]["epsilon"]) == spent[name], name
+    finally:
+        restarted.stop()

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
+from pinqpy.accounting.ledger import Ledger
+from pinqpy.remote.protocol import decode_result, loads
 from pinqpy.remote.server.trail import OTHERS
 from tests.remote.harness import ServerProcess, default_config, start_server
 
@@ -27,8 +29,9 @@ CONFIG = default_config(("carol",)) + (
 )
 # What alice asks: literals that must never reach bob.
 ALICE_SQL = "SELECT COUNT(*) FROM pums WHERE income > 123456"
-ALICE_WHERE = "age = 77"
-SECRETS = ("123456", "77")
+# (numbers long enough that no timestamp of the trail spells them by chance: "77" did)
+ALICE_WHERE = "age = 7654321"
+SECRETS = ("123456", "7654321")
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +114,35 @@ def test_an_analyst_of_their_own_sees_only_their_budget(server):
     assert list(trail["description"]) == ["SELECT COUNT(*) FROM pums WHERE age > 1"]
 
 
+def test_query_numbers_count_only_the_analysts_own_budgets(server):
+    """The ledger numbers every query of the file in one sequence; an analyst's trail numbers
+    only the queries charged to their budgets, so its gaps count nobody else's queries."""
+    carol = pq.connect(server.url, token=server.tokens["carol"])
+    alice = pq.connect(server.url, token=server.tokens["alice"])
+    for i in range(3):
+        for _ in range(i + 1):  # alice asks more between carol's questions each time
+            alice.table("pums").where(f"age > {10 + i}").count(epsilon=0.01)
+        carol.table("pums").where(f"age > {20 + i}").count(epsilon=0.01)
+    with Ledger(server.ledger) as ledger:
+        file_ids = list(ledger.charges("analyst:carol/pums")["query_id"])
+        group_ids = list(ledger.charges("group:lab/pums")["query_id"])
+    assert len(file_ids) == 4 and file_ids != list(range(file_ids[0], file_ids[0] + 4))
+    for where, trail in trails(server, "carol").items():
+        assert list(trail["query_id"]) == [1, 2, 3, 4], where
+    raw = httpx.get(server.url + "/v1/audit", headers=server.headers("carol"), timeout=30)
+    sent = decode_result(loads(raw.content)["result"])  # the body as sent, not the client's
+    assert list(sent["query_id"]) == [1, 2, 3, 4]
+    for member in ("alice", "bob"):  # the group's queries, numbered among themselves
+        for where, trail in trails(server, member).items():
+            assert list(trail["query_id"]) == list(range(1, len(group_ids) + 1)), where
+
+
 def test_after_a_restart_each_member_still_sees_their_own(server):
     restarted = server.restart()
     try:
         theirs = trails(restarted, "bob")["/v1/audit"]
         assert list(theirs["description"][:2]) == [OTHERS, OTHERS]
-        assert shows(theirs, ("77",)) == 0  # (bob has since asked alice's SQL himself)
+        assert shows(theirs, ("7654321",)) == 0  # (bob has since asked alice's SQL himself)
         mine = trails(restarted, "alice")["SHOW LEDGER"]
         assert mine["description"].iloc[0] == ALICE_SQL
     finally:

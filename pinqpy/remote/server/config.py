@@ -36,6 +36,13 @@ The schema::
                                        # seconds (else the connection is closed)
     max_connections = 256              # connections open at once (the oldest one still
                                        # short of a request head is closed for a new one)
+    answers_in_memory = 1000           # answers each analyst keeps in memory, the latest
+                                       # used (one more per 8 KB of arrays an answer holds);
+                                       # the others are read back from the ledger
+    partitions_in_memory = 1000        # partitions each analyst keeps the agent of (their
+                                       # parts share one charge), the latest used ...
+    partition_keys_in_memory = 100000  # ... listing this many keys in all (at least
+                                       # max_keys); a dropped partition is charged afresh
 
     [tables.pums]                      # the table's name, as analysts and SQL see it
     source = "csv"                     # csv | parquet | duckdb | spark
@@ -134,6 +141,9 @@ class Limits:
     max_running: int = field(default_factory=lambda: _cpus())
     header_timeout_s: float = 10.0
     max_connections: int = 256
+    answers_in_memory: int = 1000
+    partitions_in_memory: int = 1000
+    partition_keys_in_memory: int = 100_000
 
     def as_dict(self) -> dict[str, int | float]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -351,7 +361,14 @@ class _Reader:
                 values[name] = float(t)
             else:
                 values[name] = self.whole(v, k, 1)
-        return Limits(**values)
+        limits = Limits(**values)
+        if limits.partition_keys_in_memory < limits.max_keys:
+            raise self.fail(
+                "server.limits.partition_keys_in_memory",
+                f"must be at least max_keys ({limits.max_keys}), so that the agent of a "
+                "partition with that many keys can be kept",
+            )
+        return limits
 
     def source(self, name: str, data: Any) -> TableSpec:
         key = f"tables.{name}"

@@ -43,13 +43,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
 
-from pinqpy.accounting.agents import PartitionAgent
+from pinqpy.accounting.agents import PartitionAgent, Scaled
 from pinqpy.errors import PinqError
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
@@ -151,30 +152,71 @@ class PartitionRegistry:
     (where sharing one agent is parallel composition over one split) or make a new one
     (charged afresh): never less than a partition's own rule.
 
-    The registry holds at most ``capacity`` agents, dropping the least recently used: a
-    dropped agent's partition gets a fresh agent the next time, which charges the parent
-    anew (more than needed, never less).
+    **What it keeps is bounded**, however many partitions an analyst makes: at most
+    ``capacity`` agents (the config's ``partitions_in_memory``), whose partitions list at
+    most ``keys`` keys in all (``partition_keys_in_memory``). An agent keeps a running total
+    for each of its keys that a query charged alone, so its memory grows with its key count
+    (about half a kilobyte a key), and it keeps the agents of the partitions it was cut from
+    alive: an agent weighs its own keys plus what its ancestors weigh (an ancestor
+    shared by several agents counted for each, so the bound errs high). Beyond either bound
+    the least recently used agents are dropped (the newest is always kept). A dropped
+    agent's partition gets a fresh agent the next time, with fresh salts, which charges the
+    parent anew: two agents of one partition cost what two partitions cost, more than needed,
+    never less.
     """
 
-    def __init__(self, capacity: int = 10_000):
+    def __init__(self, capacity: int = 1000, keys: int = 100_000):
         self.capacity = capacity
-        self._agents: OrderedDict[str, PartitionAgent] = OrderedDict()
+        self.keys = keys
+        self._agents: OrderedDict[str, tuple[PartitionAgent, int]] = OrderedDict()
+        # What each agent weighs, while it lives (kept alive by a descendant, say).
+        self._weights: weakref.WeakKeyDictionary[PartitionAgent, int] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._weight = 0
         self._lock = threading.Lock()
 
-    def agent(self, identity: str, fresh: PartitionAgent) -> PartitionAgent:
-        """The agent kept under ``identity``, or ``fresh`` (kept from now on)."""
+    def agent(self, identity: str, fresh: PartitionAgent, n_keys: int) -> PartitionAgent:
+        """The agent kept under ``identity``, or ``fresh`` (kept from now on), the agent of
+        a partition listing ``n_keys`` keys."""
         with self._lock:
             have = self._agents.get(identity)
             if have is not None:
                 self._agents.move_to_end(identity)
-                return have
-            self._agents[identity] = fresh
-            while len(self._agents) > self.capacity:
-                self._agents.popitem(last=False)
+                return have[0]
+            w = n_keys + sum(self._weights.get(a, 0) for a in _ancestors(fresh))
+            self._weights[fresh] = w
+            self._agents[identity] = (fresh, w)
+            self._weight += w
+            while len(self._agents) > 1 and (
+                len(self._agents) > self.capacity or self._weight > self.keys
+            ):
+                _, (_, dropped) = self._agents.popitem(last=False)
+                self._weight -= dropped
             return fresh
 
     def __len__(self) -> int:
         return len(self._agents)
+
+    @property
+    def weight(self) -> int:
+        """What the kept agents weigh together (see the class docstring)."""
+        return self._weight
+
+
+def _ancestors(agent: PartitionAgent) -> set[PartitionAgent]:
+    """The partition agents ``agent``'s parent draws on, at any depth."""
+    out: set[PartitionAgent] = set()
+    stack = list(agent.parent_lineage)
+    while stack:
+        a = stack.pop()
+        while isinstance(a, Scaled):
+            a = a.agent
+        inner = getattr(a, "partition", None)
+        if isinstance(inner, PartitionAgent) and inner not in out:
+            out.add(inner)
+            stack.extend(inner.parent_lineage)
+    return out
 
 
 class Replayer(PlanVisitor[Relation]):
@@ -257,7 +299,7 @@ class Replayer(PlanVisitor[Relation]):
         text = f"{parent_text}|{ref.key_columns!r}|{ref.keys!r}|{name!r}"
         # Kept by its hash: the text of a partition with many keys is long.
         identity = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        agent = self.registry.agent(identity, fresh)
+        agent = self.registry.agent(identity, fresh, len(ref.keys))
         if agent is fresh:
             return ref, rel
         kept = PartitionRef(parent.plan, ref.key_columns, ref.keys, agent_name(agent))

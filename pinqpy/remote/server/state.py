@@ -9,13 +9,21 @@
 * every budget is a :class:`~pinqpy.Budget` kept in the config's ledger file, one object per
   analyst and table for the server's life, under its ledger name: ``analyst:<name>/<table>``
   for an analyst's own budget, ``group:<group>/<table>`` for a group's, which every member's
-  frame of that table draws on (each member through a
-  :class:`~pinqpy.remote.server.trail.MemberLedger` of their own: the same budget in the same
-  file, their own questions and answers apart). Charges go through the ledger (one SQLite
-  transaction each, under the file's write lock), so concurrent requests, threads or
-  processes never overspend, and a restart restores every budget's spent and the answers
-  already released;
-* each analyst has a :class:`~pinqpy.remote.server.replay.PartitionRegistry`;
+  frame of that table draws on. Each analyst reaches the file through a ledger of their own
+  (:class:`~pinqpy.remote.server.trail.AnalystLedger`, a
+  :class:`~pinqpy.remote.server.trail.MemberLedger` for a group member), whose audit trail
+  numbers their queries for them and, in a group, keeps their own questions and answers
+  apart. Charges go through the ledger, each checked under the file's write lock and
+  committed (synced) before any data is read, several at once in one transaction when they
+  come together (group commit, :mod:`pinqpy.accounting.group_commit`), so concurrent
+  requests, threads or processes never overspend, and a restart restores every budget's
+  spent and the answers already released;
+* what each analyst keeps in memory is bounded by the config: their released answers
+  (``answers_in_memory``, one :class:`~pinqpy.core.lru.LRU` for all their budgets; the
+  ledger keeps every answer it can store), their budgets' latest :data:`HISTORY_KEPT`
+  charges (the ledger keeps all), and their partitions' agents
+  (:class:`~pinqpy.remote.server.replay.PartitionRegistry`, ``partitions_in_memory`` and
+  ``partition_keys_in_memory``);
 * the :class:`~pinqpy.remote.server.stopping.Gate` decides which requests read data now.
 
 The operations (:meth:`ServerState.session_doc`, :meth:`ServerState.aggregate`, ...) are plain
@@ -55,11 +63,13 @@ from pinqpy.api.aggregations import AGGREGATIONS, FRAME_AGGREGATIONS
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
+from pinqpy.core.lru import LRU
 from pinqpy.core.version import __version__
 from pinqpy.engines.inferred import inferred_types_message
 from pinqpy.engines.registry import Wrapped, read_file, type_sources, wrap
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
+from pinqpy.pipeline import answers as _answers
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.nodes import Source
 from pinqpy.plan.serialize import plan_to_data
@@ -75,10 +85,11 @@ from pinqpy.remote.server.replay import (
     public_tables,
 )
 from pinqpy.remote.server.stopping import Gate
-from pinqpy.remote.server.trail import MemberLedger, prepare
+from pinqpy.remote.server.trail import AnalystLedger, MemberLedger, prepare
 
 __all__ = [
     "FRAME_METHODS",
+    "HISTORY_KEPT",
     "PARTITION_METHODS",
     "AnalystState",
     "BadArguments",
@@ -96,6 +107,9 @@ FRAME_METHODS = FRAME_AGGREGATIONS
 PARTITION_METHODS = AGGREGATIONS
 # Arguments that list public values: bounded by max_keys like partition keys.
 _LIST_ARGS = ("candidates", "keys")
+#: The charges each budget keeps in memory (``Budget.charges``, which no analyst reads on a
+#: server: their audit trail is the ledger's, which keeps every charge).
+HISTORY_KEPT = 100
 
 
 class BadArguments(PinqError):
@@ -173,6 +187,7 @@ class AnalystState:
     spec: AnalystSpec
     session: Session
     budgets: dict[str, Budget]
+    ledger: AnalystLedger
     registry: PartitionRegistry = field(default_factory=PartitionRegistry)
     sources: dict[str, Relation] = field(default_factory=dict)
 
@@ -229,7 +244,7 @@ class ServerState:
         self.tokens.load()
         self._serial = threading.Lock()
         self.ledger = Ledger(config.ledger)
-        self.member_ledgers: dict[str, MemberLedger] = {}
+        self.ledgers: dict[str, AnalystLedger] = {}
         try:
             handles = {name: open_table(spec) for name, spec in config.tables.items()}
             if any(a.group is not None for a in config.analysts.values()):
@@ -243,16 +258,19 @@ class ServerState:
         self.gate = Gate(self.limits.max_running, *_engines(handles.values()))
 
     def _analyst(self, a: AnalystSpec, handles: dict[str, Wrapped]) -> AnalystState:
-        """An analyst's session and budgets. A group member draws on the group's budgets
-        through a ledger of their own (:class:`~pinqpy.remote.server.trail.MemberLedger`):
-        the same budgets in the same file, with their own questions and answers apart."""
-        ledger: Ledger = self.ledger
-        if a.group is not None:
-            ledger = self.member_ledgers[a.name] = MemberLedger(self.config.ledger, a.name)
+        """An analyst's session and budgets, which they reach through a ledger of their own
+        (:class:`~pinqpy.remote.server.trail.AnalystLedger`; a group member's keeps their
+        own questions and answers apart): the same file, their queries numbered for them."""
+        names = [a.ledger_name(t) for t in a.tables]
+        kind = AnalystLedger if a.group is None else MemberLedger
+        ledger = self.ledgers[a.name] = kind(self.config.ledger, a.name, names)
+        lim = self.limits
+        answers = LRU(lim.answers_in_memory, weight=_answers.weight)
         session = Session()
         mine = {}
         for t in a.tables:
             budget = self.config.budget_spec(a).make(ledger=ledger, name=a.ledger_name(t))
+            budget._keep_in_memory(answers, HISTORY_KEPT)
             mine[t] = budget
             spec = self.config.tables[t]
             session.register(
@@ -265,7 +283,8 @@ class ServerState:
                 max_rows=spec.max_rows,
                 public_size=spec.public_size,
             )
-        return AnalystState(a, session, mine)
+        registry = PartitionRegistry(lim.partitions_in_memory, lim.partition_keys_in_memory)
+        return AnalystState(a, session, mine, ledger, registry)
 
     def pandas_only(self, a: AnalystState) -> bool:
         """Whether every table granted to ``a`` is on the pandas engine (their requests can
@@ -273,7 +292,7 @@ class ServerState:
         return all(self.config.tables[t].engine == "pandas" for t in a.spec.tables)
 
     def close(self) -> None:
-        for ledger in self.member_ledgers.values():
+        for ledger in self.ledgers.values():
             ledger.close()
         self.ledger.close()
 
@@ -348,11 +367,9 @@ class ServerState:
         return {"budgets": self.budget_docs(a)}
 
     def audit(self, a: AnalystState, body: Any = None) -> pd.DataFrame:
-        """This analyst's budgets' charges (the ledger's audit trail, oldest first)."""
-        frames = [b.audit() for b in a.budgets.values()]
-        return pd.concat(frames, ignore_index=True).sort_values(
-            ["query_id", "budget"], kind="stable", ignore_index=True
-        )
+        """This analyst's budgets' charges (the ledger's audit trail, oldest first), their
+        queries numbered for them (:class:`~pinqpy.remote.server.trail.AnalystLedger`)."""
+        return a.ledger.charges()
 
     def aggregate(self, a: AnalystState, body: Any) -> Any:
         """Replay the plan, then call the real aggregation with the decoded arguments."""

@@ -55,6 +55,7 @@ class Ticket:
     deadline: float  # time.monotonic()
     cancelled: bool = False
     started: bool = False
+    holding: bool = False  # one of the run slots
     done: threading.Event = field(default_factory=threading.Event)
 
     def remaining(self) -> float:
@@ -89,10 +90,26 @@ class Gate:
         """One of the ``max_running`` slots, waited for until the ticket's deadline."""
         if not self._slots.acquire(timeout=ticket.remaining()):
             raise not_started()
+        ticket.holding = True
         try:
             yield
         finally:
-            self._slots.release()
+            if ticket.holding:
+                ticket.holding = False
+                self._slots.release()
+
+    @contextlib.contextmanager
+    def aside(self, ticket: Ticket) -> Iterator[None]:
+        """Give ``ticket``'s run slot to another request while this one waits for something
+        that takes no CPU of its own (its charge's synced commit), and take one again after,
+        waiting until its deadline at most: ``ticket.holding`` says whether it got one."""
+        assert ticket.holding
+        ticket.holding = False
+        self._slots.release()
+        try:
+            yield
+        finally:
+            ticket.holding = self._slots.acquire(timeout=ticket.remaining())
 
     @contextlib.contextmanager
     def hold(self, shared: bool) -> Iterator[None]:

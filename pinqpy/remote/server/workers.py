@@ -17,14 +17,15 @@ pandas request runs in a process the server can kill:
   a request waits for its analyst's worker and a slot until its deadline at most, and one
   that did not get both never started (503, nothing charged).
 
-Why a killed request cannot overspend or leak. A worker charges through the ledger file,
-each charge one SQLite transaction that checks the spent total under the file's write lock
-and commits before any data is read; a process killed at any instant has committed the whole
-charge or none of it, and nothing is ever refunded. Every check reads the spent totals from
-the file, so a fresh worker sees every charge of every process. What a killed worker loses
-is only what it kept in memory: its answer cache (an answer is stored in the ledger only
-after it was computed, so the killed request's answer exists nowhere, and asking again is
-charged again) and its partitions' agents (a fresh agent charges the next part of an old
+Why a killed request cannot overspend or leak. A worker's charges are made by the server
+(:mod:`pinqpy.remote.server.relay`, so that the charges of all workers share synced
+transactions), each one checked against the spent total under the file's write lock and
+committed before the worker reads any data; a charge is committed whole or not at all
+whenever the worker is killed, and nothing is ever refunded. Every check reads the spent
+totals from the file, so a fresh worker sees every charge of every process. What a killed
+worker loses is only what it kept in memory: its answer cache (an answer is stored in the
+ledger only after it was computed, so the killed request's answer exists nowhere, and asking
+again is charged again) and its partitions' agents (a fresh agent charges the next part of an old
 partition anew: parallel composition then pays the largest part once per worker life, more
 than needed, never less). The analyst learns nothing but the 504 at the deadline, a fixed
 message: that the request ran past its limit is the timing the server already does not
@@ -51,6 +52,7 @@ from typing import Any
 from pinqpy.errors import PinqError
 from pinqpy.pipeline.answers import fingerprint
 from pinqpy.remote.protocol import encode_error, loads
+from pinqpy.remote.server.relay import CHARGE, REPLY, STORE, RelayedWrites, WorkerRelay
 from pinqpy.remote.server.replies import INTERNAL_ERROR, Reply, answer, error_doc
 from pinqpy.remote.server.state import ServerState
 from pinqpy.remote.server.stopping import NotStarted, Ticket, not_started
@@ -155,8 +157,7 @@ class WorkerPool:
         head = json.dumps({"op": operation, "wrap": wrap}).encode()
         try:
             worker.conn.send_bytes(head + b"\n" + raw)
-            if worker.conn.poll(ticket.remaining()):
-                return Reply.from_bytes(worker.conn.recv_bytes())
+            reply = self._serve(ticket, worker)
         except (EOFError, OSError):
             self._end(ticket.analyst, worker)
             return Reply(
@@ -164,8 +165,34 @@ class WorkerPool:
                 error=error_doc(INTERNAL_ERROR),
                 fault=f"the worker process of analyst {ticket.analyst!r} ended unexpectedly\n",
             )
+        except BaseException:  # the worker may be waiting for an answer: it cannot go on
+            self._end(ticket.analyst, worker)
+            raise
+        if reply is not None:
+            return reply
         self._end(ticket.analyst, worker)
         return stopped_reply(self.state.limits.query_timeout_s)
+
+    def _serve(self, ticket: Ticket, worker: _Worker) -> Reply | None:
+        """The worker's reply to its request, making the ledger writes it relays meanwhile
+        (:mod:`pinqpy.remote.server.relay`); None at the deadline."""
+        writes = RelayedWrites(self.state.analysts[ticket.analyst])
+        while worker.conn.poll(ticket.remaining()):
+            message = worker.conn.recv_bytes()
+            tag, body = message[:1], message[1:]
+            if tag == REPLY:
+                return Reply.from_bytes(body)
+            if tag == STORE:
+                writes.store(body)
+            elif tag == CHARGE:
+                with self.state.gate.aside(ticket):
+                    answer = writes.charge(body)
+                if not ticket.holding:  # no run slot again before the deadline
+                    return None
+                worker.conn.send_bytes(answer)
+            else:
+                raise RuntimeError(f"a worker sent a message of unknown kind {tag!r}")
+        return None
 
     def _worker(self, analyst: str) -> _Worker:
         have = self._workers.get(analyst)
@@ -314,6 +341,7 @@ def _worker(sock: socket.socket, state: ServerState, name: str) -> None:  # prag
     _die_with_parent()
     conn = Connection(sock.detach())
     analyst = state.analysts[name]
+    analyst.ledger.relay_writes(WorkerRelay(conn))  # the server writes, with every worker's
     limit = state.limits.max_request_bytes
     while True:
         try:
@@ -324,4 +352,4 @@ def _worker(sock: socket.socket, state: ServerState, name: str) -> None:  # prag
         request = json.loads(head)
         doc = loads(raw, limit)
         reply = answer(state, analyst, request["op"], doc, request["wrap"])
-        conn.send_bytes(reply.to_bytes())
+        conn.send_bytes(REPLY + reply.to_bytes())
