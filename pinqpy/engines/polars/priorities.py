@@ -1,0 +1,56 @@
+"""Salted row priorities for the Polars engine's truncations, and keeping the lowest per key.
+
+``bound_contributions``, ``bound_degree``, ``bound_groups`` and bounded joins keep, per key, the
+``limit`` rows of lowest priority. Stability needs one thing of a priority: it is a function of
+the row's own values and a fresh salt, never of other rows or of positions; then which rows one
+key keeps does not change when another unit's rows arrive or leave, so the truncations of
+neighbouring tables differ only in that unit's rows (for the same salt).
+
+A row's priority is the pair ``(h1, h2)`` of Polars' ``hash`` of the struct of *every* column
+of the row (lists and structs included: Polars hashes them by content) under two independent
+64-bit seeds drawn from the noise source when the plan is translated; rows are ranked by
+``h1`` and, where it ties, ``h2``. Both are functions of the row and the salt (Polars' hash of a
+value does not depend on the frame's chunks or the row's position, and reads ``-0.0`` and
+``0.0`` alike, as they are equal). Rows equal in every value tie for good: they are then
+interchangeable, so whichever of them is kept, the truncated table is the same multiset of
+rows. Distinct rows tie only if both 64-bit hashes collide (about ``2**-128`` per pair).
+
+Polars' hash is stable within one Polars version only; a priority is never stored, so that
+suffices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from pinqpy.noise import source as _noise
+
+__all__ = ["group_rank", "row_priority", "row_rank"]
+
+
+def _seed() -> int:
+    return int.from_bytes(_noise.current_source().bytes(8), "little")
+
+
+def row_priority(columns: Sequence[str]) -> pl.Expr:
+    """A fresh salted priority of each row over ``columns`` (all of the relation's): a struct
+    of two salted hashes, compared as (first, second)."""
+    row = pl.struct([pl.col(c) for c in columns])
+    return pl.struct(row.hash(_seed()).alias("h1"), row.hash(_seed()).alias("h2"))
+
+
+def row_rank(columns: Sequence[str], keys: Sequence[str]) -> pl.Expr:
+    """Each row's rank (from 1) by :func:`row_priority` among the rows of its key."""
+    return row_priority(columns).rank("ordinal").over(list(keys))
+
+
+def group_rank(unit: str, by: Sequence[str]) -> pl.Expr:
+    """Each row's rank (from 1) among the distinct ``by`` groups of its ``unit``, by a fresh
+    salted hash of ``(unit, by)`` (ties, which a 64-bit hash makes all but impossible, broken
+    by the ``by`` values, so that never more groups are kept): a function of the unit's own
+    rows and the salt."""
+    group = pl.struct([pl.col(c) for c in (unit, *by)]).hash(_seed()).alias("__pinq_g")
+    order = pl.struct([group, *(pl.col(c) for c in by)])
+    return order.rank("dense").over(unit)
