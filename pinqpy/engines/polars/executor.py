@@ -136,13 +136,18 @@ class PolarsExecutor(Executor):
 
     def _value(
         self, p: PlanPolars, rel: Rel, value: Expr | PyFunc, ints: bool
-    ) -> tuple[pl.Expr, str]:
+    ) -> tuple[pl.Expr, str, Rel]:
         """``value`` as pandas' numeric view: Float64 of kind "float" (with ``ints``, an
-        integer value stays Int64 of kind "int")."""
-        v = p.value(rel, value, "an aggregation")
+        integer value stays Int64 of kind "int"), and ``rel`` with the working columns it
+        reads (the value among them unless it is small: the reads use it several times)."""
+        v, rel = p.value(rel, value, "an aggregation")
         if ints and v.kind in ("int", "bool"):
-            return v.expr.cast(pl.Int64), "int"
-        return numeric_value(v), "float"
+            x, kind = v.expr.cast(pl.Int64), "int"
+        else:
+            x, kind = numeric_value(v), "float"
+        t = p.translator(rel)
+        x = t.bind(x)
+        return x, kind, (Rel(t.apply(rel.lf)) if t.lets else rel)
 
     def _grouped(
         self,
@@ -207,17 +212,17 @@ class PolarsExecutor(Executor):
         # schema Polars resolves (reading no rows) shows whatever else it would refuse.
         p = self._plans()
         rel = p.visit(plan)
-        rel.schema
+        rel.resolve()
         if value is None:
             return
-        v = p.value(rel, value, "an aggregation")
+        v, rel = p.value(rel, value, "an aggregation")
         if numeric and v.kind == "other":
             what = f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()  # type: ignore[union-attr]
             raise PinqError(
                 f"the Polars engine cannot aggregate {what} as a number; select or CAST a "
                 "numeric value instead"
             )
-        Rel(rel.lf.select(typed(v).alias("__pinq_v"))).schema
+        Rel(rel.lf.select(typed(v).alias("__pinq_v"))).resolve()
 
     def read_together(
         self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
@@ -232,7 +237,8 @@ class PolarsExecutor(Executor):
                 aggs.append(pl.len())
                 kinds.append("")
                 continue
-            v, kind = self._value(p, rel, r.value, integral(r.lo) and integral(r.hi))  # type: ignore[arg-type]
+            ints = integral(r.lo) and integral(r.hi)
+            v, kind, rel = self._value(p, rel, r.value, ints)  # type: ignore[arg-type]
             kinds.append(kind)
             if r.kind == "sum":
                 aggs += sum_aggs(v, kind, r.lo, r.hi)
@@ -279,7 +285,7 @@ class PolarsExecutor(Executor):
             return hit  # type: ignore[no-any-return]
         p = self._plans()
         rel = p.visit(plan)
-        v, kind = self._value(p, rel, value, integral(lo) and integral(hi))
+        v, kind, rel = self._value(p, rel, value, integral(lo) and integral(hi))
         rows = self._grouped(rel, grouping, sum_aggs(v, kind, lo, hi))
         return _sums(rows, 1 if grouping is None else len(grouping.keys), kind, lo, hi)
 
@@ -297,7 +303,7 @@ class PolarsExecutor(Executor):
             return hit  # type: ignore[no-any-return]
         p = self._plans()
         rel = p.visit(plan)
-        v, kind = self._value(p, rel, value, integral(lo) and integral(hi))
+        v, kind, rel = self._value(p, rel, value, integral(lo) and integral(hi))
         rows = self._grouped(rel, grouping, lattice_aggs(v, kind, lo, hi, squares))
         k = 1 if grouping is None else len(grouping.keys)
         return _lattice(rows, k, kind, lo, hi, squares)
@@ -312,7 +318,7 @@ class PolarsExecutor(Executor):
         cand = np.asarray(candidates, dtype="float64")
         p = self._plans()
         rel = p.visit(plan)
-        v, _ = self._value(p, rel, value, ints=False)
+        v, _, rel = self._value(p, rel, value, ints=False)
         bucket = bucket_of(v, cand, uniform_grid(cand))
         rows = self._grouped(rel, grouping, [pl.len()], [bucket], keep=v.is_not_null())
         k = 1 if grouping is None else len(grouping.keys)
@@ -346,7 +352,7 @@ class PolarsExecutor(Executor):
     ) -> np.ndarray:
         p = self._plans()
         rel = p.visit(plan)
-        v = p.value(rel, value, "an aggregation")
+        v, rel = p.value(rel, value, "an aggregation")
         spelt = _candidate_spellings(candidates, v.kind, v.unit)
         out = np.zeros((1 if grouping is None else len(grouping.keys), len(candidates)), np.int64)
         if not spelt:

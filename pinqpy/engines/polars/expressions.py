@@ -13,10 +13,18 @@ A translated value is a :class:`V`: a Polars expression and the pinqpy kind it y
 ("int", "float", "bool", "str", "datetime", "null" or "other"). Source columns are already in
 the engine's value model (:mod:`.types`): Int64, Float64 without NaN, String, naive UTC
 Datetime.
+
+Polars has no ``let``: a value a translation reads twice (a result checked for being finite,
+``x`` in ``x BETWEEN a AND b``) would be written, and computed, twice, which nested
+expressions make exponential (k-means' distances). Such a value, unless it is small, is
+computed once as a working column (:meth:`PolarsExpr.bind`), which the node using the
+expression adds first (:meth:`PolarsExpr.apply`) and drops after. Every translated expression
+is free of faults, so computing one on every row is safe.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,12 +64,16 @@ from pinqpy.expr.check import resolve_column
 from pinqpy.expr.types import CAST_TYPES, valid_text
 from pinqpy.plan.nodes import PyFunc
 
-__all__ = ["Cols", "PolarsExpr", "V", "no_callable", "numeric_value", "typed"]
+__all__ = ["Cols", "PolarsExpr", "V", "divide", "no_callable", "numeric_value", "typed"]
 
 NUMERIC = frozenset({"int", "float", "bool"})
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _TWO_63 = 2.0**63
 _MAX_POSITION = 2**62  # beyond the length of any string
+# A value whose Polars rendering is longer than this is bound to a working column when it is
+# read twice; a shorter one (a column, a literal, one operation) is cheaper to repeat.
+_SMALL = 120
+_LETS = itertools.count()
 
 #: Column name -> (kind, the Datetime unit of a datetime column, else None).
 Cols = Mapping[str, tuple[str, str | None]]
@@ -107,6 +119,11 @@ def _wide(x: pl.Expr) -> pl.Expr:
     return x.cast(pl.Int128)
 
 
+def _neg(x: pl.Expr) -> pl.Expr:
+    """``-x`` of an Int128 (Polars has no negation of Int128: a subtraction)."""
+    return pl.lit(0, dtype=pl.Int128) - x
+
+
 def _fmod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
     """``fmod`` of Float64s, exactly (numpy's, run per batch: Polars' ``%`` computes
     ``x - y·floor(x/y)`` in floating point, which is not the remainder)."""
@@ -118,6 +135,24 @@ def _fmod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
             return pl.Series(np.fmod(a, b), dtype=pl.Float64)
 
     return pl.map_batches([x, y], run, return_dtype=pl.Float64, is_elementwise=True)
+
+
+def _numpy_divide(s: list[pl.Series]) -> pl.Series:
+    a = s[0].cast(pl.Float64).to_numpy()
+    b = s[1].cast(pl.Float64).to_numpy()
+    with np.errstate(all="ignore"):
+        return pl.Series(np.divide(a, b), dtype=pl.Float64)
+
+
+def divide(x: pl.Expr, y: pl.Expr) -> pl.Expr:
+    """``x / y`` of Float64s, correctly rounded (NULL as NaN: the caller makes it NULL).
+    Polars divides by a constant, or by a column it holds as one value, as a multiplication
+    by the reciprocal, which is not the quotient (a third of ``a / 3.0`` are off by an ulp),
+    so every division runs numpy's IEEE division, per batch; two constants are divided by
+    Polars when the query is planned, exactly."""
+    if not x.meta.root_names() and not y.meta.root_names():
+        return x / y
+    return pl.map_batches([x, y], _numpy_divide, return_dtype=pl.Float64, is_elementwise=True)
 
 
 def _round_half_away(x: pl.Expr) -> pl.Expr:
@@ -137,6 +172,25 @@ class PolarsExpr:
 
     def __init__(self, cols: Cols) -> None:
         self.cols = cols
+        #: Working columns (name -> expression, each may read the ones before it).
+        self.lets: dict[str, pl.Expr] = {}
+
+    def bind(self, x: pl.Expr) -> pl.Expr:
+        """``x``, computed once: itself when small, else a working column."""
+        if len(str(x)) <= _SMALL:
+            return x
+        name = f"__pinq_l{next(_LETS)}"
+        self.lets[name] = x
+        return pl.col(name)
+
+    def finite(self, x: pl.Expr) -> pl.Expr:
+        return finite(self.bind(x))
+
+    def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """``lf`` with the working columns the translated expressions read."""
+        for name, x in self.lets.items():
+            lf = lf.with_columns(x.alias(name))
+        return lf
 
     def null(self, kind: str) -> V:
         return V(null_of(kind), kind, "us" if kind == "datetime" else None)
@@ -161,6 +215,7 @@ class PolarsExpr:
             return self.in_list(e)
         if isinstance(e, Between):
             x = self.tr(e.operand)
+            x = V(self.bind(x.expr), x.kind, x.unit)
             v = self.logic(
                 "AND", self.compare(">=", x, self.tr(e.low)), self.compare("<=", x, self.tr(e.high))
             )
@@ -290,10 +345,10 @@ class PolarsExpr:
         elif op == "*":
             r = x * y
         elif op == "/":
-            r = x / y
+            r = divide(x, y)
         else:
             r = _fmod(x, y)
-        return V(finite(r), "float")
+        return V(self.finite(r), "float")
 
     @staticmethod
     def int_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
@@ -307,7 +362,7 @@ class PolarsExpr:
         if op == "*":
             return _int(x * y)
         r = x.abs() % y.abs()
-        return pl.when(y != 0).then(_int(pl.when(x < 0).then(-r).otherwise(r)))
+        return pl.when(y != 0).then(_int(pl.when(x < 0).then(_neg(r)).otherwise(r)))
 
     def unary(self, e: Unary) -> V:
         v = self.tr(e.operand)
@@ -317,7 +372,7 @@ class PolarsExpr:
             return self.null("float")
         v = self.numeric(v)
         if v.kind == "int":
-            return V(_int(-_wide(v.expr)), "int")
+            return V(_int(_neg(_wide(v.expr))), "int")
         return V(-v.expr, v.kind)
 
     # -- comparison and logic -------------------------------------------------------------
@@ -339,7 +394,7 @@ class PolarsExpr:
         else:
             return self.null("bool")
         if a.kind == "datetime" and a.unit != b.unit:
-            return V(_compare_units(op, a.expr, b.expr), "bool")
+            return V(_compare_units(op, self.bind(a.expr), self.bind(b.expr)), "bool")
         return V(_CMP[op](a.expr, b.expr), "bool")
 
     def logic(self, op: str, a: V, b: V) -> V:
@@ -354,6 +409,8 @@ class PolarsExpr:
         if not e.items:
             return V(pl.lit(e.negated), "bool")
         x = self.tr(e.operand)
+        if len(e.items) > 1:
+            x = V(self.bind(x.expr), x.kind, x.unit)
         items = [self.tr(i) for i in e.items]
         fast = _in_literals(x, e.items)
         if fast is not None:
@@ -401,16 +458,16 @@ class PolarsExpr:
         return fn(self, [self.tr(a) for a in e.args])
 
     def math1(self, v: V, fn: Callable[[pl.Expr], pl.Expr]) -> V:
-        return V(finite(fn(self.as_double(self.numeric(v)))), "float")
+        return V(self.finite(fn(self.as_double(self.numeric(v)))), "float")
 
     def to_int_fn(self, v: V, how: str) -> V:
         """FLOOR/CEIL/ROUND to an integer; NULL outside the int64 range."""
         v = self.numeric(v)
         if v.kind in ("int", "null"):
             return v if v.kind == "int" else self.null("int")
-        x = v.expr
+        x = self.bind(v.expr)
         r = x.floor() if how == "floor" else x.ceil() if how == "ceil" else _round_half_away(x)
-        return V(_float_to_int(r), "int")
+        return V(_float_to_int(self.bind(r)), "int")
 
     def str_fn(self, v: V, fn: Callable[[pl.Expr], pl.Expr]) -> V:
         return V(fn(self.to_str(v).expr), "str")
@@ -462,11 +519,11 @@ class PolarsExpr:
             if v.kind == "float":
                 return self.to_int_fn(v, "round")
             if v.kind == "str":
-                return V(text_to_int(x), "int")
+                return V(text_to_int(self.bind(x)), "int")
             return self.null("int")
         if target == "float":
             if v.kind == "str":
-                return V(text_to_float(x), "float")
+                return V(finite(self.bind(text_to_float(x))), "float")
             if v.kind == "datetime":
                 return self.null("float")
             return V(x.cast(pl.Float64), "float")
@@ -482,7 +539,10 @@ class PolarsExpr:
             return self.null("bool")
         if v.kind not in ("datetime", "str"):
             return self.null("datetime")
-        stamp = self.to_kind(v, "datetime").expr if v.kind == "datetime" else parse_timestamp(x)
+        if v.kind == "datetime":
+            stamp = self.to_kind(v, "datetime").expr
+        else:
+            stamp = parse_timestamp(self.bind(x))
         return V(stamp.dt.truncate("1d") if upper == "DATE" else stamp, "datetime", "us")
 
 
@@ -568,10 +628,11 @@ def _round_fn(t: PolarsExpr, a: list[V]) -> V:
     if len(a) == 1:
         return t.to_int_fn(a[0], "round")
     x = t.as_double(t.numeric(a[0]))
-    d = t.as_double(t.numeric(a[1]))
+    d = t.bind(t.as_double(t.numeric(a[1])))
     whole = pl.when(d < 0).then(d.ceil()).otherwise(d.floor())
-    scale = pl.lit(10.0, dtype=pl.Float64).pow(whole)
-    return V(finite(_round_half_away(x * scale) / scale), "float")
+    scale = t.bind(pl.lit(10.0, dtype=pl.Float64).pow(whole))
+    x = t.bind(x * scale)
+    return V(t.finite(divide(_round_half_away(x), scale)), "float")
 
 
 def _abs_fn(t: PolarsExpr, a: list[V]) -> V:
@@ -593,7 +654,7 @@ def _sign_fn(t: PolarsExpr, a: list[V]) -> V:
 
 def _power_fn(t: PolarsExpr, a: list[V]) -> V:
     x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
-    return V(finite(x.pow(y)), "float")
+    return V(t.finite(x.pow(y)), "float")
 
 
 def _coalesce_fn(t: PolarsExpr, a: list[V]) -> V:
@@ -603,7 +664,7 @@ def _coalesce_fn(t: PolarsExpr, a: list[V]) -> V:
 
 
 def _nullif_fn(t: PolarsExpr, a: list[V]) -> V:
-    x = a[0]
+    x = V(t.bind(a[0].expr), a[0].kind, a[0].unit)
     same = t.compare("=", x, a[1]).expr
     return V(pl.when(same).then(t.null(x.kind).expr).otherwise(x.expr), x.kind, x.unit)
 

@@ -80,6 +80,10 @@ class Rel:
                 ) from None
         return self._schema
 
+    def resolve(self) -> None:
+        """Resolve the schema now: a query Polars would refuse is refused here."""
+        _ = self.schema
+
     @property
     def columns(self) -> list[str]:
         return list(self.schema)
@@ -200,6 +204,13 @@ def _aligned(left: Rel, right: Rel, columns: Sequence[str]) -> tuple[Rel, Rel]:
     return left, right
 
 
+def _filtered(child: Rel, t: PolarsExpr, pred: pl.Expr) -> Rel:
+    """The rows of ``child`` where ``pred`` (translated by ``t``) is true."""
+    if not t.lets:
+        return Rel(child.lf.filter(pred), child.schema)
+    return Rel(t.apply(child.lf).filter(pred).select(child.columns), child.schema)
+
+
 class PlanPolars(PlanVisitor[Rel]):
     """Turns a plan into LazyFrames; a node shared by several parents (``f.concat(f)``) is
     translated once, so both read the same truncation. Tables come from ``catalog``."""
@@ -220,10 +231,13 @@ class PlanPolars(PlanVisitor[Rel]):
     def translator(self, rel: Rel) -> PolarsExpr:
         return PolarsExpr(rel.cols())
 
-    def value(self, rel: Rel, e: Expr | PyFunc, what: str) -> V:
+    def value(self, rel: Rel, e: Expr | PyFunc, what: str) -> tuple[V, Rel]:
+        """``e`` over ``rel``, and ``rel`` with the working columns it reads."""
         no_callable(e, what)
         assert isinstance(e, Expr)
-        return self.translator(rel).tr(e)
+        t = self.translator(rel)
+        v = t.tr(e)
+        return v, (Rel(t.apply(rel.lf)) if t.lets else rel)
 
     # -- nodes ----------------------------------------------------------------------------
     def visit_source(self, node: Source) -> Rel:
@@ -241,26 +255,32 @@ class PlanPolars(PlanVisitor[Rel]):
             key_match(t, t.column_for(c), k)
             for c, k in zip(node.partition.key_columns, key, strict=True)  # type: ignore[arg-type]
         ]
-        return Rel(parent.lf.filter(pl.all_horizontal(conds)), parent.schema)
+        return _filtered(parent, t, pl.all_horizontal(conds))
 
     def visit_where(self, node: Where) -> Rel:
         child = self.visit(node.child)
         t = self.translator(child)
         no_callable(node.predicate, "where")
         pred = t.boolean(t.tr(node.predicate)).expr  # type: ignore[arg-type]
-        return Rel(child.lf.filter(pred), child.schema)
+        return _filtered(child, t, pred)
 
     def visit_select(self, node: Select) -> Rel:
         child = self.visit(node.child)
-        exprs = [typed(self.value(child, e, "select")).alias(n) for n, e in node.outputs]
+        t = self.translator(child)
+        exprs = []
+        for n, e in node.outputs:
+            no_callable(e, "select")
+            exprs.append(typed(t.tr(e)).alias(n))  # type: ignore[arg-type]
+        lf = t.apply(child.lf)
         if node.keep_all:
             # pandas assign replaces an existing column in place and appends new ones.
-            return Rel(child.lf.with_columns(exprs))
-        if not exprs:  # no columns, but still one row per row
-            exprs = [pl.lit(1, dtype=pl.Int64).alias("__pinq_empty")]
-        names = [e.meta.output_name() for e in exprs]
+            names = child.columns + [n for n, _ in node.outputs if n not in child.schema]
+        else:
+            if not exprs:  # no columns, but still one row per row
+                exprs = [pl.lit(1, dtype=pl.Int64).alias("__pinq_empty")]
+            names = [e.meta.output_name() for e in exprs]
         # with_columns, not select: a constant output still has one value per row.
-        return Rel(child.lf.with_columns(exprs).select(names))
+        return Rel(lf.with_columns(exprs).select(names))
 
     def visit_distinct(self, node: Distinct) -> Rel:
         child = self.visit(node.child)
@@ -293,7 +313,7 @@ class PlanPolars(PlanVisitor[Rel]):
             lf = lf.filter(pl.all_horizontal([pl.col(k).is_not_null() for k in keys]))
         t = self.translator(child)
         aggs = [_aggregate(t, call).alias(name) for name, call in node.aggs]
-        return Rel(lf.group_by(keys).agg(aggs))
+        return Rel(t.apply(lf).group_by(keys).agg(aggs))
 
     def truncate(self, child: Rel, keys: Sequence[str], limit: int, drop_null: bool) -> Rel:
         """The ``limit`` rows of lowest salted priority per key of ``keys`` (with

@@ -64,7 +64,7 @@ def kind_of_dtype(dtype: Any) -> str:
     "object" (refused) or "other" (lists, structs and the like, read as NULL)."""
     if isinstance(dtype, _INTS + _WIDE_INTS):
         return "int"
-    if isinstance(dtype, _FLOATS + (pl.Duration,)):
+    if isinstance(dtype, (*_FLOATS, pl.Duration)):
         return "float"
     if isinstance(dtype, pl.Boolean):
         return "bool"
@@ -113,7 +113,14 @@ def normalize(x: pl.Expr, dtype: Any) -> pl.Expr | None:
     if isinstance(dtype, _FLOATS):
         return x.cast(pl.Float64).fill_nan(None)
     if isinstance(dtype, pl.Duration):
-        return x.cast(pl.Int64).cast(pl.Float64) / _PER_SECOND[dtype.time_unit]
+        # True division, as pandas divides: a multiplication by the reciprocal is not.
+        per_second = pl.lit(_PER_SECOND[dtype.time_unit], dtype=pl.Float64)
+        return pl.map_batches(
+            [x.cast(pl.Int64).cast(pl.Float64), per_second],
+            lambda s: pl.Series(s[0].to_numpy() / s[1].to_numpy(), dtype=pl.Float64),
+            return_dtype=pl.Float64,
+            is_elementwise=True,
+        ).fill_nan(None)
     if isinstance(dtype, pl.Categorical | pl.Enum):
         return x.cast(pl.String)
     if isinstance(dtype, pl.Date):

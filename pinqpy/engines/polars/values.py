@@ -59,13 +59,14 @@ def text_to_int(s: pl.Expr) -> pl.Expr:
 
 
 def text_to_float(s: pl.Expr) -> pl.Expr:
-    """Text as pandas.to_numeric reads a number (surrounding whitespace allowed), as a finite
-    Float64, else NULL."""
-    return finite(s.str.strip_chars().cast(pl.Float64, strict=False))
+    """Text as pandas.to_numeric reads a number (surrounding whitespace allowed), as a
+    Float64 (non-finite values kept: the caller makes them NULL), else NULL."""
+    return s.str.strip_chars().cast(pl.Float64, strict=False)
 
 
 def text_to_number(s: pl.Expr) -> pl.Expr:
-    """As :func:`text_to_float`, infinities kept (how an aggregation reads text)."""
+    """As :func:`text_to_float`, NaN as NULL (how an aggregation reads text: infinities
+    kept)."""
     return s.str.strip_chars().cast(pl.Float64, strict=False).fill_nan(None)
 
 
