@@ -49,7 +49,7 @@ _ENV = os.environ.get("PINQPY_HARNESS_EXAMPLES")
 EXAMPLES = (
     {"pandas": int(_ENV), "duckdb": int(_ENV), "spark": max(1, int(_ENV) // 10)}
     if _ENV
-    else {"pandas": 300, "duckdb": 150, "spark": 8}
+    else {"pandas": 300, "duckdb": 150, "spark": 8, "polars": 150}
 )
 SQL_EXAMPLES = {k: max(1, v // 2) for k, v in EXAMPLES.items()}
 
