@@ -1,4 +1,4 @@
-"""Engine benchmarks: pinqpy on pandas, DuckDB and Spark against each engine's own code.
+"""Engine benchmarks: pinqpy on pandas, DuckDB, Spark and Polars against each engine's own code.
 
 Run everything (about an hour and a half on a 2-core machine):
 
@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 # installed: a script's own folder, not the repository root, is first on sys.path.
 if (HERE.parent / "pinqpy").is_dir() and str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
-ENGINES = ("pandas", "duckdb", "spark")
+ENGINES = ("pandas", "duckdb", "spark", "polars")
 DATASETS = ("generated", "pums")
 EPS = 1.0
 INCOME = (0, 200_000)
@@ -309,7 +309,41 @@ class SparkCtx(Ctx):
         return [p.pid for p in me.children(recursive=True) if p.name() == "java"]
 
 
-CTX: dict[str, type[Ctx]] = {"pandas": PandasCtx, "duckdb": DuckDBCtx, "spark": SparkCtx}
+class PolarsCtx(Ctx):
+    """Both sides scan the parquet file lazily and run on Polars' streaming engine."""
+
+    engine = "polars"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        import polars as pl
+
+        super().__init__(path, spec)
+        self.pl = pl
+        self.lf = pl.scan_parquet(self.path)
+        if "cat_partition" in self.workloads:
+            # The key column as Polars' categorical type, in memory, which both sides read.
+            self.cat = self.lf.select(pl.col("state").cast(pl.Categorical)).collect()
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame.from_parquet(self.path, budget, engine="polars", **meta)
+
+    def categorical_frame(self, budget: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame(self.cat, budget)
+
+    def run(self, query: Any) -> Any:
+        return query.collect(engine="streaming")
+
+
+CTX: dict[str, type[Ctx]] = {
+    "pandas": PandasCtx,
+    "duckdb": DuckDBCtx,
+    "spark": SparkCtx,
+    "polars": PolarsCtx,
+}
 
 
 # -- workloads -------------------------------------------------------------------------------
@@ -406,6 +440,39 @@ def spark_median(ctx: Any) -> float:
     return float(ctx.read().select(F.median("income")).collect()[0][0])
 
 
+def polars_clamped(ctx: Any, agg: str) -> float:
+    x = ctx.pl.col("income").clip(*INCOME)
+    return float(ctx.run(ctx.lf.select(getattr(x, agg)())).item())
+
+
+def polars_partition(ctx: Any, column: str, keys: list[Any], lf: Any = None) -> list[int]:
+    pl = ctx.pl
+    lf = ctx.lf if lf is None else lf
+    got = ctx.run(lf.filter(pl.col(column).is_in(keys)).group_by(column).len())
+    return per_key(got.rows(), keys)
+
+
+def polars_truncated_count(ctx: Any) -> int:
+    pl = ctx.pl
+    n = ctx.lf.group_by("pid").len()
+    return int(ctx.run(n.select(pl.min_horizontal(pl.col("len"), MAX_ROWS).sum())).item())
+
+
+def polars_truncated_sum(ctx: Any) -> float:
+    pl = ctx.pl
+    r = pl.int_range(pl.len()).shuffle()  # a random order of the rows
+    kept = ctx.lf.select("pid", "income").filter(r.rank("ordinal").over("pid") <= MAX_ROWS)
+    return float(ctx.run(kept.select(pl.col("income").clip(*INCOME).sum())).item())
+
+
+def polars_sql(ctx: Any) -> list[list[Any]]:
+    pl = ctx.pl
+    p = ctx.lf.filter(pl.col("age") >= 18).select("educ", "income")
+    p = p.join(pl.from_pandas(LEVELS).lazy(), on="educ")
+    g = p.group_by("level").agg(pl.len(), pl.col("income").clip(*INCOME).mean())
+    return sql_rows(ctx.run(g).rows())
+
+
 def per_user(ctx: Ctx) -> Any:
     """The user-level frame of the user_* workloads: at most MAX_ROWS rows per user."""
     return ctx.frame(budget(), privacy_unit="pid").bound_contributions(max_rows=MAX_ROWS)
@@ -466,6 +533,9 @@ WORKLOADS = [
             "pandas": lambda c: int((c.df["age"] >= 18).sum()),
             "duckdb": lambda c: c.sql("SELECT COUNT(*) FROM {people} WHERE age >= 18")[0][0],
             "spark": lambda c: c.read().where("age >= 18").count(),
+            "polars": lambda c: int(
+                c.run(c.lf.filter(c.pl.col("age") >= 18).select(c.pl.len())).item()
+            ),
         },
     ),
     Workload(
@@ -480,6 +550,7 @@ WORKLOADS = [
                 c.sql(f"SELECT age, COUNT(*) FROM {{people}} WHERE age IN ({IN_KEYS}) GROUP BY age")
             ),
             "spark": spark_partition,
+            "polars": lambda c: polars_partition(c, "age", AGE_KEYS),
         },
     ),
     Workload(
@@ -490,6 +561,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].clip(*INCOME).sum()),
             "duckdb": lambda c: float(c.sql(f"SELECT SUM({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "sum"),
+            "polars": lambda c: polars_clamped(c, "sum"),
         },
     ),
     Workload(
@@ -500,6 +572,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].clip(*INCOME).mean()),
             "duckdb": lambda c: float(c.sql(f"SELECT AVG({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "avg"),
+            "polars": lambda c: polars_clamped(c, "mean"),
         },
     ),
     Workload(
@@ -510,6 +583,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].median()),
             "duckdb": lambda c: float(c.sql("SELECT MEDIAN(income) FROM {people}")[0][0]),
             "spark": spark_median,
+            "polars": lambda c: float(c.run(c.lf.select(c.pl.col("income").median())).item()),
         },
         tol=MEDIAN_STEP,  # pinqpy answers on a public grid of 1001 candidates
     ),
@@ -529,6 +603,7 @@ WORKLOADS = [
                 "(SELECT COUNT(*) AS n FROM {people} GROUP BY pid)"
             )[0][0],
             "spark": spark_truncated_count,
+            "polars": polars_truncated_count,
         },
     ),
     Workload(
@@ -548,6 +623,7 @@ WORKLOADS = [
                 )[0][0]
             ),
             "spark": spark_truncated_sum,
+            "polars": polars_truncated_sum,
         },
         tol=1e-6,
         check_range=truncated_sum_range,
@@ -560,6 +636,7 @@ WORKLOADS = [
             "pandas": lambda c: pandas_partition(c, "state"),
             "duckdb": duckdb_str_partition,
             "spark": spark_str_partition,
+            "polars": lambda c: polars_partition(c, "state", c.keys),
         },
     ),
     Workload(
@@ -571,6 +648,7 @@ WORKLOADS = [
         {
             "pandas": lambda c: pandas_partition(c, "state_cat"),
             "duckdb": lambda c: duckdb_str_partition(c, "people_enum"),
+            "polars": lambda c: polars_partition(c, "state", c.keys, c.cat.lazy()),
         },
         skip={"spark": "skipped: Spark has no categorical type"},
     ),
@@ -582,6 +660,7 @@ WORKLOADS = [
         skip={
             "duckdb": "skipped: object columns are a pandas dtype",
             "spark": "skipped: object columns are a pandas dtype",
+            "polars": "skipped: object columns are a pandas dtype",
         },
     ),
     Workload(
@@ -594,6 +673,7 @@ WORKLOADS = [
                 c.sql("SELECT state, COUNT(*) FROM {people} GROUP BY state")
             ),
             "spark": spark_histogram,
+            "polars": lambda c: hist_rows(c.run(c.lf.group_by("state").len()).rows()),
         },
     ),
     Workload(
@@ -604,6 +684,7 @@ WORKLOADS = [
             "pandas": pandas_sql,
             "duckdb": lambda c: sql_rows(c.sql(RAW_SQL)),
             "spark": spark_sql,
+            "polars": polars_sql,
         },
         tol=1e-9,
     ),
@@ -939,6 +1020,12 @@ def versions() -> str:
         import pyspark
 
         parts.append(f"Spark {pyspark.__version__}")
+    except ImportError:
+        pass
+    try:
+        import polars
+
+        parts.append(f"Polars {polars.__version__}")
     except ImportError:
         pass
     try:
