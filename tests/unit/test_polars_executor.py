@@ -22,6 +22,7 @@ from pinqpy.engines.polars.priorities import row_priority  # noqa: E402
 from pinqpy.engines.registry import executor_for  # noqa: E402
 from pinqpy.engines.sources import PolarsTable  # noqa: E402
 from pinqpy.expr.parser import parse_expression  # noqa: E402
+from pinqpy.plan.grouping import Grouping  # noqa: E402
 
 
 def _rows(frame: pq.PrivateFrame) -> pd.DataFrame:
@@ -297,3 +298,31 @@ def test_keys_are_canonical_and_null_like_units_are_dropped() -> None:
     assert _count(f.bound_contributions(5)) == 3
     bounded = f.bound_contributions(5).where("k IS NULL OR k >= 0")
     assert _count(bounded) == 3
+
+
+@pytest.mark.parametrize(
+    "candidates",
+    [
+        np.linspace(0.0, 1000.0, 101),
+        np.arange(0.0, 200_001.0, 200.0),
+        np.array([-3.0, 0.5, 2.0, 9.0]),
+    ],
+    ids=["float grid", "integer grid", "uneven"],
+)
+@pytest.mark.parametrize("ints", [False, True])
+def test_buckets_are_pandas_buckets(candidates: np.ndarray, ints: bool) -> None:
+    rng = np.random.default_rng(5)
+    lo, hi = candidates[0] - 10, candidates[-1] + 10
+    x = rng.uniform(lo, hi, 5_000)
+    x[:200] = rng.choice(candidates, 200)  # values on the candidates themselves
+    values = np.round(x).astype(np.int64) if ints else x
+    data = pd.DataFrame({"x": values, "k": rng.integers(0, 3, len(values))})
+    grouping = Grouping(("k",), (0, 1, 2))
+    got, want = [], []
+    for engine, out in (("polars", got), ("pandas", want)):
+        f = pq.PrivateFrame(data, pq.Budget(1), engine=engine)
+        ex = executor_for(f._plan, f._rel.catalog)
+        for g in (None, grouping):
+            eq, gap = ex.buckets(f._plan, g, parse_expression("x"), candidates)
+            out.append((eq.tolist(), gap.tolist()))
+    assert got == want

@@ -40,7 +40,7 @@ from pinqpy.engines.buckets import uniform_grid
 from pinqpy.engines.polars.expressions import numeric_value, typed
 from pinqpy.engines.polars.plans import PlanPolars, Rel
 from pinqpy.engines.polars.reads import (
-    bucket_of,
+    bucket_steps,
     integral,
     lattice_aggs,
     lattice_result,
@@ -318,9 +318,13 @@ class PolarsExecutor(Executor):
         cand = np.asarray(candidates, dtype="float64")
         p = self._plans()
         rel = p.visit(plan)
-        v, _, rel = self._value(p, rel, value, ints=False)
-        bucket = bucket_of(v, cand, uniform_grid(cand))
-        rows = self._grouped(rel, grouping, [pl.len()], [bucket], keep=v.is_not_null())
+        grid = uniform_grid(cand)
+        ints = grid is not None and all(integral(x) for x in (grid.start, grid.step, grid.stop))
+        v, kind, rel = self._value(p, rel, value, ints=ints)
+        lf = rel.lf.filter(v.is_not_null())
+        for step in bucket_steps(v, kind, cand, grid):
+            lf = lf.with_columns(step)
+        rows = self._grouped(Rel(lf), grouping, [pl.len()], [pl.col("__pinq_b")])
         k = 1 if grouping is None else len(grouping.keys)
         flat = np.zeros((k, 2 * len(cand) - 1), dtype=np.int64)
         for gi, b, n in rows:

@@ -25,7 +25,7 @@ from pinqpy.engines.buckets import Grid
 from pinqpy.engines.polars.values import clamp
 
 __all__ = [
-    "bucket_of",
+    "bucket_steps",
     "exact_int_sum",
     "integral",
     "lattice_aggs",
@@ -110,22 +110,43 @@ def lattice_result(
     return int(s1 or 0), int(s2 or 0), n
 
 
-def bucket_of(x: pl.Expr, candidates: np.ndarray, grid: Grid | None) -> pl.Expr:
-    """Each (non-NULL, Float64) value's bucket among sorted candidates: ``2j`` for a value
-    equal to candidate ``j``, ``2j - 1`` for one strictly between candidates ``j - 1`` and
-    ``j`` (values clamped to the candidates' range first). On a uniform grid by the IEEE
-    operations of :func:`~pinqpy.engines.buckets.grid_bucket_counts` (the same buckets),
-    otherwise by a binary search, as numpy's ``searchsorted``."""
+def bucket_steps(x: pl.Expr, kind: str, candidates: np.ndarray, grid: Grid | None) -> list[pl.Expr]:
+    """Working columns, each computed from the ones before it (``with_columns`` in turn),
+    whose last, ``__pinq_b``, is each non-NULL value's bucket among the sorted candidates:
+    ``2j`` for a value equal to candidate ``j``, ``2j - 1`` for one strictly between
+    candidates ``j - 1`` and ``j`` (values clamped to the candidates' range first).
+
+    Integers on a grid of integers are bucketed in integer arithmetic, which is exact (the
+    grid's points are exact doubles, so a value's bucket is the one pandas finds); other
+    values on a uniform grid by the IEEE operations of
+    :func:`~pinqpy.engines.buckets.grid_bucket_counts` (the same buckets); others by a binary
+    search, as numpy's ``searchsorted``."""
+    c, k, b = pl.col("__pinq_c"), pl.col("__pinq_j"), "__pinq_b"
+    if grid is not None and kind == "int" and all(
+        integral(v) for v in (grid.start, grid.step, grid.stop)
+    ):
+        start, step = int(grid.start), int(grid.step)
+        d = clamp(x, start, int(grid.stop)) - start
+        return [
+            d.alias("__pinq_c"),
+            (c // step).alias("__pinq_j"),
+            (2 * k + (c != k * step).cast(pl.Int64)).alias(b),
+        ]
+    x = x.cast(pl.Float64)
     if grid is not None:
         start, step, m = grid.start, grid.step, grid.size
-        c = clamp(x, start, grid.stop)
-        k = clamp(((c - start) / step).floor(), 0.0, float(m - 1))
-        k = k + (c >= (k + 1.0) * step + start).cast(pl.Float64)
-        k = k - (c < k * step + start).cast(pl.Float64)
-        return (2.0 * k + (c != k * step + start).cast(pl.Float64)).cast(pl.Int64)
+        return [
+            clamp(x, start, grid.stop).alias("__pinq_c"),
+            clamp(((c - start) / step).floor(), 0.0, float(m - 1)).alias("__pinq_j"),
+            # One correction step up, else one down: the quotient may round across a point.
+            (k + (c >= (k + 1.0) * step + start).cast(pl.Float64)).alias("__pinq_j"),
+            (k - (c < k * step + start).cast(pl.Float64)).alias("__pinq_j"),
+            (2.0 * k + (c != k * step + start).cast(pl.Float64)).cast(pl.Int64).alias(b),
+        ]
     cand = pl.Series(np.asarray(candidates, dtype=np.float64))
-    c = clamp(x, float(cand[0]), float(cand[-1]))
     j = pl.lit(cand).search_sorted(c, side="left").cast(pl.Int64)
-    j = pl.min_horizontal(j, len(cand) - 1)
-    equal = pl.lit(cand).gather(j) == c
-    return pl.when(equal).then(2 * j).otherwise(2 * j - 1)
+    return [
+        clamp(x, float(cand[0]), float(cand[-1])).alias("__pinq_c"),
+        pl.min_horizontal(j, len(cand) - 1).alias("__pinq_j"),
+        pl.when(pl.lit(cand).gather(k) == c).then(2 * k).otherwise(2 * k - 1).alias(b),
+    ]
