@@ -326,3 +326,31 @@ def test_buckets_are_pandas_buckets(candidates: np.ndarray, ints: bool) -> None:
             eq, gap = ex.buckets(f._plan, g, parse_expression("x"), candidates)
             out.append((eq.tolist(), gap.tolist()))
     assert got == want
+
+
+def test_session_sql_over_polars_tables_and_a_polars_public_table() -> None:
+    session = pq.Session()
+    meta = {"bounds": {"income": (0, 100_000)}, "keys": {"state": ["CA", "NY", "TX"]}}
+    session.register("people", PEOPLE, budget=pq.Budget(100), **meta)  # type: ignore[arg-type]
+    session.register("same", PEOPLE.to_pandas(), budget=pq.Budget(100), **meta)  # type: ignore[arg-type]
+    session.register_public("regions", pl.DataFrame({"state": ["CA", "NY"], "region": ["W", "E"]}))
+    assert session.table("people").engine == "polars"
+    query = (
+        "SELECT state, COUNT(*) AS n, SUM(income) AS total FROM {t} "
+        "WHERE age >= 30 GROUP BY state"
+    )
+    joined = (
+        "SELECT r.region, COUNT(*) AS n FROM {t} p JOIN regions r ON p.state = r.state "
+        "GROUP BY r.region"
+    )
+    with pq.testing.no_noise():
+        for q in (query, joined):
+            got = session.sql(q.format(t="people"), epsilon=1)
+            want = session.sql(q.format(t="same"), epsilon=1)
+            pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+
+
+def test_a_unit_column_named_like_a_working_column_counts_truncations() -> None:
+    df = pl.DataFrame({"n": [1, 1, 1, 2, None], "len": [5, 6, 7, 8, 9]})
+    f = pq.PrivateFrame(df, pq.Budget(10), privacy_unit="n")
+    assert _count(f.bound_contributions(2)) == 3

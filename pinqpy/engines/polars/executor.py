@@ -271,8 +271,9 @@ class PolarsExecutor(Executor):
             lf = p.visit(tc.child).lf
             if tc.drop_null:
                 lf = lf.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in tc.columns]))
-            per_key = lf.group_by(list(tc.columns)).agg(pl.len().cast(pl.Int64).alias("n"))
-            total = per_key.select(pl.min_horizontal(pl.col("n"), int(tc.limit)).sum())
+            n = pl.len().cast(pl.Int64).alias("__pinq_n")
+            per_key = lf.group_by(list(tc.columns)).agg(n)
+            total = per_key.select(pl.min_horizontal(pl.col("__pinq_n"), int(tc.limit)).sum())
             return np.array([int(collect(total).item() or 0)], dtype=np.int64)
         rows = self._grouped(p.visit(plan), grouping, [pl.len()])
         return _counts(rows, 1 if grouping is None else len(grouping.keys))
