@@ -167,7 +167,7 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -
     monkeypatch.delitem(sys.modules, "duckdb")
     monkeypatch.delitem(sys.modules, "polars", raising=False)
     monkeypatch.setattr("pinqpy.engines.registry._OWN_DUCKDB", [])
-    extras = (("duckdb", "pinqpy[duckdb]"), ("spark", "pinqpy[spark]"), ("polars", "pinqpy[polars]"))
+    extras = [(e, f"pinqpy[{e}]") for e in ("duckdb", "spark", "polars")]
     for engine, extra in extras:
         with pytest.raises(pq.PinqError, match=re.escape(f"pip install '{extra}'")):
             pq.PrivateFrame(pums, pq.Budget(1), engine=engine)

@@ -33,7 +33,6 @@ import numpy as np
 import polars as pl
 
 from pinqpy.engines.polars.values import (
-    KIND_DTYPES,
     datetime_text,
     finite,
     float_text,
@@ -156,9 +155,9 @@ def divide(x: pl.Expr, y: pl.Expr) -> pl.Expr:
 
 
 def _round_half_away(x: pl.Expr) -> pl.Expr:
-    # As pandas evaluates it: copysign(floor(|x| + 0.5), x).
-    r = (x.abs() + 0.5).floor()
-    return pl.when(x < 0).then(-r).otherwise(r)
+    """As pandas evaluates it: ``copysign(floor(|x| + 0.5), x)`` (Polars' sign keeps the
+    sign of a zero, so the product is the copysign, -0.0 included)."""
+    return (x.abs() + 0.5).floor() * x.sign()
 
 
 def _float_to_int(x: pl.Expr) -> pl.Expr:
@@ -648,8 +647,11 @@ def _sign_fn(t: PolarsExpr, a: list[V]) -> V:
     v = t.numeric(a[0])
     if v.kind == "null":
         return t.null("float")
-    kind = "int" if v.kind == "int" else "float"
-    return V(v.expr.sign().cast(KIND_DTYPES[kind]), kind)
+    if v.kind == "int":
+        return V(v.expr.sign().cast(pl.Int64), "int")
+    # numpy's sign of -0.0 is 0.0, Polars' -0.0.
+    x = t.bind(v.expr)
+    return V(pl.when(x == 0.0).then(pl.lit(0.0)).otherwise(x.sign().cast(pl.Float64)), "float")
 
 
 def _power_fn(t: PolarsExpr, a: list[V]) -> V:
