@@ -133,6 +133,8 @@ def _fmod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
         with np.errstate(all="ignore"):
             return pl.Series(np.fmod(a, b), dtype=pl.Float64)
 
+    if not x.meta.root_names() and not y.meta.root_names():  # constants: one value
+        return pl.lit(run([pl.select(x).to_series(), pl.select(y).to_series()])).first()
     return pl.map_batches([x, y], run, return_dtype=pl.Float64, is_elementwise=True)
 
 
