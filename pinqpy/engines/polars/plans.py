@@ -31,7 +31,7 @@ from pinqpy.engines.polars.expressions import (
     numeric_value,
     typed,
 )
-from pinqpy.engines.polars.priorities import group_rank, row_rank
+from pinqpy.engines.polars.priorities import group_rank, row_priority
 from pinqpy.engines.polars.source import from_pandas
 from pinqpy.engines.polars.types import kind_of_dtype, normalize
 from pinqpy.errors import PinqError
@@ -204,6 +204,16 @@ def _aligned(left: Rel, right: Rel, columns: Sequence[str]) -> tuple[Rel, Rel]:
     return left, right
 
 
+def _kept(lf: pl.LazyFrame, columns: list[str], keys: Sequence[str], limit: int) -> pl.LazyFrame:
+    """The ``limit`` rows of lowest :func:`~.priorities.row_priority` per key of ``keys``.
+    The priority is a working column of its own, computed row by row (streaming) before
+    the rank: the rank's window then holds only the keys, the priority and the columns read
+    later, not every column the priority hashes."""
+    lf = lf.with_columns(row_priority(columns).alias("__pinq_p"))
+    rank = pl.col("__pinq_p").rank("ordinal").over(list(keys))
+    return lf.filter(rank <= int(limit)).drop("__pinq_p")
+
+
 def _filtered(child: Rel, t: PolarsExpr, pred: pl.Expr) -> Rel:
     """The rows of ``child`` where ``pred`` (translated by ``t``) is true."""
     if not t.lets:
@@ -321,8 +331,7 @@ class PlanPolars(PlanVisitor[Rel]):
         lf = child.lf
         if drop_null:
             lf = lf.filter(pl.all_horizontal([pl.col(k).is_not_null() for k in keys]))
-        rank = row_rank(child.columns, keys)
-        return Rel(lf.filter(rank <= int(limit)), child.schema)
+        return Rel(_kept(lf, child.columns, keys, limit), child.schema)
 
     def merge(
         self, left: Rel, right: Rel, on: Sequence[str], how: str, suffix: str
@@ -380,8 +389,7 @@ class PlanPolars(PlanVisitor[Rel]):
         keep = group_rank(node.unit, node.by) <= int(node.max_groups)
         lf = lf.filter(keep)
         if node.max_rows_per_group is not None:
-            rank = row_rank(child.columns, (node.unit, *node.by))
-            lf = lf.filter(rank <= int(node.max_rows_per_group))
+            lf = _kept(lf, child.columns, (node.unit, *node.by), node.max_rows_per_group)
         return Rel(lf, child.schema)
 
     def visit_bound_degree(self, node: BoundDegree) -> Rel:

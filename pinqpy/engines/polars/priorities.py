@@ -11,11 +11,12 @@ of the row (lists and structs included: Polars hashes them by content) under two
 64-bit seeds drawn from the noise source when the plan is translated; rows are ranked by
 ``h1`` and, where it ties, ``h2`` (the pair packed as one 128-bit integer ``h1·2**64 + h2``,
 whose order is the pair's: ranking it costs little more than ranking ``h1`` alone, where a
-struct of the two costs half as much again). Both are functions of the row and the salt (Polars' hash of a
-value does not depend on the frame's chunks or the row's position, and reads ``-0.0`` and
-``0.0`` alike, as they are equal). Rows equal in every value tie for good: they are then
-interchangeable, so whichever of them is kept, the truncated table is the same multiset of
-rows. Distinct rows tie only if both 64-bit hashes collide (about ``2**-128`` per pair).
+struct of the two costs half as much again). Both are functions of the row and the salt
+(Polars' hash of a value does not depend on the frame's chunks or the row's position, and
+reads ``-0.0`` and ``0.0`` alike, as they are equal). Rows equal in every value tie for
+good: they are then interchangeable, so whichever of them is kept, the truncated table is the
+same multiset of rows. Distinct rows tie only if both 64-bit hashes collide (about
+``2**-128`` per pair).
 
 Polars' hash is stable within one Polars version only; a priority is never stored, so that
 suffices.
@@ -29,7 +30,7 @@ import polars as pl
 
 from pinqpy.noise import source as _noise
 
-__all__ = ["group_rank", "row_priority", "row_rank"]
+__all__ = ["group_rank", "row_priority"]
 
 
 def _seed() -> int:
@@ -42,11 +43,6 @@ def row_priority(columns: Sequence[str]) -> pl.Expr:
     row = pl.struct([pl.col(c) for c in columns])
     h1, h2 = row.hash(_seed()).cast(pl.UInt128), row.hash(_seed()).cast(pl.UInt128)
     return h1 * pl.lit(2**64, dtype=pl.UInt128) + h2
-
-
-def row_rank(columns: Sequence[str], keys: Sequence[str]) -> pl.Expr:
-    """Each row's rank (from 1) by :func:`row_priority` among the rows of its key."""
-    return row_priority(columns).rank("ordinal").over(list(keys))
 
 
 def group_rank(unit: str, by: Sequence[str]) -> pl.Expr:
