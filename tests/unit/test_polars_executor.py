@@ -353,3 +353,28 @@ def test_a_unit_column_named_like_a_working_column_counts_truncations() -> None:
     df = pl.DataFrame({"n": [1, 1, 1, 2, None], "len": [5, 6, 7, 8, 9]})
     f = pq.PrivateFrame(df, pq.Budget(10), privacy_unit="n")
     assert _count(f.bound_contributions(2)) == 3
+
+
+def test_categories_are_read_as_text_and_hashed_by_their_text() -> None:
+    text = pl.DataFrame({"u": ["b", "a", "b", None, "c"], "v": [1, 2, 3, 4, 5]})
+    # The same values, as categories whose codes follow another order of first appearance.
+    cats = pl.concat([text.tail(3), text.head(2)]).with_columns(pl.col("u").cast(pl.Categorical))
+    enum = text.with_columns(pl.col("u").cast(pl.Enum(["c", "b", "a"])))
+    for data in (cats, enum):
+        f = pq.PrivateFrame(data, pq.Budget(100), keys={"u": ["a", "b", "z"]})
+        assert f.schema["u"] == "str"
+        with pq.testing.no_noise():
+            assert list(f.partition("u").count(epsilon=1)) == [1, 2, 0]
+        assert _count(f.where("u < 'b' OR u LIKE 'c%'")) == 2
+        users = pq.PrivateFrame(data, pq.Budget(100), privacy_unit="u")
+        assert _count(users.bound_contributions(1)) == 3
+        assert len(_rows(users.bound_contributions(1))) == 3
+        p_text = dict(zip(text["v"], _priorities(text, 9), strict=True))
+        p_cat = dict(zip(data["v"], _priorities_of(data, 9), strict=True))
+        assert p_cat == p_text  # a function of the value, not of the category's code
+
+
+def _priorities_of(df: pl.DataFrame, seed: int) -> list[int]:
+    text = [c for c, t in df.schema.items() if isinstance(t, pl.Categorical | pl.Enum)]
+    with pq.testing.seed(seed):
+        return df.select(row_priority(df.columns, text).alias("p")).get_column("p").to_list()

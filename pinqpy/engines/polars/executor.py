@@ -116,7 +116,21 @@ def _listed_filter(stored: pl.Expr, values: set[Any], kind: str) -> pl.Expr:
         conds.append(stored.is_in(pl.Series(plain, dtype=dtype).implode()))
     if None in values:
         conds.append(stored.is_null())
-    return pl.any_horizontal(conds) if conds else pl.lit(False)
+    return _either(conds) if conds else pl.lit(False)
+
+
+def _either(conds: Sequence[pl.Expr]) -> pl.Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out | c
+    return out
+
+
+def _both(conds: Sequence[pl.Expr]) -> pl.Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
 
 
 class PolarsExecutor(Executor):
@@ -189,7 +203,7 @@ class PolarsExecutor(Executor):
         pairs = list(enumerate(zip(grouping.columns, kinds, strict=True)))
         keys = [_stored(c, k).alias(f"{_GROUP}{j}") for j, (c, k) in pairs]
         conds = [_listed_filter(_stored(c, k), {r[1][j] for r in rows}, k) for j, (c, k) in pairs]
-        lf = lf.filter(pl.all_horizontal(conds))
+        lf = lf.filter(_both(conds))
         got = collect(lf.group_by([*keys, *ex]).agg(named)).rows()
         at = {spelt: i for i, spelt in rows}
         width = len(keys)

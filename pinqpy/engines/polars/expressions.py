@@ -74,8 +74,10 @@ _MAX_POSITION = 2**62  # beyond the length of any string
 _SMALL = 120
 _LETS = itertools.count()
 
-#: Column name -> (kind, the Datetime unit of a datetime column, else None).
+#: Column name -> (kind, the Datetime unit of a datetime column, "categorical" for a
+#: Categorical or Enum column (read as its text), else None).
 Cols = Mapping[str, tuple[str, str | None]]
+CATEGORICAL = "categorical"
 
 
 @dataclass(frozen=True)
@@ -246,16 +248,17 @@ class PolarsExpr:
         raise PinqError(f"unsupported literal of type {type(v).__name__}")
 
     def column_for(self, name: str) -> V:
-        """The column ``name`` (exactly), as a value."""
+        """The column ``name`` (exactly), as a value (a category as its text)."""
         kind, unit = self.cols[name]
+        if unit == CATEGORICAL:
+            return V(pl.col(name).cast(pl.String), kind)
         return V(pl.col(name), kind, unit)
 
     def column(self, e: Column) -> V:
         key = resolve_column(e, self.cols)
         if key is None:
             raise PinqSyntaxError(f"unknown column '{e.name}'")
-        kind, unit = self.cols[key]
-        return V(pl.col(key), kind, unit)
+        return self.column_for(key)
 
     # -- coercions ------------------------------------------------------------------------
     def as_double(self, v: V) -> pl.Expr:

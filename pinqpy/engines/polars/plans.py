@@ -24,6 +24,7 @@ import polars as pl
 
 from pinqpy.engines.base import NO_MATCH, column_key
 from pinqpy.engines.polars.expressions import (
+    CATEGORICAL,
     Cols,
     PolarsExpr,
     V,
@@ -33,7 +34,7 @@ from pinqpy.engines.polars.expressions import (
 )
 from pinqpy.engines.polars.priorities import group_rank, row_priority
 from pinqpy.engines.polars.source import from_pandas
-from pinqpy.engines.polars.types import kind_of_dtype, normalize
+from pinqpy.engines.polars.types import is_categorical, kind_of_dtype, normalize
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Call, Expr
 from pinqpy.plan.nodes import (
@@ -94,7 +95,14 @@ class Rel:
 
 def _col_kind(dtype: Any) -> tuple[str, str | None]:
     kind = kind_of_dtype(dtype)
+    if is_categorical(dtype):
+        return kind, CATEGORICAL
     return kind, (dtype.time_unit if isinstance(dtype, pl.Datetime) else None)
+
+
+def _text(rel: Rel) -> set[str]:
+    """The categorical columns of ``rel``."""
+    return {c for c, t in rel.schema.items() if is_categorical(t)}
 
 
 def normalized(lf: pl.LazyFrame, columns: Sequence[tuple[str, Any]]) -> pl.LazyFrame:
@@ -174,6 +182,8 @@ def _common(a: Any, b: Any) -> Any | None:
     Polars combines or refuses itself)."""
     if a == b:
         return None
+    if is_categorical(a) or is_categorical(b):
+        return pl.String()  # categories of two columns compare by their text
     ka, kb = kind_of_dtype(a), kind_of_dtype(b)
     if ka in ("int", "float", "bool") and kb in ("int", "float", "bool"):
         return pl.Float64()
@@ -204,12 +214,12 @@ def _aligned(left: Rel, right: Rel, columns: Sequence[str]) -> tuple[Rel, Rel]:
     return left, right
 
 
-def _kept(lf: pl.LazyFrame, columns: list[str], keys: Sequence[str], limit: int) -> pl.LazyFrame:
-    """The ``limit`` rows of lowest :func:`~.priorities.row_priority` per key of ``keys``.
-    The priority is a working column of its own, computed row by row (streaming) before
-    the rank: the rank's window then holds only the keys, the priority and the columns read
-    later, not every column the priority hashes."""
-    lf = lf.with_columns(row_priority(columns).alias("__pinq_p"))
+def _kept(lf: pl.LazyFrame, child: Rel, keys: Sequence[str], limit: int) -> pl.LazyFrame:
+    """The ``limit`` rows of lowest :func:`~.priorities.row_priority` per key of ``keys``
+    (``lf``: rows of ``child``). The priority is a working column of its own, computed row
+    by row (streaming) before the rank: the rank's window then holds only the keys, the
+    priority and the columns read later, not every column the priority hashes."""
+    lf = lf.with_columns(row_priority(child.columns, _text(child)).alias("__pinq_p"))
     rank = pl.col("__pinq_p").rank("ordinal").over(list(keys))
     return lf.filter(rank <= int(limit)).drop("__pinq_p")
 
@@ -331,7 +341,7 @@ class PlanPolars(PlanVisitor[Rel]):
         lf = child.lf
         if drop_null:
             lf = lf.filter(pl.all_horizontal([pl.col(k).is_not_null() for k in keys]))
-        return Rel(_kept(lf, child.columns, keys, limit), child.schema)
+        return Rel(_kept(lf, child, keys, limit), child.schema)
 
     def merge(
         self, left: Rel, right: Rel, on: Sequence[str], how: str, suffix: str
@@ -386,10 +396,10 @@ class PlanPolars(PlanVisitor[Rel]):
         Rows whose unit is NULL are dropped; a NULL ``by`` value is one group."""
         child = self.visit(node.child)
         lf = child.lf.filter(pl.col(node.unit).is_not_null())
-        keep = group_rank(node.unit, node.by) <= int(node.max_groups)
+        keep = group_rank(node.unit, node.by, _text(child)) <= int(node.max_groups)
         lf = lf.filter(keep)
         if node.max_rows_per_group is not None:
-            lf = _kept(lf, child.columns, (node.unit, *node.by), node.max_rows_per_group)
+            lf = _kept(lf, child, (node.unit, *node.by), node.max_rows_per_group)
         return Rel(lf, child.schema)
 
     def visit_bound_degree(self, node: BoundDegree) -> Rel:

@@ -24,7 +24,7 @@ suffices.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import polars as pl
 
@@ -37,19 +37,24 @@ def _seed() -> int:
     return int.from_bytes(_noise.current_source().bytes(8), "little")
 
 
-def row_priority(columns: Sequence[str]) -> pl.Expr:
-    """A fresh salted priority of each row over ``columns`` (all of the relation's): two
-    salted hashes as the UInt128 ``h1·2**64 + h2``."""
-    row = pl.struct([pl.col(c) for c in columns])
+def _values(columns: Sequence[str], text: Collection[str]) -> list[pl.Expr]:
+    """The columns as hashed: a category by its text (its code depends on the other rows)."""
+    return [pl.col(c).cast(pl.String) if c in text else pl.col(c) for c in columns]
+
+
+def row_priority(columns: Sequence[str], text: Collection[str] = ()) -> pl.Expr:
+    """A fresh salted priority of each row over ``columns`` (all of the relation's; those in
+    ``text`` are categories): two salted hashes as the UInt128 ``h1·2**64 + h2``."""
+    row = pl.struct(_values(columns, text))
     h1, h2 = row.hash(_seed()).cast(pl.UInt128), row.hash(_seed()).cast(pl.UInt128)
     return h1 * pl.lit(2**64, dtype=pl.UInt128) + h2
 
 
-def group_rank(unit: str, by: Sequence[str]) -> pl.Expr:
+def group_rank(unit: str, by: Sequence[str], text: Collection[str] = ()) -> pl.Expr:
     """Each row's rank (from 1) among the distinct ``by`` groups of its ``unit``, by a fresh
     salted hash of ``(unit, by)`` (ties, which a 64-bit hash makes all but impossible, broken
     by the ``by`` values, so that never more groups are kept): a function of the unit's own
     rows and the salt."""
-    group = pl.struct([pl.col(c) for c in (unit, *by)]).hash(_seed()).alias("__pinq_g")
-    order = pl.struct([group, *(pl.col(c) for c in by)])
+    group = pl.struct(_values((unit, *by), text)).hash(_seed()).alias("__pinq_g")
+    order = pl.struct([group, *_values(by, text)])
     return order.rank("dense").over(unit)

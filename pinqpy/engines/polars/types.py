@@ -11,7 +11,9 @@ Int8 ... Int64, UInt8 ... UInt32      int       Int64, exactly
 UInt64, Int128, UInt128               int       Int64; a value beyond the int64 range is NULL
 Float16, Float32, Float64, Decimal    float     Float64; NaN is NULL
 Boolean                               bool      Boolean
-String, Categorical, Enum             str       String (a category by its text)
+String                                str       String
+Categorical, Enum                     str       as stored (grouped and matched by its codes),
+                                                read as its text wherever a value is read
 Datetime (any unit, any time zone)    datetime  naive UTC time; ms read as us, us and ns kept
 Date                                  datetime  its midnight, in microseconds
 Duration                              float     seconds, as pandas reads a timedelta
@@ -44,9 +46,9 @@ from pinqpy.expr.types import ColumnType
 
 __all__ = [
     "declared_casts",
+    "is_categorical",
     "kind_of_dtype",
     "normalize",
-    "normalized_dtype",
     "polars_schema",
     "refuse_objects",
 ]
@@ -57,6 +59,11 @@ _FLOATS = (pl.Float16, pl.Float32, pl.Float64, pl.Decimal)
 _TEXT = (pl.String, pl.Categorical, pl.Enum)
 # Duration units per second, as pandas divides a timedelta's count to get its seconds.
 _PER_SECOND = {"ns": 1e9, "us": 1e6, "ms": 1e3}
+
+
+def is_categorical(dtype: Any) -> bool:
+    """A Categorical or Enum column: kept as stored, read as its text."""
+    return isinstance(dtype, pl.Categorical | pl.Enum)
 
 
 def kind_of_dtype(dtype: Any) -> str:
@@ -121,8 +128,6 @@ def normalize(x: pl.Expr, dtype: Any) -> pl.Expr | None:
             return_dtype=pl.Float64,
             is_elementwise=True,
         ).fill_nan(None)
-    if isinstance(dtype, pl.Categorical | pl.Enum):
-        return x.cast(pl.String)
     if isinstance(dtype, pl.Date):
         return x.cast(pl.Datetime("us"))
     if isinstance(dtype, pl.Datetime):
@@ -132,22 +137,6 @@ def normalize(x: pl.Expr, dtype: Any) -> pl.Expr | None:
             return x.cast(pl.Datetime("us"))
         return x if dtype.time_zone is not None else None
     return None
-
-
-def normalized_dtype(dtype: Any) -> Any:
-    """The Polars type :func:`normalize` makes of ``dtype``."""
-    kind = kind_of_dtype(dtype)
-    if kind == "int":
-        return pl.Int64()
-    if kind == "float":
-        return pl.Float64()
-    if kind == "str":
-        return pl.String()
-    if isinstance(dtype, pl.Date):
-        return pl.Datetime("us")
-    if isinstance(dtype, pl.Datetime):
-        return pl.Datetime("us" if dtype.time_unit == "ms" else dtype.time_unit)
-    return dtype
 
 
 # -- declared types ---------------------------------------------------------------------------
@@ -212,6 +201,8 @@ def declared_casts(
         kind = kind_of_dtype(dtype)
         x = normalize(pl.col(name), dtype)
         x = pl.col(name) if x is None else x
+        if is_categorical(dtype):
+            x = x.cast(pl.String)
         cast: pl.Expr | None
         if ctype == "datetime":
             cast = x if kind == "datetime" else parse_timestamp(x) if kind == "str" else None
