@@ -108,6 +108,9 @@ def test_a_csv_value_that_does_not_parse_as_its_inferred_type_is_null(tmp_path: 
     f = pq.PrivateFrame.from_csv(path, pq.Budget(10), engine="polars")
     assert f.schema == {"n": "int"}  # inferred from the first rows, when the file was wrapped
     assert _count(f) == 12_002 and _count(f.where("n IS NULL")) == 2  # never an error
+    # The types are the wrapped ones: a query infers nothing from the file as it is then.
+    path.write_text("n\nx\ny\n3\n")
+    assert _count(f.where("n IS NULL")) == 2 and _count(f.where("n = 3")) == 1
 
 
 def test_declared_types_are_cast_and_checked_once(tmp_path: Path) -> None:

@@ -150,13 +150,17 @@ def scan_file(
         else:
             first = pl.scan_csv(path, separator=sep, n_rows=0).collect_schema().names()
             declared = check_declared(schema, first)
-            frame = pl.scan_csv(
+            inferred = pl.scan_csv(
                 path,
                 separator=sep,
                 infer_schema_length=CSV_INFER_ROWS,
                 ignore_errors=True,
                 schema_overrides={c: pl.String for c in declared} or None,
             )
+            # The types inferred now are the frame's: a query reads the file with them and
+            # infers nothing (a file changed since would otherwise change them).
+            types = dict(_schema(inferred, what))
+            frame = pl.scan_csv(path, separator=sep, schema=types, ignore_errors=True)
     except PinqError:
         raise
     except Exception as exc:
