@@ -381,3 +381,17 @@ def _priorities_of(df: pl.DataFrame, seed: int) -> list[int]:
     text = [c for c, t in df.schema.items() if isinstance(t, pl.Categorical | pl.Enum)]
     with pq.testing.seed(seed):
         return df.select(row_priority(df.columns, text).alias("p")).get_column("p").to_list()
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
+def test_null_like_unit_ids_from_files_belong_to_no_one(tmp_path: Path, kind: str) -> None:
+    df = pl.DataFrame({"u": [1.0, float("nan"), None, 2.0, 2.0], "k": [-0.0, 0.0, 0.0, 1.0, None]})
+    path = tmp_path / f"units.{kind}"
+    df.write_parquet(path) if kind == "parquet" else df.write_csv(path)
+    read = pq.PrivateFrame.from_parquet if kind == "parquet" else pq.PrivateFrame.from_csv
+    f = read(path, pq.Budget(100), engine="polars", privacy_unit="u")
+    assert _count(f.bound_contributions(5)) == 3  # NaN and NULL units are dropped
+    assert _count(f.groupby("u").agg(n="COUNT(*)")) == 2
+    with pq.testing.no_noise():
+        hist = f.bound_contributions(5).partition("k", keys=[0.0, 1.0, None]).count(epsilon=1)
+    assert list(hist) == [1, 1, 1]
