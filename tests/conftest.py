@@ -1,4 +1,4 @@
-"""Shared fixtures: the real public microdata in ../shared/data and a bundled sample."""
+"""Shared fixtures: the real public microdata in tests/data (see its README.md)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,17 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "tests" / "data"
 
 
-def shared_csv(name: str, **kwargs: object) -> pd.DataFrame:
-    """Read a file of ../shared/data; in CI its absence is a failure, locally a skip."""
-    path = SHARED_DATA / name
+def data_csv(name: str, **kwargs: object) -> pd.DataFrame:
+    """Read a table of tests/data. The repository carries them, so in CI a missing one is a
+    failure; locally (a copy without them, say) it is a skip."""
+    path = DATA / name
     if not path.exists():
         if os.environ.get("CI"):
-            pytest.fail(f"real data file {path} is missing in CI")
-        pytest.skip(f"real data file {path} is not available")
+            pytest.fail(f"test data file {path} is missing in CI (tests/data/README.md)")
+        pytest.skip(f"test data file {path} is not available (tests/data/README.md)")
     return pd.read_csv(path, **kwargs)  # type: ignore[arg-type]
 
 

@@ -23,8 +23,9 @@ from pinqpy.accounting.models import Usage, accountant_for
 from pinqpy.core.exact import Exact, to_fraction
 from pinqpy.errors import PinqError
 from pinqpy.results.html import budget_html
+from pinqpy.results.panels import Amount, BudgetPanel
 
-__all__ = ["Budget"]
+__all__ = ["Budget", "budget_panel"]
 
 
 class Budget(RootAgent):
@@ -178,7 +179,7 @@ class Budget(RootAgent):
         charge({self: Fraction(1)}, cost, label=label)
 
     def _repr_html_(self) -> str:
-        return budget_html(self)
+        return budget_html(budget_panel(self))
 
     def __repr__(self) -> str:
         name = f"{self.name!r}, " if self.name else ""
@@ -193,3 +194,21 @@ class Budget(RootAgent):
             f"Budget({name}epsilon={total.epsilon!r}, delta={_short(total.delta)}{model}, "
             f"spent={self.spent!r}, remaining={self.remaining!r})"
         )
+
+
+def budget_panel(budget: Budget) -> BudgetPanel:
+    """What ``budget``'s HTML shows (:mod:`pinqpy.results.panels`): its totals and charges,
+    which are its holder's own."""
+    return BudgetPanel(
+        name=budget.name,
+        accounting=budget.accounting,
+        in_ledger=budget.ledger is not None,
+        total=_amount(budget.total),
+        spent=_amount(budget.spent),
+        remaining=_amount(budget.remaining),
+        charges=tuple((_amount(cost), label) for cost, label in budget.charges),
+    )
+
+
+def _amount(cost: Cost) -> Amount:
+    return Amount(cost.epsilon, cost.delta)

@@ -23,7 +23,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
@@ -31,12 +31,14 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.accounting.agents import AllParts
+from pinqpy.api.aggregations import Aggregations
 from pinqpy.api.expressions import ExprLike, unwrap
-from pinqpy.api.habits import PARTITION_HABITS, habit_error, need_epsilon
+from pinqpy.api.habits import PARTITION_HABITS, habit_error
 from pinqpy.api.previews import preview
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan import salts
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
@@ -49,13 +51,16 @@ __all__ = ["Partition"]
 F = TypeVar("F")
 
 
-class Partition(Mapping[Hashable, F], Generic[F]):
+class Partition(Aggregations[NoisySeries, pd.Series], Mapping[Hashable, F], Generic[F]):
     """Parts of a frame by public keys; aggregations over every part return a Series.
 
     Lazy like every transformation: nothing is read until a part is aggregated. Rows whose
     key is not listed are dropped; a key with no rows is an empty part. Indexing an unknown
     key raises ``KeyError``. The per-key aggregations (``count``, ``sum``, ``mean``,
-    ``median``, ``quantile``) charge once, ``epsilon × stability``, for all parts together.
+    ``variance``, ``std``, ``median``, ``quantile``, ``argmax``) are a frame's, with the same
+    arguments and mechanisms, run on every part at once: each returns one answer per key (a
+    :class:`~pinqpy.NoisySeries` indexed by key; ``argmax`` a Series of labels) and charges
+    once, ``epsilon × stability``, for all parts together.
     """
 
     def __init__(
@@ -115,100 +120,23 @@ class Partition(Mapping[Hashable, F], Generic[F]):
             return pd.Index(list(self._ref.keys), name=self._ref.key_columns[0])
         return pd.MultiIndex.from_tuples(list(self._ref.keys), names=list(self._ref.key_columns))
 
-    def _run(self, prepared: prepare.Prepared) -> NoisySeries:
-        _values, acc = run.run_one(prepared, self._target())
+    _whole = False  # each part: a part's row count is never public
+
+    def _read(self, prepared: prepare.Prepared) -> tuple[Any, Any]:
+        """One read of every part at once, drawing the partition's salts (as a read of one
+        part does: :mod:`pinqpy.plan.salts`)."""
+        name = self._ref.agent
+        with salts.through(name, self._rel.catalog.agent(name)):
+            return run.run_one(prepared, self._target())
+
+    def _release(self, prepared: prepare.Prepared) -> NoisySeries:
+        _values, acc = self._read(prepared)
         return NoisySeries.from_release(acc, index=self._index())
 
-    def count(self, epsilon: float | None = None, *, delta: float | None = None) -> NoisySeries:
-        """A noisy count per key (one charge for all parts)."""
-        need_epsilon("count", epsilon)
-        return self._run(prepare.prepare_count(self._rel, epsilon, delta))
-
-    def sum(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-    ) -> NoisySeries:
-        """A noisy clamped sum per key; see :meth:`PrivateFrame.sum`."""
-        need_epsilon("sum", epsilon, column)
-        return self._run(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
-
-    def mean(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-    ) -> NoisySeries:
-        """A noisy clamped mean per key; see :meth:`PrivateFrame.mean`."""
-        need_epsilon("mean", epsilon, column)
-        return self._run(prepare.prepare_mean(self._rel, unwrap(column), epsilon, bounds, delta))
-
-    def variance(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-        ddof: int = 1,
-    ) -> NoisySeries:
-        """A noisy clamped variance per key (sample form for ``ddof=1``, population for
-        ``ddof=0``); see :meth:`PrivateFrame.variance`. One charge for all parts."""
-        need_epsilon("variance", epsilon, column)
-        rel, value = self._rel, unwrap(column)
-        prep = prepare.prepare_variance(rel, value, epsilon, bounds, delta, stddev=False, ddof=ddof)
-        return self._run(prep)
-
-    var = variance
-
-    def std(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        delta: float | None = None,
-        ddof: int = 1,
-    ) -> NoisySeries:
-        """A noisy standard deviation per key; see :meth:`PrivateFrame.std`."""
-        need_epsilon("std", epsilon, column)
-        rel, value = self._rel, unwrap(column)
-        prep = prepare.prepare_variance(rel, value, epsilon, bounds, delta, stddev=True, ddof=ddof)
-        return self._run(prep)
-
-    def median(
-        self,
-        column: ExprLike | None = None,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        candidates: Iterable[float] | None = None,
-        ci: bool = False,
-    ) -> NoisySeries:
-        """A noisy median per key; see :meth:`PrivateFrame.quantile`."""
-        need_epsilon("median", epsilon, column)
-        return self.quantile(column, 0.5, epsilon, bounds, candidates=candidates, ci=ci)
-
-    def quantile(
-        self,
-        column: ExprLike | None = None,
-        q: float = 0.5,
-        epsilon: float | None = None,
-        bounds: tuple[float, float] | None = None,
-        *,
-        candidates: Iterable[float] | None = None,
-        ci: bool = False,
-    ) -> NoisySeries:
-        """A noisy ``q``-quantile per key; see :meth:`PrivateFrame.quantile`."""
-        need_epsilon("quantile", epsilon, column)
-        rel, value = self._rel, unwrap(column)
-        prep = prepare.prepare_quantile(rel, value, q, epsilon, bounds, candidates, ci)
-        return self._run(prep)
+    def _choose(self, prepared: prepare.Prepared) -> pd.Series:
+        idx, _acc = self._read(prepared)
+        labels = [prepared.candidates[int(i)] for i in np.asarray(idx)]
+        return pd.Series(labels, index=self._index(), dtype=object)
 
     def accuracy(
         self,
@@ -253,10 +181,3 @@ class Partition(Mapping[Hashable, F], Generic[F]):
             n=n,
             whole=False,
         )
-
-    def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> pd.Series:
-        """Per key, the most frequent public candidate of ``column`` (report-noisy-max)."""
-        prep = prepare.prepare_argmax(self._rel, unwrap(column), candidates, epsilon)
-        idx, _acc = run.run_one(prep, self._target())
-        labels = [prep.candidates[int(i)] for i in np.asarray(idx)]
-        return pd.Series(labels, index=self._index(), dtype=object)

@@ -572,7 +572,7 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
     """(text/plain printers, text/html printers) by type, installed by the extension."""
     from pinqpy.accounting.budget import Budget
     from pinqpy.api.frame import PrivateFrame
-    from pinqpy.results.html import budget_html, frame_html, result_html, session_html
+    from pinqpy.results.html import result_html
     from pinqpy.results.labels import NoisyLabel
     from pinqpy.results.tables import NoisyFrame, NoisySeries
     from pinqpy.results.text import noisy_frame_text, noisy_series_text
@@ -590,9 +590,9 @@ def _display_types() -> tuple[dict[type, Any], dict[type, Any]]:
         NoisyValue: result_html,
         NoisyLabel: result_html,
         Explanation: result_html,
-        PrivateFrame: frame_html,
-        Budget: budget_html,
-        Session: session_html,
+        PrivateFrame: PrivateFrame._repr_html_,
+        Budget: Budget._repr_html_,
+        Session: Session._repr_html_,
     }
     return text, html
 

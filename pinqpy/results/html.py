@@ -3,26 +3,30 @@
 Each function returns a self-contained HTML fragment (inline CSS, no JavaScript) that the
 classes expose as ``_repr_html_``:
 
-* :func:`frame_html` -- a :class:`~pinqpy.PrivateFrame`: its schema with the declared public
-  bounds and key counts, its privacy unit, and for every budget it draws on the stability and
-  the budget's bar. It never reads the data: no row count, no value.
-* :func:`budget_html` -- a :class:`~pinqpy.Budget`: total, a bar of spent and remaining
-  epsilon (and delta when the budget has one), and the charges so far.
-* :func:`session_html` -- a :class:`~pinqpy.Session`: its private tables (schema, stability,
-  budget) and public tables (columns only), then each budget as above.
+* :func:`frame_html` -- a private frame: its schema with the declared public bounds and key
+  counts, its privacy unit, and for every budget it draws on the stability and the budget's
+  bar. It never reads the data: no row count, no value.
+* :func:`budget_html` -- a budget: total, a bar of spent and remaining epsilon (and delta
+  when the budget has one), and the charges so far.
+* :func:`session_html` -- a SQL session: its private tables (schema, stability, budget) and
+  public tables (columns only), then each budget as above.
 * :func:`result_html` -- a released result (:class:`~pinqpy.NoisyFrame`,
   :class:`~pinqpy.NoisySeries`, :class:`~pinqpy.NoisyValue`, :class:`~pinqpy.NoisyLabel`), an
   EXPLAIN text or a plain DataFrame: the released values, which are public, with their
   confidence intervals.
 
-Every piece of text is HTML-escaped. This module imports no result class (each renders itself
+The first three take a plain description (:mod:`pinqpy.results.panels`) that the budget, the
+frame and the session build of themselves, so this module knows none of those classes. Every
+piece of text is HTML-escaped. This module imports no result class either (each renders itself
 through :func:`noisy_frame_html`, :func:`noisy_series_html` or :func:`noisy_scalar_html`, see
 :func:`result_html`), so the classes can import it.
 
->>> import pinqpy as pq
->>> b = pq.Budget(epsilon=1.0)
->>> b._charge_exact(pq.Cost(epsilon=0.25), "a count")
->>> html = budget_html(b)
+>>> from fractions import Fraction
+>>> from pinqpy.results.panels import Amount, BudgetPanel
+>>> total, spent = Amount(Fraction(1), Fraction(0)), Amount(Fraction(1, 4), Fraction(0))
+>>> left = Amount(Fraction(3, 4), Fraction(0))
+>>> panel = BudgetPanel(None, "approx", False, total, spent, left, ((spent, "a count"),))
+>>> html = budget_html(panel)
 >>> "spent ε 0.25" in html and "remaining ε 0.75" in html and "a count" in html
 True
 """
@@ -36,13 +40,10 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from pinqpy.results.format import _fmt, _same_values, interval_cells, interval_text
+from pinqpy.results.panels import BudgetPanel, FramePanel, SessionPanel
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from pinqpy.accounting.budget import Budget
-    from pinqpy.api.frame import PrivateFrame
-    from pinqpy.api.session import Session
 
 __all__ = [
     "budget_html",
@@ -146,15 +147,15 @@ def _bar(name: str, spent: Fraction, total: Fraction, remaining: Fraction) -> st
     )
 
 
-def _budget_label(budget: Budget) -> tuple[str, str]:
+def _budget_label(budget: BudgetPanel) -> tuple[str, str]:
     """``("Budget 'name'", "accounting=..., kept in a ledger")`` (plain text)."""
     name = f" {budget.name!r}" if budget.name else ""
     model = f"accounting={budget.accounting}"
-    ledger = ", kept in a ledger" if budget.ledger is not None else ""
+    ledger = ", kept in a ledger" if budget.in_ledger else ""
     return f"Budget{name}", f"{model}{ledger}"
 
 
-def _budget_body(budget: Budget) -> str:
+def _budget_body(budget: BudgetPanel) -> str:
     """The bars and the charges of one budget."""
     total, spent, remaining = budget.total, budget.spent, budget.remaining
     parts = [_bar("ε", spent.epsilon, total.epsilon, remaining.epsilon)]
@@ -187,8 +188,8 @@ def _box(inner: str, cls: str) -> str:
 
 
 # -- public renderers ------------------------------------------------------------------------
-def budget_html(budget: Budget) -> str:
-    """HTML for a Budget: total, bars of spent and remaining, and the charges so far."""
+def budget_html(budget: BudgetPanel) -> str:
+    """HTML for a budget: total, bars of spent and remaining, and the charges so far."""
     kind, extra = _budget_label(budget)
     total = budget.total
     spec = f"epsilon={_num(total.epsilon)}"
@@ -197,41 +198,32 @@ def budget_html(budget: Budget) -> str:
     return _box(_title(kind, f"{spec}, {extra}") + _budget_body(budget), "budget")
 
 
-def _schema_rows(frame: PrivateFrame) -> list[list[str]]:
-    bounds, keys, unit = frame.bounds, frame.keys, frame.privacy_unit
+def _schema_rows(frame: FramePanel) -> list[list[str]]:
     rows = []
-    for col, ctype in frame.schema.items():
-        b = bounds.get(col)
-        k = keys.get(col)
-        note = "privacy unit" if col == unit else ""
+    for col in frame.columns:
+        b = col.bounds
+        note = "privacy unit" if col.name == frame.privacy_unit else ""
         rows.append(
             [
-                col,
-                str(ctype),
+                col.name,
+                col.type,
                 "" if b is None else f"[{_short(float(b[0]))}, {_short(float(b[1]))}]",
-                "" if k is None else f"{len(k)} public keys",
+                "" if col.keys is None else f"{col.keys} public keys",
                 note,
             ]
         )
     return rows
 
 
-def _stabilities(frame: PrivateFrame) -> dict[Any, Any]:
-    try:
-        return dict(frame.stabilities)
-    except Exception:  # a repr must never fail
-        return {}
-
-
-def frame_html(frame: PrivateFrame) -> str:
-    """HTML for a PrivateFrame: schema, stability and budgets. Reads no data."""
+def frame_html(frame: FramePanel) -> str:
+    """HTML for a private frame: schema, stability and budgets. Reads no data."""
     unit = frame.privacy_unit
     extra = f"one person = all rows with the same {unit!r}" if unit else "one person = one row"
     parts = [
         _title("PrivateFrame", extra),
         _table(["column", "type", "bounds", "keys", ""], _schema_rows(frame)),
     ]
-    for budget, k in _stabilities(frame).items():
+    for k, budget in frame.stabilities:
         stab = _stability(k)
         hint = ""
         if stab == "∞":
@@ -249,34 +241,27 @@ def frame_html(frame: PrivateFrame) -> str:
     return _box("".join(parts), "frame")
 
 
-def session_html(session: Session) -> str:
-    """HTML for a Session: its tables (schema only) and each budget with its charges."""
-    private: dict[str, PrivateFrame] = dict(session._private)
-    public: dict[str, pd.DataFrame] = dict(session._public)
+def session_html(session: SessionPanel) -> str:
+    """HTML for a SQL session: its tables (schema only) and each budget with its charges."""
+    private, public = session.private, session.public
     parts = [_title("Session", f"{len(private)} private, {len(public)} public table(s)")]
-    budgets: dict[Any, list[str]] = {}
     if private:
-        rows = []
-        for name, frame in private.items():
-            stabs = _stabilities(frame)
-            for b in stabs:
-                budgets.setdefault(b, []).append(name)
-            cols = ", ".join(f"{c}: {t}" for c, t in frame.schema.items())
-            rows.append(
-                [
-                    name,
-                    cols,
-                    frame.privacy_unit or "",
-                    ", ".join(_stability(k) for k in stabs.values()),
-                ]
-            )
+        rows = [
+            [
+                name,
+                ", ".join(f"{c.name}: {c.type}" for c in frame.columns),
+                frame.privacy_unit or "",
+                ", ".join(_stability(k) for k, _ in frame.stabilities),
+            ]
+            for name, frame in private
+        ]
         parts.append(_table(["private table", "columns", "privacy unit", "stability"], rows))
     if public:
-        rows = [[name, ", ".join(str(c) for c in df.columns)] for name, df in public.items()]
+        rows = [[name, ", ".join(columns)] for name, columns in public]
         parts.append(_table(["public table", "columns"], rows))
     if not private and not public:
         parts.append(f'<div style="{_MUTED}">no tables registered</div>')
-    for budget, names in budgets.items():
+    for budget, names in session.budgets:
         kind, extra = _budget_label(budget)
         parts.append(
             f'<div style="margin-top:4px"><b>{_e(kind)}</b> of {_e(", ".join(names))} '

@@ -1,4 +1,4 @@
-"""The tables that published DP SQL reads, built from ../shared/data with their public facts.
+"""The tables that published DP SQL reads, built from tests/data with their public facts.
 
 Each *database* is one :class:`pinqpy.Session`, named as the queries' sources name it:
 
@@ -11,7 +11,7 @@ Each *database* is one :class:`pinqpy.Session`, named as the queries' sources na
   columns (sex, educ, race, married) have no declared keys in that metadata, so a GROUP BY on
   them selects its keys privately (SmartNoise's ``censor_dims`` does the same with a
   threshold), which needs the delta the queries are run with. ``PUMS_large`` is SmartNoise's
-  1.2-million-row California file; it is not in ../shared/data, so its 10,000-person
+  1.2-million-row California file; it is not in tests/data, so its 10,000-person
   extract with the same columns (``PUMS5extract10000.csv``, its ``X`` as ``PersonID``)
   stands in.
 - ``bigquery``: the tables of BigQuery's and ZetaSQL's DP documentation, with the rows the
@@ -39,7 +39,7 @@ from functools import cache
 import pandas as pd
 
 import pinqpy as pq
-from tests.conftest import shared_csv
+from tests.conftest import data_csv
 
 PUMS_BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
 BUDGET_EPSILON = 1e21  # the documentation's "without noise" examples spend epsilon = 1e20
@@ -71,7 +71,7 @@ STUDENTS = [(1, "pencil", 5), (1, "pen", 2), (2, "pen", 1), (3, "pen", 4)]
 
 @cache
 def _csv(name: str) -> pd.DataFrame:
-    return shared_csv(name)
+    return data_csv(name)
 
 
 def _budget() -> pq.Budget:
@@ -109,7 +109,7 @@ def make_session(database: str) -> tuple[pq.Session, list[pq.Budget]]:
         private("mydataset.view_on_professors", professors, privacy_unit="id")
         private("mydataset.view_on_students", students, privacy_unit="id")
     elif database == "opendp":
-        teachers = shared_csv("teacher_survey.csv", na_values=[" "])
+        teachers = data_csv("teacher_survey.csv", na_values=[" "])
         private(
             "teacher_survey",
             teachers,

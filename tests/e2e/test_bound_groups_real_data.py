@@ -9,7 +9,7 @@ import pandas as pd
 import pinqpy as pq
 from pinqpy.accounting.charges import usage_of
 from pinqpy.noise.mechanisms import CountMechanism
-from tests.conftest import shared_csv
+from tests.conftest import data_csv
 
 EDUC = list(range(1, 17))
 
@@ -17,7 +17,7 @@ EDUC = list(range(1, 17))
 def test_pums_dup_user_level_histogram_g3_k2(engine):
     """PUMS_dup: 1,000 people with 1 to 4 identical rows each. Each person is one education
     level, so G = 3 keeps it, and k = 2 keeps at most two of their rows."""
-    dup = shared_csv("PUMS_dup.csv")
+    dup = data_csv("PUMS_dup.csv")
     truth = dup.groupby(["pid", "educ"]).size().clip(upper=2).groupby(level=1).sum()
     budget = pq.Budget(epsilon=10)
     people = pq.PrivateFrame(dup, budget, privacy_unit="pid")
@@ -35,7 +35,7 @@ def test_pums_regions_each_keep_three_education_levels(engine):
     """PUMS 5% extract, with the PUMA (a region of about 100,000 people) as the unit: every
     region has 6 to 16 education levels, so G = 3 binds. Under zCDP the histogram costs
     G·k²·rho, the L2 sensitivity sqrt(3)·2, not (3·2)²·rho."""
-    pums = shared_csv("PUMS5extract10000.csv")
+    pums = data_csv("PUMS5extract10000.csv")
     # Per region, each education level kept with probability 3/levels, at most 2 rows of it.
     clipped = pums.groupby(["puma", "educ"]).size().clip(upper=2)
     expected = float(clipped.groupby(level=0).apply(lambda s: 3 * s.mean()).sum())  # 1,174.0

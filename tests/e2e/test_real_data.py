@@ -1,4 +1,4 @@
-"""Queries over real public microdata: the bundled PUMS sample and ../shared/data."""
+"""Queries over real public microdata: the bundled PUMS sample and tests/data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
-from tests.conftest import shared_csv
+from tests.conftest import data_csv
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_pums_queries_are_accurate_and_charged(pums):
 
 
 def test_pums_user_level_table_with_bounded_contributions():
-    dup = shared_csv("PUMS_dup.csv")
+    dup = data_csv("PUMS_dup.csv")
     budget = pq.Budget(epsilon=5)
     visits = pq.PrivateFrame(dup, budget, privacy_unit="pid", bounds={"age": (0, 100)})
     with pytest.raises(pq.PrivacyError, match="bound_contributions"):
@@ -60,7 +60,7 @@ def test_pums_user_level_table_with_bounded_contributions():
 
 
 def test_pums_with_nulls_never_gives_nan():
-    nulls = shared_csv("PUMS_null.csv")
+    nulls = data_csv("PUMS_null.csv")
     budget = pq.Budget(epsilon=10)
     f = pq.PrivateFrame(nulls, budget, bounds={"age": (0, 100), "income": (0, 500_000)})
     with pq.testing.seed(4):
@@ -78,7 +78,7 @@ def test_pums_with_nulls_never_gives_nan():
 
 
 def test_adult_queries():
-    adult = shared_csv("adult.csv")
+    adult = data_csv("adult.csv")
     budget = pq.Budget(epsilon=5)
     people = pq.PrivateFrame(adult, budget, bounds={"age": (17, 90), "hours_per_week": (1, 99)})
     education = sorted(adult.education.unique())  # the UCI value list is public

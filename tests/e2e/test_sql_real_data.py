@@ -1,4 +1,4 @@
-"""SQL over the real public microdata in ../shared/data (see its SOURCES.md).
+"""SQL over the real public microdata in tests/data (see its README.md).
 
 Tolerances come from the noise scale. A Laplace variable of scale b exceeds t·b in absolute
 value with probability e^-t; every bound below uses t = T = 12 (e^-12 ≈ 6e-6 per value, so
@@ -27,7 +27,7 @@ import pytest
 
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS
-from tests.conftest import shared_csv
+from tests.conftest import data_csv
 
 T = 12.0  # tail multiplier: P(|Laplace(b)| > T·b) = e^-T
 
@@ -61,7 +61,7 @@ def spent(budget: pq.Budget) -> Fraction:
 # -- PUMS.csv with the declared bounds and keys -----------------------------------------------
 @pytest.fixture
 def pums_session() -> Setup:
-    df = shared_csv("PUMS.csv")
+    df = data_csv("PUMS.csv")
     budget = pq.Budget(epsilon=20)
     session = pq.Session()
     session.register("pums", df, budget=budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
@@ -126,7 +126,7 @@ def test_pums_median_within_bounds(pums_session: Setup) -> None:
 # -- PUMS_dup.csv: user-level, one person = all rows of a pid ---------------------------------
 @pytest.fixture
 def dup() -> pd.DataFrame:
-    return shared_csv("PUMS_dup.csv")
+    return data_csv("PUMS_dup.csv")
 
 
 def test_user_level_with_bounded_contributions(dup: pd.DataFrame) -> None:
@@ -185,7 +185,7 @@ def test_unbounded_user_level_is_refused_unless_grouped_by_pid(dup: pd.DataFrame
 # -- PUMS_null.csv: NULLs ---------------------------------------------------------------------
 @pytest.fixture
 def nulls_session() -> Setup:
-    df = shared_csv("PUMS_null.csv")
+    df = data_csv("PUMS_null.csv")
     budget = pq.Budget(epsilon=50)
     session = pq.Session()
     session.register(
@@ -259,7 +259,7 @@ EDUCATION_LEVELS = pd.DataFrame(
 
 @pytest.fixture
 def adult_session() -> Setup:
-    df = shared_csv("adult.csv")
+    df = data_csv("adult.csv")
     budget = pq.Budget(epsilon=10)
     session = pq.Session()
     session.register("adult", df, budget=budget, bounds={"age": (0, 100)})

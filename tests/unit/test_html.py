@@ -11,8 +11,11 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
+from pinqpy.accounting.budget import budget_panel
+from pinqpy.api.panels import frame_panel, session_panel
+from pinqpy.results import html as render
 from pinqpy.results.accuracy import AdditiveAccuracy, ArgmaxAccuracy
-from pinqpy.results.html import MAX_CHARGES, budget_html, frame_html, result_html, session_html
+from pinqpy.results.html import MAX_CHARGES, result_html
 from pinqpy.results.noise import LaplaceNoise
 from pinqpy.sql.explain import Explanation
 
@@ -20,6 +23,20 @@ SECRET_AGE = 7319  # a value that must never appear in any HTML pinqpy produces
 SECRET_NAME = "Zebulon-Quartz"
 SECRET_INCOME = 918273.5
 ROWS = 4231  # the row count must never appear either
+
+
+# The HTML of a frame, a budget and a session: each builds its description, results renders it.
+def frame_html(frame: pq.PrivateFrame) -> str:
+    return render.frame_html(frame_panel(frame))
+
+
+def budget_html(budget: pq.Budget) -> str:
+    return render.budget_html(budget_panel(budget))
+
+
+def session_html(session: pq.Session) -> str:
+    return render.session_html(session_panel(session._private, session._public))
+
 
 RENDERERS = {
     pq.PrivateFrame: frame_html,

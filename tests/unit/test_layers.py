@@ -34,9 +34,10 @@ def _layer_modules() -> list[str]:
     return names
 
 
-def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+def _lint(cwd: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    only = [arg for c in contracts for arg in ("--contract", c)]
     return subprocess.run(
-        [str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=120
+        [str(LINT), "--no-cache", *only], cwd=cwd, capture_output=True, text=True, timeout=120
     )
 
 
@@ -82,3 +83,23 @@ def test_a_cycle_inside_one_folder_breaks_the_contract(tmp_path):
     result = _lint(work)
     assert result.returncode != 0
     assert "No cycles are allowed in pinqpy.core" in result.stdout
+
+
+def test_the_results_contract_forbids_every_layer_above_results():
+    layers = _layer_modules()
+    above = layers[: layers.index("pinqpy.results")]
+    contract = _contracts()["results"]
+    assert contract["source_modules"] == ["pinqpy.results"]
+    assert sorted(contract["forbidden_modules"]) == sorted(above)
+
+
+def test_a_type_only_upward_import_in_results_breaks_its_contract(tmp_path):
+    """Even an import that only annotations use (under ``if TYPE_CHECKING:``) is refused:
+    the value layer must not know the classes above it."""
+    work = _copy(tmp_path)
+    with (work / "pinqpy" / "results" / "html.py").open("a") as fh:
+        fh.write("\n\nif TYPE_CHECKING:\n    from pinqpy.api.frame import PrivateFrame\n")
+    result = _lint(work, "results")
+    assert result.returncode != 0
+    assert "pinqpy.results is not allowed to import pinqpy.api" in result.stdout
+    assert "pinqpy.results.html -> pinqpy.api.frame" in result.stdout

@@ -6,7 +6,8 @@ import re
 from collections.abc import Sequence
 
 from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS, Dialect, ExprSql, S
-from pinqpy.noise import source as _noise
+from pinqpy.expr.types import TIMESTAMP_TEXT
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["DUCKDB"]
 
@@ -50,7 +51,7 @@ class DuckDBDialect(Dialect):
         the rows' order. The row's hash is keyed instead as the pandas engine keys it: two
         rounds of XOR with a fresh 64-bit salt, each followed by DuckDB's (nonlinear)
         64-bit integer hash, so the priority depends on the row and the salt alone."""
-        salt = _noise.current_source().bytes(24)
+        salt = salt_source().bytes(24)
         s1 = int.from_bytes(salt[8:16], "little")
         s2 = int.from_bytes(salt[16:24], "little")
         row = f"hash({', '.join([self.str_lit(salt[:8].hex()), *columns])})"
@@ -113,7 +114,11 @@ class DuckDBDialect(Dialect):
         return f"(CASE WHEN {x} IN ({yes}) THEN TRUE WHEN {x} IN ({no}) THEN FALSE END)"
 
     def to_timestamp(self, sql: str, kind: str) -> str:
-        return f"TRY_CAST({sql} AS TIMESTAMP)"  # a date beyond the TIMESTAMP range is NULL
+        # A date beyond the TIMESTAMP range is NULL; text is read only in pinqpy's form.
+        if kind == "str":
+            ok = f"regexp_full_match({sql}, {self.str_lit(TIMESTAMP_TEXT)})"
+            return f"(CASE WHEN {ok} THEN TRY_CAST({sql} AS TIMESTAMP) END)"
+        return f"TRY_CAST({sql} AS TIMESTAMP)"
 
     def to_date(self, sql: str) -> str:
         return f"CAST(CAST({sql} AS DATE) AS TIMESTAMP)"

@@ -27,11 +27,12 @@ import functools
 import html
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
+from pinqpy.api.aggregations import AGGREGATIONS, ALIASES, FRAME_AGGREGATIONS
 from pinqpy.api.expressions import Expression, unwrap
 from pinqpy.api.frame import GroupedFrame, PrivateFrame
 from pinqpy.api.habits import need_epsilon
@@ -48,6 +49,7 @@ from pinqpy.remote.client.transport import Transport
 __all__ = ["RemoteFrame", "RemoteGroupedFrame", "RemotePartition", "prepare_args"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -126,7 +128,7 @@ def _request(
     }
 
 
-def _remote(local: F, *, partition: bool = False) -> F:
+def _remote(local: F, owner: str) -> F:
     """The remote twin of an aggregation: same name, signature and docstring as ``local``;
     it binds the call as ``local`` would and asks the server to make it."""
     name, bind = local.__name__, _binder(local)
@@ -140,8 +142,23 @@ def _remote(local: F, *, partition: bool = False) -> F:
             need_epsilon(name, arguments.get("epsilon"), arguments.get("column", True))
         return self._aggregate(name, arguments)
 
-    method.__qualname__ = f"{'RemotePartition' if partition else 'RemoteFrame'}.{name}"
+    method.__qualname__ = f"{owner}.{name}"
     return method  # type: ignore[return-value]
+
+
+def _asked_of_the_server(local: type, names: tuple[str, ...]) -> Callable[[C], C]:
+    """A class decorator: the aggregations ``names`` of ``local`` (and their aliases, such
+    as ``var``), each replaced by its remote twin (:func:`_remote`)."""
+
+    def decorate(cls: C) -> C:
+        for name in names:
+            setattr(cls, name, _remote(getattr(local, name), cls.__name__))
+        for alias, name in ALIASES.items():
+            if name in names:
+                setattr(cls, alias, getattr(cls, name))
+        return cls
+
+    return decorate
 
 
 def _find_callable(value: Any, what: str) -> None:
@@ -175,7 +192,24 @@ def _checked_transformation(local: F) -> F:
     return method  # type: ignore[return-value]
 
 
+
+def _same_server_transformation(local: F) -> F:
+    """A transformation that combines this frame with ``other`` (a frame or public rows): a
+    frame is refused unless it is of the same server session, then the local method runs as
+    it is."""
+
+    bind = _binder(local)
+
+    @functools.wraps(local)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._same_server(bind(self, args, kwargs).get("other"), local.__name__)
+        return local(self, *args, **kwargs)
+
+    method.__qualname__ = f"RemoteFrame.{local.__name__}"
+    return method  # type: ignore[return-value]
+
 # -- frames -------------------------------------------------------------------------------------
+@_asked_of_the_server(PrivateFrame, FRAME_AGGREGATIONS)
 class RemoteFrame(PrivateFrame):
     """A private table kept by a pinqpy server; see the module docstring.
 
@@ -251,19 +285,7 @@ class RemoteFrame(PrivateFrame):
                 "cannot be combined with a local frame or one of another connection"
             )
 
-    def join(
-        self,
-        other: PrivateFrame | pd.DataFrame,
-        on: str | Iterable[str],
-        max_rows_per_key: tuple[int, int] | None = None,
-        *,
-        how: Literal["inner", "left"] = "inner",
-        name: str = "public",
-    ) -> PrivateFrame:
-        self._same_server(other, "join")
-        return super().join(other, on, max_rows_per_key, how=how, name=name)
-
-    join.__doc__ = PrivateFrame.join.__doc__
+    join = _same_server_transformation(PrivateFrame.join)
 
     def _set_op(self, other: PrivateFrame, kind: Any) -> PrivateFrame:
         self._same_server(other, kind)
@@ -290,19 +312,9 @@ class RemoteFrame(PrivateFrame):
 
     # -- aggregations: asked of the server ----------------------------------------------------
     def _aggregate(self, method: str, arguments: Mapping[str, Any]) -> Any:
+        """Ask the server for ``method`` (one of FRAME_AGGREGATIONS, whose remote twins the
+        class decorator installs) with the call's bound ``arguments``."""
         return self._link.result("POST", "/aggregate", _request(self._rel, method, arguments))
-
-    count = _remote(PrivateFrame.count)
-    sum = _remote(PrivateFrame.sum)
-    mean = _remote(PrivateFrame.mean)
-    median = _remote(PrivateFrame.median)
-    quantile = _remote(PrivateFrame.quantile)
-    variance = var = _remote(PrivateFrame.variance)
-    std = _remote(PrivateFrame.std)
-    argmax = _remote(PrivateFrame.argmax)
-    select_keys = _remote(PrivateFrame.select_keys)
-    histogram = _remote(PrivateFrame.histogram)
-    accuracy = _remote(PrivateFrame.accuracy)
 
 
 class RemoteGroupedFrame(GroupedFrame):
@@ -320,6 +332,7 @@ class RemoteGroupedFrame(GroupedFrame):
     agg.__doc__ = GroupedFrame.agg.__doc__
 
 
+@_asked_of_the_server(Partition, AGGREGATIONS)
 class RemotePartition(Partition[PrivateFrame]):
     """A partition of a remote frame: its parts are remote frames, and each per-key
     aggregation is one request that names the partition (its columns and keys), so the
@@ -335,15 +348,6 @@ class RemotePartition(Partition[PrivateFrame]):
         }
         doc = _request(self._rel, method, arguments, partition)
         return frame._link.result("POST", "/aggregate", doc)
-
-    count = _remote(Partition.count, partition=True)
-    sum = _remote(Partition.sum, partition=True)
-    mean = _remote(Partition.mean, partition=True)
-    median = _remote(Partition.median, partition=True)
-    quantile = _remote(Partition.quantile, partition=True)
-    variance = var = _remote(Partition.variance, partition=True)
-    std = _remote(Partition.std, partition=True)
-    argmax = _remote(Partition.argmax, partition=True)
 
     def __repr__(self) -> str:
         return "Remote" + super().__repr__()
