@@ -37,7 +37,7 @@ from pinqpy.engines.polars.values import (
     finite,
     float_text,
     null_of,
-    parse_timestamp,
+    text_timestamp,
     text_to_bool,
     text_to_float,
     text_to_int,
@@ -546,7 +546,7 @@ class PolarsExpr:
         if v.kind == "datetime":
             stamp = self.to_kind(v, "datetime").expr
         else:
-            stamp = parse_timestamp(self.bind(x))
+            stamp = text_timestamp(self.bind(x))
         return V(stamp.dt.truncate("1d") if upper == "DATE" else stamp, "datetime", "us")
 
 

@@ -37,6 +37,8 @@ from pinqpy.engines.polars.source import from_pandas
 from pinqpy.engines.polars.types import is_categorical, kind_of_dtype, normalize
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Call, Expr
+from pinqpy.plan import salts
+from pinqpy.plan.facts import on_unit
 from pinqpy.plan.nodes import (
     BoundContributions,
     BoundDegree,
@@ -233,19 +235,28 @@ def _filtered(child: Rel, t: PolarsExpr, pred: pl.Expr) -> Rel:
 
 class PlanPolars(PlanVisitor[Rel]):
     """Turns a plan into LazyFrames; a node shared by several parents (``f.concat(f)``) is
-    translated once, so both read the same truncation. Tables come from ``catalog``."""
+    translated once per salt scope, so both read the same truncation. Tables come from
+    ``catalog``.
+
+    A truncation's salts are drawn when it is translated, inside
+    :func:`pinqpy.plan.salts.drawing`: fresh outside a partition, the partition's own keyed
+    stream for the node under one, so every read through a partition's parts keeps the same
+    rows (a priority is a function of the row and the salt: :mod:`.priorities`). A node
+    translated in two scopes is two queries."""
 
     def __init__(self, catalog: Any) -> None:
         self.catalog = catalog
-        self._memo: dict[int, tuple[PlanNode, Rel]] = {}
+        self._memo: dict[tuple[str | None, int], tuple[PlanNode, Rel]] = {}
         self._public: dict[int, tuple[Any, pl.LazyFrame]] = {}
 
     def visit(self, node: PlanNode) -> Rel:
-        hit = self._memo.get(id(node))
+        slot = (salts.scope_token(), id(node))
+        hit = self._memo.get(slot)
         if hit is not None and hit[0] is node:
             return hit[1]
-        rel = node.accept(self)
-        self._memo[id(node)] = (node, rel)
+        with salts.drawing(node, self.catalog):
+            rel = node.accept(self)
+        self._memo[slot] = (node, rel)
         return rel
 
     def translator(self, rel: Rel) -> PolarsExpr:
@@ -304,7 +315,10 @@ class PlanPolars(PlanVisitor[Rel]):
 
     def visit_distinct(self, node: Distinct) -> Rel:
         child = self.visit(node.child)
-        return Rel(child.lf.select(list(node.columns)).unique())
+        lf = child.lf.select(list(node.columns))
+        if on_unit(node.child, node.columns):  # the unit's ids: a NULL id is no one's
+            lf = lf.filter(pl.col(node.columns[0]).is_not_null())
+        return Rel(lf.unique())
 
     def visit_explode(self, node: Explode) -> Rel:
         child = self.visit(node.child)
@@ -403,5 +417,7 @@ class PlanPolars(PlanVisitor[Rel]):
         return Rel(lf, child.schema)
 
     def visit_bound_degree(self, node: BoundDegree) -> Rel:
-        # A NULL key is one key, as in a bounded join's truncation.
-        return self.truncate(self.visit(node.child), node.columns, node.max_rows, drop_null=False)
+        # A NULL key is one key, as in a bounded join's truncation; but a cap on exactly the
+        # unit drops the rows of no known person, as bound_contributions does.
+        drop = on_unit(node.child, node.columns)
+        return self.truncate(self.visit(node.child), node.columns, node.max_rows, drop_null=drop)

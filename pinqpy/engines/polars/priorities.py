@@ -8,7 +8,8 @@ neighbouring tables differ only in that unit's rows (for the same salt).
 
 A row's priority is the pair ``(h1, h2)`` of Polars' ``hash`` of the struct of *every* column
 of the row (lists and structs included: Polars hashes them by content) under two independent
-64-bit seeds drawn from the noise source when the plan is translated; rows are ranked by
+64-bit seeds drawn when the plan is translated from :func:`pinqpy.plan.salts.salt_source`
+(fresh on every read, or under a partition the partition's keyed stream for the node); rows are ranked by
 ``h1`` and, where it ties, ``h2`` (the pair packed as one 128-bit integer ``h1·2**64 + h2``,
 whose order is the pair's: ranking it costs little more than ranking ``h1`` alone, where a
 struct of the two costs half as much again). Both are functions of the row and the salt
@@ -28,13 +29,13 @@ from collections.abc import Collection, Sequence
 
 import polars as pl
 
-from pinqpy.noise import source as _noise
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["group_rank", "row_priority"]
 
 
 def _seed() -> int:
-    return int.from_bytes(_noise.current_source().bytes(8), "little")
+    return int.from_bytes(salt_source().bytes(8), "little")
 
 
 def _values(columns: Sequence[str], text: Collection[str]) -> list[pl.Expr]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS
+from pinqpy.expr.types import TIMESTAMP_TEXT
 
 __all__ = [
     "clamp",
@@ -21,6 +22,7 @@ __all__ = [
     "text_to_float",
     "text_to_int",
     "text_to_number",
+    "text_timestamp",
 ]
 
 #: The Polars type of a computed value of each kind.
@@ -108,6 +110,13 @@ def parse_timestamp(s: pl.Expr) -> pl.Expr:
     minutes = g.struct[5].cast(pl.Int64) * 60 + g.struct[6].fill_null("0").cast(pl.Int64)
     offset = pl.when(g.struct[4] == "-").then(-minutes).otherwise(minutes).fill_null(0)
     return stamp - pl.duration(minutes=offset, time_unit="us")
+
+
+def text_timestamp(s: pl.Expr) -> pl.Expr:
+    """Text read as a timestamp by an expression (CAST, a comparison with a timestamp): only
+    pinqpy's form (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`: no time zone, no spaces, at
+    most microseconds), else NULL, as on every engine. ``s`` is read twice: bind it first."""
+    return pl.when(s.str.contains(TIMESTAMP_TEXT)).then(parse_timestamp(s))
 
 
 # -- values as text -------------------------------------------------------------------------
