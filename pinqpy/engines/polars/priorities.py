@@ -8,16 +8,16 @@ neighbouring tables differ only in that unit's rows (for the same salt).
 
 A row's priority is the pair ``(h1, h2)`` of Polars' ``hash`` of the struct of *every* column
 of the row (lists and structs included: Polars hashes them by content) under two independent
-64-bit seeds drawn when the plan is translated from :func:`pinqpy.plan.salts.salt_source`
-(fresh on every read, or under a partition the partition's keyed stream for the node); rows are ranked by
-``h1`` and, where it ties, ``h2`` (the pair packed as one 128-bit integer ``h1·2**64 + h2``,
-whose order is the pair's: ranking it costs little more than ranking ``h1`` alone, where a
-struct of the two costs half as much again). Both are functions of the row and the salt
-(Polars' hash of a value does not depend on the frame's chunks or the row's position, and
-reads ``-0.0`` and ``0.0`` alike, as they are equal). Rows equal in every value tie for
-good: they are then interchangeable, so whichever of them is kept, the truncated table is the
-same multiset of rows. Distinct rows tie only if both 64-bit hashes collide (about
-``2**-128`` per pair).
+64-bit seeds drawn when the plan is translated, from :func:`pinqpy.plan.salts.salt_source`:
+fresh on every read; under a partition, the partition's keyed stream for the node, so every
+read through its parts keeps the same rows. Rows are ranked by ``h1`` and, where it ties,
+``h2`` (the pair packed as one 128-bit integer ``h1·2**64 + h2``, whose order is the pair's:
+ranking it costs little more than ranking ``h1`` alone, where a struct of the two costs half
+as much again). Both are functions of the row and the salt (Polars' hash of a value does not
+depend on the frame's chunks or the row's position, and reads ``-0.0`` and ``0.0`` alike, as
+they are equal). Rows equal in every value tie for good: they are then interchangeable, so
+whichever of them is kept, the truncated table is the same multiset of rows. Distinct rows
+tie only if both 64-bit hashes collide (about ``2**-128`` per pair).
 
 Polars' hash is stable within one Polars version only; a priority is never stored, so that
 suffices.

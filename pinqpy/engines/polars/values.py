@@ -18,11 +18,11 @@ __all__ = [
     "float_text",
     "null_of",
     "parse_timestamp",
+    "text_timestamp",
     "text_to_bool",
     "text_to_float",
     "text_to_int",
     "text_to_number",
-    "text_timestamp",
 ]
 
 #: The Polars type of a computed value of each kind.
