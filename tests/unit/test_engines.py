@@ -83,7 +83,7 @@ def test_file_frames_are_named_after_the_file(pums_parquet: Path) -> None:
 
 def test_charges_are_identical_across_engines(pums: pd.DataFrame) -> None:
     spent = []
-    for engine in ("pandas", "duckdb"):
+    for engine in ("pandas", "duckdb", "polars"):
         budget = pq.Budget(10)
         frame = pq.PrivateFrame(pums, budget, engine=engine, bounds=PUMS_BOUNDS)
         doubled = frame.concat(frame).where("age > 20")
@@ -91,7 +91,7 @@ def test_charges_are_identical_across_engines(pums: pd.DataFrame) -> None:
         doubled.partition("sex", keys=[0, 1]).mean("age", epsilon=0.2)
         doubled.median("income", epsilon=0.05)
         spent.append(budget.spent)
-    assert spent[0] == spent[1]
+    assert spent[0] == spent[1] == spent[2]
     assert spent[0].epsilon == 2 * (Fraction("0.1") + Fraction("0.2") + Fraction("0.05"))
 
 

@@ -48,7 +48,7 @@ from pinqpy.noise.keyselect import (
 from pinqpy.noise.mechanisms import CountMechanism
 from tests.unit.test_stability_properties import sym_diff
 
-ENGINES = ["pandas", "duckdb"]
+ENGINES = ["pandas", "duckdb", "polars"]
 EPS = Fraction(1, 2)
 DELTA = 1e-4
 EXAMPLES = {"pandas": 40, "duckdb": 20, "polars": 20}

@@ -132,6 +132,17 @@ def test_declared_types_are_cast_and_checked_once(tmp_path: Path) -> None:
         pq.PrivateFrame(data, pq.Budget(1), schema={"code": "any"})
 
 
+@pytest.mark.parametrize("declared", ["int", "float", "bool", "str", "datetime"])
+def test_a_column_of_no_values_converts_to_any_declared_type(tmp_path: Path, declared) -> None:
+    """A parquet column written with no value (Polars type Null: an empty table, or a file
+    whose column is NULL throughout) is NULL in every declared type, as on pandas."""
+    path = tmp_path / "empty.parquet"
+    pl.DataFrame({"c": pl.Series([None, None], dtype=pl.Null), "k": [1, 2]}).write_parquet(path)
+    f = pq.PrivateFrame.from_parquet(path, pq.Budget(10), engine="polars", schema={"c": declared})
+    assert f.schema["c"] == declared
+    assert _count(f) == 2 and _count(f.where("c IS NULL")) == 2
+
+
 # -- types ----------------------------------------------------------------------------------------
 def test_an_object_column_is_refused_with_a_hint_and_converts_when_declared() -> None:
     data = pl.DataFrame({"o": pl.Series([1, "x", None], dtype=pl.Object), "n": [1, 2, 3]})

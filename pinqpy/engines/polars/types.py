@@ -36,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from pinqpy.engines.polars.values import (
+    KIND_DTYPES,
     datetime_text,
     float_text,
     parse_timestamp,
@@ -204,7 +205,9 @@ def declared_casts(
         if is_categorical(dtype):
             x = x.cast(pl.String)
         cast: pl.Expr | None
-        if ctype == "datetime":
+        if kind == "null":  # no value at all (an empty or all-NULL column): NULLs of any type
+            cast = x.cast(KIND_DTYPES[ctype])
+        elif ctype == "datetime":
             cast = x if kind == "datetime" else parse_timestamp(x) if kind == "str" else None
         elif kind == "datetime":
             cast = _to_str(x, kind) if ctype == "str" else None
