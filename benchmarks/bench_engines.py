@@ -457,6 +457,13 @@ def polars_clamped(ctx: Any, agg: str) -> float:
     return float(ctx.run(ctx.lf.select(getattr(x, agg)())).item())
 
 
+def polars_float(ctx: Any, agg: str, column: str) -> float:
+    """A bounded float sum, mean or (sample) variance, hand-written in Polars' lazy API."""
+    x = ctx.pl.col(column).clip(*FLOAT_BOUNDS)
+    out = x.var(ddof=1) if agg == "variance" else getattr(x, agg)()
+    return float(ctx.run(ctx.lf.select(out)).item())
+
+
 def polars_partition(ctx: Any, column: str, keys: list[Any], lf: Any = None) -> list[int]:
     pl = ctx.pl
     lf = ctx.lf if lf is None else lf
@@ -564,6 +571,7 @@ def float_workload(agg: str, dtype: str) -> Workload:
             "pandas": lambda c: float(getattr(c.df[col].clip(*FLOAT_BOUNDS), pandas_agg)()),
             "duckdb": lambda c: float(c.sql(f"SELECT {sql_agg}({clamp}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, spark_agg, col, FLOAT_BOUNDS),
+            "polars": lambda c: polars_float(c, agg, col),
         },
         tol=FLOAT32_SUM_TOL if (dtype, agg) == ("float32", "sum") else FLOAT_TOL[agg],
     )
@@ -1004,6 +1012,75 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
     return results
 
 
+# -- interleaved rounds (--interleave N): raw and pinqpy alternate -----------------------------
+def interleaved(args: argparse.Namespace) -> int:
+    """Each cell as ``N`` rounds of one fresh raw process then one fresh pinqpy process, the
+    best time and the largest peak of each side kept: on a shared machine the load drifts
+    over minutes, and alternating puts both sides under the same drift. Writes ``--out``."""
+    data_dir: Path = args.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "workers.log"
+    rows_md = []
+    for engine in args.engines:
+        for dataset in args.datasets:
+            for rows in rows_of(dataset, args):
+                path = ensure_data(data_dir, dataset, rows)
+                for wname in args.workloads:
+                    if skip_reason(engine, rows, wname, args):
+                        continue
+                    got = _rounds(engine, dataset, rows, wname, path, args, log)
+                    rows_md.append(_round_line(engine, dataset, rows, wname, got))
+                    print(rows_md[-1], flush=True)
+    head = [
+        "# Interleaved rounds",
+        "",
+        f"{machine()}; {versions()}. Each cell: {args.interleave} rounds of a fresh raw "
+        "process then a fresh pinqpy process (best time, largest peak RSS of each side; "
+        f"{args.repeat} timed runs per process after {args.warmup} warm-up). 1-minute load "
+        "average while it ran in the last column.",
+        "",
+        "| engine | data | rows | workload | raw s | pinqpy s | ratio | raw MB | pinqpy MB "
+        "| peak ratio | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    args.out.write_text("\n".join(head + rows_md) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _rounds(
+    engine: str, dataset: str, rows: int, wname: str, path: Path, args: argparse.Namespace,
+    log: Path,
+) -> dict[str, list[dict[str, Any]]]:
+    got: dict[str, list[dict[str, Any]]] = {"raw": [], "pinqpy": []}
+    for _ in range(args.interleave):
+        for impl in ("raw", "pinqpy"):
+            spec = {
+                "engine": engine, "dataset": dataset, "rows": rows, "workload": wname,
+                "impl": impl, "repeat": args.repeat, "warmup": args.warmup, "min_time": 0.0,
+                "warmup_time": 0.0, "time_budget": args.time_budget, "path": str(path),
+                "data_dir": str(path.parent),
+            }  # fmt: skip
+            res = run_worker(spec, args.timeout, log)
+            if "best_s" in res:
+                got[impl].append(res)
+    return got
+
+
+def _round_line(
+    engine: str, dataset: str, rows: int, wname: str, got: dict[str, list[dict[str, Any]]]
+) -> str:
+    cells = [engine, dataset, fmt_rows(rows), wname]
+    if not got["raw"] or not got["pinqpy"]:
+        return "| " + " | ".join([*cells, "failed", "", "", "", "", "", ""]) + " |"
+    t = {k: min(r["best_s"] for r in v) for k, v in got.items()}
+    mb = {k: max(r["peak_mb"] for r in v) for k, v in got.items()}
+    load = max(r["load"] for v in got.values() for r in v)
+    cells += [f"{t['raw']:.3f}", f"{t['pinqpy']:.3f}", f"{t['pinqpy'] / t['raw']:.2f}x"]
+    cells += [f"{mb['raw']:,.0f}", f"{mb['pinqpy']:,.0f}", f"{mb['pinqpy'] / mb['raw']:.2f}x"]
+    return "| " + " | ".join([*cells, f"{load:.1f}"]) + " |"
+
+
 def repeats(rows: int, args: argparse.Namespace) -> int:
     """Timed runs: fewer at 1e8 rows; more on the tiny table, whose milliseconds vary most."""
     if rows == TINY_ROWS:
@@ -1423,6 +1500,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
     ap.add_argument("--target", type=float, default=1.3)
     ap.add_argument("--check", action="store_true", help="verify exact answers on 1e4 rows")
+    ap.add_argument(
+        "--interleave", type=int, default=0, help="N rounds of raw then pinqpy per cell"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--as-command", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1442,6 +1522,8 @@ def main() -> int:
         ap.error(f"workloads: choose from {', '.join(BY_NAME)}")
     if args.check:
         return check(args)
+    if args.interleave:
+        return interleaved(args)
     args.resume |= args.report_only
     command = ("python benchmarks/bench_engines.py " + " ".join(sys.argv[1:])).strip()
     if args.as_command:  # a report rebuilt from stored results names the measuring command
