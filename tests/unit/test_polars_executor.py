@@ -101,6 +101,19 @@ def test_files_are_scanned_lazily_and_read_per_query(tmp_path: Path) -> None:
     assert _count(from_parquet) == 7
 
 
+def test_a_parquet_file_wrapped_again_is_read_as_it_is_now(tmp_path: Path) -> None:
+    """Wrapping an unchanged file again reuses its scan (its metadata is read once); a file
+    changed since (size, modification time) is scanned afresh, with its new rows and types."""
+    path = tmp_path / "p.parquet"
+    PEOPLE.write_parquet(path)
+    first = pq.PrivateFrame.from_parquet(path, pq.Budget(10), engine="polars")
+    again = pq.PrivateFrame.from_parquet(path, pq.Budget(10), engine="polars")
+    assert _count(first) == _count(again) == 7
+    pl.concat([PEOPLE, PEOPLE]).with_columns(pl.col("age").cast(pl.Float64)).write_parquet(path)
+    later = pq.PrivateFrame.from_parquet(path, pq.Budget(10), engine="polars")
+    assert _count(later) == 14 and later.schema["age"] == "float"
+
+
 def test_a_csv_value_that_does_not_parse_as_its_inferred_type_is_null(tmp_path: Path) -> None:
     path = tmp_path / "late.csv"
     lines = ["n"] + [str(i) for i in range(12_000)] + ["4.5", "x"]

@@ -8,6 +8,8 @@ one scan checks that every declared value converts.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -136,6 +138,40 @@ def from_pandas(df: pd.DataFrame) -> pl.DataFrame:
     raise PinqError("cannot convert this DataFrame for the Polars engine")
 
 
+# Scans of plain parquet files wrapped before, by (path, size, mtime): at most 64.
+_SCANS: dict[tuple[str, int, int], tuple[pl.LazyFrame, tuple[tuple[str, Any], ...]]] = {}
+_SCANS_LOCK = threading.Lock()
+
+
+def _stamp(path: str) -> tuple[str, int, int] | None:
+    """(path, size, mtime) of a plain local file, else None (a glob, directory or URL)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (os.path.abspath(path), st.st_size, st.st_mtime_ns) if os.path.isfile(path) else None
+
+
+def _parquet_scan(path: str, what: str) -> tuple[pl.LazyFrame, tuple[tuple[str, Any], ...]]:
+    """``pl.scan_parquet(path)`` and its columns; for a plain file unchanged since it was last
+    wrapped, that same scan, which keeps the file's metadata once read: a frame wrapped anew
+    for each query reads no footer twice, as a hand-written query reusing its scan would.
+    A file changed since (size or modification time) is scanned afresh."""
+    stamp = _stamp(path)
+    with _SCANS_LOCK:
+        hit = _SCANS.get(stamp) if stamp is not None else None
+    if hit is not None:
+        return hit
+    frame = pl.scan_parquet(path)
+    got = (frame, _schema(frame, what))
+    if stamp is not None:
+        with _SCANS_LOCK:
+            if len(_SCANS) >= 64:
+                _SCANS.pop(next(iter(_SCANS)))
+            _SCANS[stamp] = got
+    return got
+
+
 def scan_file(
     path: str, kind: str, sep: str, schema: object
 ) -> tuple[PolarsTable, dict[str, ColumnType], dict[str, ColumnType]]:
@@ -146,7 +182,7 @@ def scan_file(
     what = f"the {kind} file {path!r}"
     try:
         if kind == "parquet":
-            frame = pl.scan_parquet(path)
+            frame, columns = _parquet_scan(path, what)
         else:
             first = pl.scan_csv(path, separator=sep, n_rows=0).collect_schema().names()
             declared = check_declared(schema, first)
@@ -161,11 +197,11 @@ def scan_file(
             # infers nothing (a file changed since would otherwise change them).
             types = dict(_schema(inferred, what))
             frame = pl.scan_csv(path, separator=sep, schema=types, ignore_errors=True)
+            columns = _schema(frame, what)
     except PinqError:
         raise
     except Exception as exc:
         raise PinqError(f"Polars cannot read {what} ({type(exc).__name__})") from None
-    columns = _schema(frame, what)
     declared = check_declared(schema, [c for c, _ in columns])
     if declared:
         frame = _declare(frame, columns, declared)
