@@ -152,7 +152,7 @@ def _polars_values(text: str) -> list[object]:
 
 
 _FUZZ = settings(
-    max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
 
 
