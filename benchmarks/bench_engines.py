@@ -1,4 +1,4 @@
-"""Engine benchmarks: pinqpy on pandas, DuckDB and Spark against each engine's own code.
+"""Engine benchmarks: pinqpy on pandas, DuckDB, Spark and Polars against each engine's own code.
 
 Run everything (about an hour and a half on a 2-core machine):
 
@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 # installed: a script's own folder, not the repository root, is first on sys.path.
 if (HERE.parent / "pinqpy").is_dir() and str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
-ENGINES = ("pandas", "duckdb", "spark")
+ENGINES = ("pandas", "duckdb", "spark", "polars")
 DATASETS = ("generated", "pums")
 EPS = 1.0
 INCOME = (0, 200_000)
@@ -321,7 +321,41 @@ class SparkCtx(Ctx):
         return [p.pid for p in me.children(recursive=True) if p.name() == "java"]
 
 
-CTX: dict[str, type[Ctx]] = {"pandas": PandasCtx, "duckdb": DuckDBCtx, "spark": SparkCtx}
+class PolarsCtx(Ctx):
+    """Both sides scan the parquet file lazily and run on Polars' streaming engine."""
+
+    engine = "polars"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        import polars as pl
+
+        super().__init__(path, spec)
+        self.pl = pl
+        self.lf = pl.scan_parquet(self.path)
+        if "cat_partition" in self.workloads:
+            # The key column as Polars' categorical type, in memory, which both sides read.
+            self.cat = self.lf.select(pl.col("state").cast(pl.Categorical)).collect()
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame.from_parquet(self.path, budget, engine="polars", **meta)
+
+    def categorical_frame(self, budget: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame(self.cat, budget)
+
+    def run(self, query: Any) -> Any:
+        return query.collect(engine="streaming")
+
+
+CTX: dict[str, type[Ctx]] = {
+    "pandas": PandasCtx,
+    "duckdb": DuckDBCtx,
+    "spark": SparkCtx,
+    "polars": PolarsCtx,
+}
 
 
 # -- workloads -------------------------------------------------------------------------------
@@ -418,6 +452,46 @@ def spark_median(ctx: Any) -> float:
     return float(ctx.read().select(F.median("income")).collect()[0][0])
 
 
+def polars_clamped(ctx: Any, agg: str) -> float:
+    x = ctx.pl.col("income").clip(*INCOME)
+    return float(ctx.run(ctx.lf.select(getattr(x, agg)())).item())
+
+
+def polars_float(ctx: Any, agg: str, column: str) -> float:
+    """A bounded float sum, mean or (sample) variance, hand-written in Polars' lazy API."""
+    x = ctx.pl.col(column).clip(*FLOAT_BOUNDS)
+    out = x.var(ddof=1) if agg == "variance" else getattr(x, agg)()
+    return float(ctx.run(ctx.lf.select(out)).item())
+
+
+def polars_partition(ctx: Any, column: str, keys: list[Any], lf: Any = None) -> list[int]:
+    pl = ctx.pl
+    lf = ctx.lf if lf is None else lf
+    got = ctx.run(lf.filter(pl.col(column).is_in(keys)).group_by(column).len())
+    return per_key(got.rows(), keys)
+
+
+def polars_truncated_count(ctx: Any) -> int:
+    pl = ctx.pl
+    n = ctx.lf.group_by("pid").len()
+    return int(ctx.run(n.select(pl.min_horizontal(pl.col("len"), MAX_ROWS).sum())).item())
+
+
+def polars_truncated_sum(ctx: Any) -> float:
+    pl = ctx.pl
+    r = pl.int_range(pl.len()).shuffle()  # a random order of the rows
+    kept = ctx.lf.select("pid", "income").filter(r.rank("ordinal").over("pid") <= MAX_ROWS)
+    return float(ctx.run(kept.select(pl.col("income").clip(*INCOME).sum())).item())
+
+
+def polars_sql(ctx: Any) -> list[list[Any]]:
+    pl = ctx.pl
+    p = ctx.lf.filter(pl.col("age") >= 18).select("educ", "income")
+    p = p.join(pl.from_pandas(LEVELS).lazy(), on="educ")
+    g = p.group_by("level").agg(pl.len(), pl.col("income").clip(*INCOME).mean())
+    return sql_rows(ctx.run(g).rows())
+
+
 def per_user(ctx: Ctx) -> Any:
     """The user-level frame of the user_* workloads: at most MAX_ROWS rows per user."""
     return ctx.frame(budget(), privacy_unit="pid").bound_contributions(max_rows=MAX_ROWS)
@@ -497,6 +571,7 @@ def float_workload(agg: str, dtype: str) -> Workload:
             "pandas": lambda c: float(getattr(c.df[col].clip(*FLOAT_BOUNDS), pandas_agg)()),
             "duckdb": lambda c: float(c.sql(f"SELECT {sql_agg}({clamp}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, spark_agg, col, FLOAT_BOUNDS),
+            "polars": lambda c: polars_float(c, agg, col),
         },
         tol=FLOAT32_SUM_TOL if (dtype, agg) == ("float32", "sum") else FLOAT_TOL[agg],
     )
@@ -511,6 +586,9 @@ WORKLOADS = [
             "pandas": lambda c: int((c.df["age"] >= 18).sum()),
             "duckdb": lambda c: c.sql("SELECT COUNT(*) FROM {people} WHERE age >= 18")[0][0],
             "spark": lambda c: c.read().where("age >= 18").count(),
+            "polars": lambda c: int(
+                c.run(c.lf.filter(c.pl.col("age") >= 18).select(c.pl.len())).item()
+            ),
         },
     ),
     Workload(
@@ -525,6 +603,7 @@ WORKLOADS = [
                 c.sql(f"SELECT age, COUNT(*) FROM {{people}} WHERE age IN ({IN_KEYS}) GROUP BY age")
             ),
             "spark": spark_partition,
+            "polars": lambda c: polars_partition(c, "age", AGE_KEYS),
         },
     ),
     Workload(
@@ -535,6 +614,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].clip(*INCOME).sum()),
             "duckdb": lambda c: float(c.sql(f"SELECT SUM({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "sum"),
+            "polars": lambda c: polars_clamped(c, "sum"),
         },
     ),
     Workload(
@@ -545,6 +625,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].clip(*INCOME).mean()),
             "duckdb": lambda c: float(c.sql(f"SELECT AVG({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "avg"),
+            "polars": lambda c: polars_clamped(c, "mean"),
         },
     ),
     *[
@@ -560,6 +641,7 @@ WORKLOADS = [
             "pandas": lambda c: float(c.df["income"].median()),
             "duckdb": lambda c: float(c.sql("SELECT MEDIAN(income) FROM {people}")[0][0]),
             "spark": spark_median,
+            "polars": lambda c: float(c.run(c.lf.select(c.pl.col("income").median())).item()),
         },
         tol=MEDIAN_STEP,  # pinqpy answers on a public grid of 1001 candidates
     ),
@@ -579,6 +661,7 @@ WORKLOADS = [
                 "(SELECT COUNT(*) AS n FROM {people} GROUP BY pid)"
             )[0][0],
             "spark": spark_truncated_count,
+            "polars": polars_truncated_count,
         },
     ),
     Workload(
@@ -598,6 +681,7 @@ WORKLOADS = [
                 )[0][0]
             ),
             "spark": spark_truncated_sum,
+            "polars": polars_truncated_sum,
         },
         tol=1e-6,
         check_range=truncated_sum_range,
@@ -610,6 +694,7 @@ WORKLOADS = [
             "pandas": lambda c: pandas_partition(c, "state"),
             "duckdb": duckdb_str_partition,
             "spark": spark_str_partition,
+            "polars": lambda c: polars_partition(c, "state", c.keys),
         },
     ),
     Workload(
@@ -621,6 +706,7 @@ WORKLOADS = [
         {
             "pandas": lambda c: pandas_partition(c, "state_cat"),
             "duckdb": lambda c: duckdb_str_partition(c, "people_enum"),
+            "polars": lambda c: polars_partition(c, "state", c.keys, c.cat.lazy()),
         },
         skip={"spark": "skipped: Spark has no categorical type"},
     ),
@@ -632,6 +718,7 @@ WORKLOADS = [
         skip={
             "duckdb": "skipped: object columns are a pandas dtype",
             "spark": "skipped: object columns are a pandas dtype",
+            "polars": "skipped: object columns are a pandas dtype",
         },
     ),
     Workload(
@@ -644,6 +731,7 @@ WORKLOADS = [
                 c.sql("SELECT state, COUNT(*) FROM {people} GROUP BY state")
             ),
             "spark": spark_histogram,
+            "polars": lambda c: hist_rows(c.run(c.lf.group_by("state").len()).rows()),
         },
     ),
     Workload(
@@ -654,6 +742,7 @@ WORKLOADS = [
             "pandas": pandas_sql,
             "duckdb": lambda c: sql_rows(c.sql(RAW_SQL)),
             "spark": spark_sql,
+            "polars": polars_sql,
         },
         tol=1e-9,
     ),
@@ -923,6 +1012,75 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
     return results
 
 
+# -- interleaved rounds (--interleave N): raw and pinqpy alternate -----------------------------
+def interleaved(args: argparse.Namespace) -> int:
+    """Each cell as ``N`` rounds of one fresh raw process then one fresh pinqpy process, the
+    best time and the largest peak of each side kept: on a shared machine the load drifts
+    over minutes, and alternating puts both sides under the same drift. Writes ``--out``."""
+    data_dir: Path = args.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "workers.log"
+    rows_md = []
+    for engine in args.engines:
+        for dataset in args.datasets:
+            for rows in rows_of(dataset, args):
+                path = ensure_data(data_dir, dataset, rows)
+                for wname in args.workloads:
+                    if skip_reason(engine, rows, wname, args):
+                        continue
+                    got = _rounds(engine, dataset, rows, wname, path, args, log)
+                    rows_md.append(_round_line(engine, dataset, rows, wname, got))
+                    print(rows_md[-1], flush=True)
+    head = [
+        "# Interleaved rounds",
+        "",
+        f"{machine()}; {versions()}. Each cell: {args.interleave} rounds of a fresh raw "
+        "process then a fresh pinqpy process (best time, largest peak RSS of each side; "
+        f"{args.repeat} timed runs per process after {args.warmup} warm-up). 1-minute load "
+        "average while it ran in the last column.",
+        "",
+        "| engine | data | rows | workload | raw s | pinqpy s | ratio | raw MB | pinqpy MB "
+        "| peak ratio | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    args.out.write_text("\n".join(head + rows_md) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _rounds(
+    engine: str, dataset: str, rows: int, wname: str, path: Path, args: argparse.Namespace,
+    log: Path,
+) -> dict[str, list[dict[str, Any]]]:
+    got: dict[str, list[dict[str, Any]]] = {"raw": [], "pinqpy": []}
+    for _ in range(args.interleave):
+        for impl in ("raw", "pinqpy"):
+            spec = {
+                "engine": engine, "dataset": dataset, "rows": rows, "workload": wname,
+                "impl": impl, "repeat": args.repeat, "warmup": args.warmup, "min_time": 0.0,
+                "warmup_time": 0.0, "time_budget": args.time_budget, "path": str(path),
+                "data_dir": str(path.parent),
+            }  # fmt: skip
+            res = run_worker(spec, args.timeout, log)
+            if "best_s" in res:
+                got[impl].append(res)
+    return got
+
+
+def _round_line(
+    engine: str, dataset: str, rows: int, wname: str, got: dict[str, list[dict[str, Any]]]
+) -> str:
+    cells = [engine, dataset, fmt_rows(rows), wname]
+    if not got["raw"] or not got["pinqpy"]:
+        return "| " + " | ".join([*cells, "failed", "", "", "", "", "", ""]) + " |"
+    t = {k: min(r["best_s"] for r in v) for k, v in got.items()}
+    mb = {k: max(r["peak_mb"] for r in v) for k, v in got.items()}
+    load = max(r["load"] for v in got.values() for r in v)
+    cells += [f"{t['raw']:.3f}", f"{t['pinqpy']:.3f}", f"{t['pinqpy'] / t['raw']:.2f}x"]
+    cells += [f"{mb['raw']:,.0f}", f"{mb['pinqpy']:,.0f}", f"{mb['pinqpy'] / mb['raw']:.2f}x"]
+    return "| " + " | ".join([*cells, f"{load:.1f}"]) + " |"
+
+
 def repeats(rows: int, args: argparse.Namespace) -> int:
     """Timed runs: fewer at 1e8 rows; more on the tiny table, whose milliseconds vary most."""
     if rows == TINY_ROWS:
@@ -989,6 +1147,12 @@ def versions() -> str:
         import pyspark
 
         parts.append(f"Spark {pyspark.__version__}")
+    except ImportError:
+        pass
+    try:
+        import polars
+
+        parts.append(f"Polars {polars.__version__}")
     except ImportError:
         pass
     try:
@@ -1336,6 +1500,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
     ap.add_argument("--target", type=float, default=1.3)
     ap.add_argument("--check", action="store_true", help="verify exact answers on 1e4 rows")
+    ap.add_argument(
+        "--interleave", type=int, default=0, help="N rounds of raw then pinqpy per cell"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--as-command", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1355,6 +1522,8 @@ def main() -> int:
         ap.error(f"workloads: choose from {', '.join(BY_NAME)}")
     if args.check:
         return check(args)
+    if args.interleave:
+        return interleaved(args)
     args.resume |= args.report_only
     command = ("python benchmarks/bench_engines.py " + " ".join(sys.argv[1:])).strip()
     if args.as_command:  # a report rebuilt from stored results names the measuring command

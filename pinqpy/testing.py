@@ -106,8 +106,9 @@ class seed:  # lower case: it is used like a function, ``testing.seed(7)``
 @contextmanager
 def engine(name: str) -> Iterator[None]:
     """Inside this block a PrivateFrame made from a pandas DataFrame without ``engine=`` runs
-    on ``name`` (``"pandas"``, ``"duckdb"`` or ``"spark"``), so one test suite can check that
-    every engine gives the same answers and charges. Frames made before keep their engine.
+    on ``name`` (``"pandas"``, ``"duckdb"``, ``"spark"`` or ``"polars"``), so one test suite
+    can check that every engine gives the same answers and charges. Frames made before keep
+    their engine.
 
     >>> import pandas as pd, pinqpy as pq
     >>> with pq.testing.engine("duckdb"):

@@ -47,9 +47,10 @@ def _fresh_noise_state():
 
 
 def _engine_params() -> list[object]:
-    """pandas always; DuckDB and Spark where installed (with CI set, a missing one fails)."""
+    """pandas always; DuckDB, Spark and Polars where installed (with CI set, a missing one
+    fails)."""
     out: list[object] = ["pandas"]
-    for name, module in (("duckdb", "duckdb"), ("spark", "pyspark")):
+    for name, module in (("duckdb", "duckdb"), ("spark", "pyspark"), ("polars", "polars")):
         missing = importlib.util.find_spec(module) is None or (
             name == "spark" and shutil.which("java") is None
         )

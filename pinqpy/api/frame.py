@@ -72,8 +72,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
     Parameters
     ----------
     data:
-        A pandas DataFrame. pinqpy does not copy it; the curator should not modify it after
-        wrapping.
+        A pandas DataFrame (or a DuckDB relation, a Spark DataFrame, a Polars DataFrame or
+        LazyFrame: see ``engine``). pinqpy does not copy it; the curator should not modify it
+        after wrapping.
     budget:
         The :class:`~pinqpy.Budget` every aggregation on this frame and its descendants is
         charged to.
@@ -124,7 +125,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = False,
         name: str = "table",
-        engine: Literal["pandas", "duckdb", "spark"] | None = None,
+        engine: Literal["pandas", "duckdb", "spark", "polars"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
         public_size: bool = False,
@@ -148,7 +149,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         path: str | os.PathLike[str],
         budget: Budget,
         *,
-        engine: Literal["pandas", "duckdb", "spark"] = "pandas",
+        engine: Literal["pandas", "duckdb", "spark", "polars"] = "pandas",
         connection: Any = None,
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -160,9 +161,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
     ) -> PrivateFrame:
         """A private frame over a parquet file, directory or glob, read by ``engine``.
 
-        ``engine="duckdb"`` and ``engine="spark"`` read the file where it lies, so it need not
-        fit in memory; ``"pandas"`` loads it (with pyarrow). The other arguments are those of
-        :class:`PrivateFrame`; ``name`` defaults to the file's stem.
+        ``engine="duckdb"``, ``"spark"`` and ``"polars"`` (a lazy scan) read the file where
+        it lies, so it need not fit in memory; ``"pandas"`` loads it (with pyarrow). The other
+        arguments are those of :class:`PrivateFrame`; ``name`` defaults to the file's stem.
 
         >>> import pinqpy as pq
         >>> pq.PrivateFrame.from_parquet("no/such.parquet", pq.Budget(1.0), engine="duckdb")
@@ -191,7 +192,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         path: str | os.PathLike[str],
         budget: Budget,
         *,
-        engine: Literal["pandas", "duckdb", "spark"] = "pandas",
+        engine: Literal["pandas", "duckdb", "spark", "polars"] = "pandas",
         connection: Any = None,
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -293,7 +294,8 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
 
     @property
     def engine(self) -> str:
-        """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"`` or ``"spark"``."""
+        """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"``, ``"spark"`` or
+        ``"polars"``."""
         return self._rel.engine
 
     @property

@@ -85,7 +85,7 @@ class Session:
         privacy_unit: str | None = None,
         max_rows: int | None = None,
         allow_callables: bool = False,
-        engine: Literal["pandas", "duckdb", "spark"] | None = None,
+        engine: Literal["pandas", "duckdb", "spark", "polars"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
         public_size: bool = False,

@@ -30,7 +30,8 @@ sum of ``n`` terms is below ``n·2**21`` (``n·2**42`` for squares). DuckDB sums
 HUGEINT (128 bits); Spark sums ``d`` as BIGINT and ``d²`` as two BIGINT parts
 (``d² >> 21`` and ``d² & (2**21 - 1)``), exact below ``2**42`` rows; pandas maps and sums in
 one blocked numpy pass whose float sums are proved exact (:mod:`pinqpy.core.grid_sums`),
-block totals combined as Python ints. No sum can overflow for any number of rows an engine
+block totals combined as Python ints; Polars sums ``d`` as Int64 and ``d²`` as Int128
+(:mod:`pinqpy.engines.polars.reads`). No sum can overflow for any number of rows an engine
 can hold, so nothing is refused or raised. The last clamp of ``d`` into ``[0, K]`` may be
 left out by an engine whose values are clamped into ``[lo, hi]`` first: it is then the
 identity. A NULL clamped to ``lo`` (as SQL's GREATEST and LEAST do) has ``d(lo) = 0``, so it
@@ -252,8 +253,8 @@ class SumGrid(_PowerOfTwoStep):
     Each clamped value maps to ``k = trunc(x·2**-shift)``, exactly (scaling by a power of two
     is exact, and so is truncation), ``|k| < 2**41``; engines sum the ``k`` as integers
     (exactly: DuckDB in 128 bits, Spark in two BIGINT parts, pandas in one blocked pass of
-    exact float row sums, :mod:`pinqpy.core.grid_sums`) and return ``q·Σk`` converted to a
-    double (within 2 ulps).
+    exact float row sums, :mod:`pinqpy.core.grid_sums`, Polars in Int128) and return
+    ``q·Σk`` converted to a double (within 2 ulps).
 
     **Sensitivity.** Truncation toward zero never increases a magnitude: ``|q·k| <= |x| <= M``.
     So the sum of the quantised values has sensitivity ``max(|lo|, |hi|)`` exactly, the

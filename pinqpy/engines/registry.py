@@ -1,6 +1,6 @@
 """Engines: which executor runs a plan, and how user data becomes a plan source.
 
-pinqpy runs one plan on three engines:
+pinqpy runs one plan on four engines:
 
 ========  ==========================================================  ==========================
 engine    data a PrivateFrame accepts                                 executor
@@ -10,6 +10,9 @@ duckdb    a DuckDB relation, a DuckDB table name, a parquet or CSV    SQL inside
           path, or a pandas DataFrame with ``engine="duckdb"``
 spark     a Spark DataFrame, a Spark table name, a parquet or CSV     Spark SQL
           path, or a pandas DataFrame with ``engine="spark"``
+polars    a Polars DataFrame or LazyFrame, a parquet or CSV path      Polars lazy queries
+          (scanned lazily), or a pandas DataFrame with
+          ``engine="polars"``
 ========  ==========================================================  ==========================
 
 The engine decides only *where* exact aggregates are computed. Stabilities and charges come
@@ -18,17 +21,18 @@ the same mechanisms, so the engine cannot change what is charged or how it is re
 
 A frame's engine is fixed when it is wrapped. Frames on different engines (or on different
 DuckDB connections or Spark sessions) cannot be joined or concatenated; public tables are
-pandas DataFrames and every engine reads them. DuckDB and Spark are imported only when used,
+pandas DataFrames and every engine reads them. DuckDB, Spark and Polars are imported only when used,
 and a missing one is reported with the pip extra that installs it.
 
-Data in DuckDB or Spark is read where it lies: nothing is copied into Python. As with a
+Data in DuckDB, Spark or Polars is read where it lies: nothing is copied into Python. As with a
 pandas DataFrame, the curator should not change a table while frames over it are in use
 (answers are cached per wrapped table).
 
 Column types are fixed when a table is wrapped, from the engine's column types (a pandas
 dtype, a DuckDB or Spark type), never from the values a query reads. A pandas ``object``
 column is ``any`` (see :data:`pinqpy.expr.types.ANY_RULE`); DuckDB and Spark cannot hold a
-column of Python objects of mixed kinds, so there it must be declared. ``schema=`` declares
+column of Python objects of mixed kinds, so there it must be declared (a Polars ``Object``
+column too: see :mod:`pinqpy.engines.polars.types`). ``schema=`` declares
 types: each declared column is converted (pandas) or cast (DuckDB, Spark) once, here, and a
 value that does not convert is refused before anything is charged. A CSV file's types are
 inferred from the file by the engine that reads it, once, when it is wrapped.
@@ -55,6 +59,7 @@ from pinqpy.engines.base import Executor
 from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.sources import (
     DuckDBTable,
+    PolarsTable,
     SharedView,
     SparkFile,
     create_hidden_view,
@@ -81,11 +86,12 @@ __all__ = [
     "wrap",
 ]
 
-ENGINES = ("pandas", "duckdb", "spark")
+ENGINES = ("pandas", "duckdb", "spark", "polars")
 
 _PANDAS = PandasExecutor()
 _DUCKDB: dict[int, tuple[Any, Executor]] = {}
 _SPARK: dict[int, tuple[Any, Executor]] = {}
+_POLARS: list[Executor] = []  # one executor: Polars has no connection or session
 _VIEWS = itertools.count()
 _OWN_DUCKDB: list[Any] = []
 # Where a pandas DataFrame given without engine= runs; pinqpy.testing.engine switches it so
@@ -139,6 +145,31 @@ def _import_spark() -> Any:
             "the Spark engine needs pyspark (and Java 17+): pip install 'pinqpy[spark]'"
         ) from None
     return pyspark.sql
+
+
+def _import_polars() -> Any:
+    try:
+        import polars
+    except ImportError:
+        raise PinqError(
+            "the Polars engine needs the polars package: pip install 'pinqpy[polars]'"
+        ) from None
+    return polars
+
+
+def _is_polars_frame(data: object) -> bool:
+    mod = sys.modules.get("polars")
+    return mod is not None and isinstance(data, mod.DataFrame | mod.LazyFrame)
+
+
+def _polars_wrapped(data: Any, schema: object) -> Wrapped:
+    """A Polars DataFrame or LazyFrame as a plan source (its types read from its schema)."""
+    _import_polars()
+    from pinqpy.engines.polars.source import wrap_frame
+
+    table, types, declared = wrap_frame(data, schema, declare_pandas)
+    _check_columns([c for c, _ in table.columns])
+    return Wrapped("polars", table, types).with_sources(declared, "engine")
 
 
 def _is_duckdb_relation(data: object) -> bool:
@@ -498,6 +529,11 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
             df = data
             got = _duckdb_view(con, lambda c: c.from_df(df), "the DataFrame")
             return got.with_sources(declared, "engine")
+        if engine == "polars":
+            _import_polars()
+            from pinqpy.engines.polars.source import from_pandas
+
+            return _polars_wrapped(from_pandas(data), None).with_sources(declared, "engine")
         from pinqpy.engines.spark.types import to_spark
 
         got = _spark_wrapped(to_spark(_spark_session(), data))
@@ -510,6 +546,10 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
         return _duckdb_view(con, lambda c: rel[0], "this relation", foreign=True).with_sources(
             rel[1], "engine"
         )
+    if _is_polars_frame(data):
+        if engine not in (None, "polars"):
+            raise PinqError(f"a Polars frame runs on the polars engine, not {engine!r}")
+        return _polars_wrapped(data, schema)
     if _is_spark_frame(data):
         if engine not in (None, "spark"):
             raise PinqError(f"a Spark DataFrame runs on the spark engine, not {engine!r}")
@@ -543,8 +583,8 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
             "for a file use PrivateFrame.from_parquet or from_csv"
         )
     raise PinqError(
-        "PrivateFrame takes a pandas DataFrame, a DuckDB relation or table name, or a Spark "
-        f"DataFrame, not {type(data).__name__}"
+        "PrivateFrame takes a pandas DataFrame, a DuckDB relation or table name, a Spark "
+        f"DataFrame, or a Polars DataFrame or LazyFrame, not {type(data).__name__}"
     )
 
 
@@ -612,6 +652,15 @@ def _read_file(
         return _duckdb_view(con, lambda c: rel[0], what).with_sources(declared, "inferred")
     if connection is not None:
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
+    if engine == "polars":
+        _import_polars()
+        from pinqpy.engines.polars.source import scan_file
+
+        table, types, declared = scan_file(text, kind, sep, schema)
+        _check_columns([c for c, _ in table.columns])
+        return Wrapped("polars", table, types).with_sources(
+            declared, "inferred" if kind == "csv" else "engine"
+        )
     if engine == "spark":
         spark = _spark_session()
         # Reading a file by name in SQL is on unless the session turned it off.
@@ -870,9 +919,11 @@ def public_frame(data: object) -> pd.DataFrame:
         return data.df()  # type: ignore[attr-defined]
     if _is_spark_frame(data):
         return data.toPandas()  # type: ignore[attr-defined]
+    if _is_polars_frame(data):
+        return data.lazy().collect().to_pandas()  # type: ignore[attr-defined]
     raise PinqError(
-        "a public table is a pandas DataFrame, a DuckDB relation or a Spark DataFrame, not "
-        f"{type(data).__name__}"
+        "a public table is a pandas DataFrame, a DuckDB relation, a Spark DataFrame or a "
+        f"Polars frame, not {type(data).__name__}"
     )
 
 
@@ -913,6 +964,8 @@ def _home(data: Any) -> tuple[str, Any]:
         return "duckdb", data.connection
     if isinstance(data, SparkFile):
         return "spark", data.session
+    if isinstance(data, PolarsTable):
+        return "polars", None
     return "spark", data.sparkSession
 
 
@@ -924,7 +977,7 @@ def _home_of(plan: PlanNode, catalog: Catalog) -> tuple[str, Any]:
 
 
 def engine_name(plan: PlanNode, catalog: Catalog) -> str:
-    """``"pandas"``, ``"duckdb"`` or ``"spark"``."""
+    """``"pandas"``, ``"duckdb"``, ``"spark"`` or ``"polars"``."""
     return _home_of(plan, catalog)[0]
 
 
@@ -949,6 +1002,12 @@ def executor_for(plan: PlanNode, catalog: Catalog) -> Executor:
     engine, home = _home_of(plan, catalog)
     if engine == "pandas":
         return _bound(_PANDAS, catalog)
+    if engine == "polars":
+        if not _POLARS:
+            from pinqpy.engines.polars.executor import PolarsExecutor
+
+            _POLARS.append(PolarsExecutor())
+        return _bound(_POLARS[0], catalog)
     cache = _DUCKDB if engine == "duckdb" else _SPARK
     hit = cache.get(id(home))
     if hit is None or hit[0] is not home:

@@ -1,4 +1,4 @@
-"""The engine handles a plan source holds for DuckDB and Spark data.
+"""The engine handles a plan source holds for DuckDB, Spark and Polars data.
 
 The registry makes them when it wraps user data; the executors read them. Both import them
 from here, so the executors never import the registry.
@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "HIDDEN_SCHEMA",
     "DuckDBTable",
+    "PolarsTable",
     "SharedView",
     "SparkFile",
     "create_hidden_view",
@@ -73,6 +74,15 @@ class SparkFile:
     session: Any = field(repr=False)
     source: str
     schema: Any = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PolarsTable:
+    """A Polars source: a LazyFrame (over the user's DataFrame or LazyFrame, or a file scan,
+    read where it lies) and its (column, Polars type) pairs from when it was wrapped."""
+
+    frame: Any = field(repr=False)
+    columns: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
 
 # Views of frames that are gone, dropped the next time pinqpy uses DuckDB. A finalizer runs

@@ -171,10 +171,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=("pandas", "duckdb", "spark"),
+        choices=("pandas", "duckdb", "spark", "polars"),
         default=None,
         help="where private tables are read and aggregated (default: pandas, in memory; "
-        "duckdb and spark read the files where they lie)",
+        "duckdb, spark and polars read the files where they lie)",
     )
     parser.add_argument(
         "--ledger",

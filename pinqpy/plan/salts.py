@@ -48,7 +48,8 @@ holds for every assignment of salts to nodes).
 
 Step 1 also needs the engine to keep the same rows for the same salts on every read: ties of
 priority are then rows equal in every value the priority hashes, which are interchangeable.
-pandas hashes every value (a list or dict by its contents), DuckDB's ``hash`` every type.
+pandas hashes every value (a list or dict by its contents), DuckDB's ``hash`` every type,
+Polars the struct of every column (lists and structs by content, categories by their text).
 Spark's ``xxhash64`` cannot hash a ``MapType`` column, which its priority leaves out, so rows
 that differ only in a map tie and Spark picks among them; that already weakens one read's
 stability argument on such tables, and is mended by hashing maps too (issue 28, item 6).

@@ -104,7 +104,7 @@ def test_corpus_shape() -> None:
             assert e["columns"] and re.fullmatch(r"\d+(\.\.\d+)?", e["rows"]), e.name
 
 
-@pytest.fixture(params=["pandas", "duckdb"])
+@pytest.fixture(params=["pandas", "duckdb", "polars"])
 def engine(request: pytest.FixtureRequest):
     with pq.testing.engine(request.param):
         yield request.param

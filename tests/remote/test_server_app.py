@@ -301,12 +301,16 @@ def test_the_parts_of_a_partition_asked_one_by_one_charge_the_largest(app):
     assert spent(state) == pq.Cost(0.75)  # every part grew by 0.25
 
 
-@pytest.mark.parametrize("source", ["duckdb", "parquet", "spark"])
+@pytest.mark.parametrize("source", ["duckdb", "parquet", "spark", "polars"])
 def test_duckdb_parquet_and_spark_sources(tmp_path, source):
-    pytest.importorskip({"duckdb": "duckdb", "parquet": "pyarrow", "spark": "pyspark"}[source])
+    modules = {"duckdb": "duckdb", "parquet": "pyarrow", "spark": "pyspark", "polars": "polars"}
+    pytest.importorskip(modules[source])
     rows = load_pums()
     engine = source if source != "parquet" else "duckdb"
-    if source == "spark":
+    if source == "polars":  # a parquet file scanned by Polars
+        rows.to_parquet(tmp_path / "people.parquet")
+        table = 'source = "parquet"\npath = "people.parquet"\nengine = "polars"'
+    elif source == "spark":
         rows.to_parquet(tmp_path / "people.parquet")
         table = 'source = "spark"\npath = "people.parquet"\nformat = "parquet"'
     elif source == "duckdb":

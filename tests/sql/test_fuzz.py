@@ -524,7 +524,7 @@ def test_deeply_nested_queries(fuzz_env: SqlEnv, query: str) -> None:
 # through every kind of expression. Whatever the query: either it is refused before the charge
 # (budget unchanged) or it is answered, with no exception and no warning after the charge, and
 # no query takes more than a generous multiple of a plain scan of the same table.
-ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8}
+ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8, "polars": 400}
 SLOWEST = 100  # times a plain scan (itself including parsing and planning), retried once
 
 
@@ -892,7 +892,7 @@ AGREEING = [
     "(x > 0) BETWEEN (i > 0) AND 1",
     "(s = 'a') BETWEEN x AND i",
 ]
-AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas and DuckDB
+AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas, DuckDB and Polars
 
 
 def _engine_rows(engine: str, exprs: list[str]) -> pd.DataFrame:
@@ -935,14 +935,18 @@ def _disagreements(exprs: list[str], engines: tuple[str, ...]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+_MODULES = {"duckdb": "duckdb", "spark": "pyspark", "polars": "polars"}
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark", "polars"])
 def test_the_engines_agree_on_every_value_of_these_expressions(engine: str) -> None:
-    pytest.importorskip("duckdb" if engine == "duckdb" else "pyspark")
+    pytest.importorskip(_MODULES[engine])
     assert _disagreements(AGREEING, ("pandas", engine)) == []
 
 
-def test_the_engines_agree_on_every_value_of_random_expressions() -> None:
-    pytest.importorskip("duckdb")
+@pytest.mark.parametrize("engine", ["duckdb", "polars"])
+def test_the_engines_agree_on_every_value_of_random_expressions(engine: str) -> None:
+    pytest.importorskip(_MODULES[engine])
     maker = _QueryMaker(20261202, with_any=False)
     probe = pq.PrivateFrame(adversarial_df("duckdb").assign(b=True), pq.Budget(1))
     exprs: list[str] = []
@@ -954,4 +958,4 @@ def test_the_engines_agree_on_every_value_of_random_expressions() -> None:
         except pq.PinqError:
             continue
         exprs.append(text)
-    assert _disagreements(exprs, ("pandas", "duckdb")) == []
+    assert _disagreements(exprs, ("pandas", engine)) == []

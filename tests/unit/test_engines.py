@@ -83,7 +83,7 @@ def test_file_frames_are_named_after_the_file(pums_parquet: Path) -> None:
 
 def test_charges_are_identical_across_engines(pums: pd.DataFrame) -> None:
     spent = []
-    for engine in ("pandas", "duckdb"):
+    for engine in ("pandas", "duckdb", "polars"):
         budget = pq.Budget(10)
         frame = pq.PrivateFrame(pums, budget, engine=engine, bounds=PUMS_BOUNDS)
         doubled = frame.concat(frame).where("age > 20")
@@ -91,7 +91,7 @@ def test_charges_are_identical_across_engines(pums: pd.DataFrame) -> None:
         doubled.partition("sex", keys=[0, 1]).mean("age", epsilon=0.2)
         doubled.median("income", epsilon=0.05)
         spent.append(budget.spent)
-    assert spent[0] == spent[1]
+    assert spent[0] == spent[1] == spent[2]
     assert spent[0].epsilon == 2 * (Fraction("0.1") + Fraction("0.2") + Fraction("0.05"))
 
 
@@ -159,14 +159,16 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -
     real_import = builtins.__import__
 
     def no_engines(name: str, *args: object, **kwargs: object) -> object:
-        if name.split(".")[0] in ("duckdb", "pyspark"):
+        if name.split(".")[0] in ("duckdb", "pyspark", "polars"):
             raise ImportError(name)
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(builtins, "__import__", no_engines)
     monkeypatch.delitem(sys.modules, "duckdb")
+    monkeypatch.delitem(sys.modules, "polars", raising=False)
     monkeypatch.setattr("pinqpy.engines.registry._OWN_DUCKDB", [])
-    for engine, extra in (("duckdb", "pinqpy[duckdb]"), ("spark", "pinqpy[spark]")):
+    extras = [(e, f"pinqpy[{e}]") for e in ("duckdb", "spark", "polars")]
+    for engine, extra in extras:
         with pytest.raises(pq.PinqError, match=re.escape(f"pip install '{extra}'")):
             pq.PrivateFrame(pums, pq.Budget(1), engine=engine)
         with pytest.raises(pq.PinqError, match="pip install"):
@@ -174,7 +176,7 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -
 
 
 def test_missing_files_are_named(tmp_path: Path) -> None:
-    for engine in ("pandas", "duckdb", "spark"):
+    for engine in ("pandas", "duckdb", "spark", "polars"):
         with pytest.raises(pq.PinqError, match="does not exist"):
             pq.PrivateFrame.from_parquet(tmp_path / "nope.parquet", pq.Budget(1), engine=engine)
         with pytest.raises(pq.PinqError, match="no parquet file matches"):
@@ -185,7 +187,7 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
 
 def test_bad_engine_arguments(pums: pd.DataFrame) -> None:
     with pytest.raises(pq.PinqError, match="engine must be one of"):
-        pq.PrivateFrame(pums, pq.Budget(1), engine="polars")  # type: ignore[arg-type]
+        pq.PrivateFrame(pums, pq.Budget(1), engine="polaris")  # type: ignore[arg-type]
     with pytest.raises(pq.PinqError, match="DuckDB relation runs on the duckdb engine"):
         pq.PrivateFrame(duckdb.sql("SELECT 1 AS a"), pq.Budget(1), engine="pandas")
     with pytest.raises(pq.PinqError, match="table name needs engine"):

@@ -322,7 +322,7 @@ def test_integer_shortcut_equals_the_per_row_lattice(engine: str) -> None:
     when the lattice step is at most 1; it must give the very index sums of the per-row map."""
 
     @settings(
-        max_examples={"pandas": 150, "duckdb": 60}.get(engine, 5),
+        max_examples={"pandas": 150, "duckdb": 60, "polars": 60}.get(engine, 5),
         deadline=None,
         derandomize=True,
         suppress_health_check=list(HealthCheck),

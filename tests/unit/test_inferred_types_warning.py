@@ -45,7 +45,7 @@ def _loaded(call) -> list[warnings.WarningMessage]:
     return [w for w in seen if issubclass(w.category, PinqWarning)]
 
 
-@pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars"])
 def test_from_csv_warns_once_with_the_schema_that_declares_the_inferred_types(
     people: Path, engine: str
 ) -> None:

@@ -48,10 +48,10 @@ from pinqpy.noise.keyselect import (
 from pinqpy.noise.mechanisms import CountMechanism
 from tests.unit.test_stability_properties import sym_diff
 
-ENGINES = ["pandas", "duckdb"]
+ENGINES = ["pandas", "duckdb", "polars"]
 EPS = Fraction(1, 2)
 DELTA = 1e-4
-EXAMPLES = {"pandas": 40, "duckdb": 20}
+EXAMPLES = {"pandas": 40, "duckdb": 20, "polars": 10}
 
 # Keys an adversary would pick: every NULL spelling, both zeros, extremes.
 FLOAT_KEYS = [0.0, -0.0, math.nan, None, 1.0, 2.5, -7.0, 1e300, -1e300, math.inf]

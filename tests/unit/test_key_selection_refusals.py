@@ -17,7 +17,7 @@ import pinqpy as pq
 LISTS = pd.DataFrame({"items": [[1, 2], [1, 2], [3]] * 100, "k": [1, 2, 3] * 100})
 
 
-@pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars"])
 @pytest.mark.parametrize("columns", ["items", ["items", "k"]])
 def test_a_list_value_is_no_key_and_nothing_fails_after_the_charge(engine, columns):
     budget = pq.Budget(10, 1e-3)
@@ -28,7 +28,7 @@ def test_a_list_value_is_no_key_and_nothing_fails_after_the_charge(engine, colum
     assert list(keys) == [] and budget.spent == pq.Cost(1, 1e-6)
 
 
-@pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars"])
 def test_sql_group_by_a_list_column_releases_no_key(engine):
     budget = pq.Budget(10, 1e-3)
     s = pq.Session()

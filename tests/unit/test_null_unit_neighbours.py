@@ -253,7 +253,7 @@ def open_rows(
         view = f"null_units_{stem}"
         spark_table(view, id_type, recs)
         return pq.PrivateFrame(view, budget, privacy_unit=unit, engine="spark")
-    pytest.skip("the pandas engine reads no database tables")
+    pytest.skip(f"the {engine} engine reads no database tables")
 
 
 def _duckdb_over_arrow(

@@ -181,8 +181,9 @@ SPARK_PY = ["count", "sum", "mean", "variance", "median", "quantile 0.1 with ci"
 def _combos(engine: str) -> list[tuple[tuple[float, float], str]]:
     if engine == "spark":
         return [(BOUNDS[b], p) for b, pairs in SPARK_PAIRS.items() for p in pairs]
-    # DuckDB: bounds around 0 and one-signed ones, every pair; pandas: every bounds.
-    names = ["around 0", "positive"] if engine == "duckdb" else list(BOUNDS)
+    # DuckDB and Polars: bounds around 0 and one-signed ones, every pair; pandas: every
+    # bounds.
+    names = ["around 0", "positive"] if engine in ("duckdb", "polars") else list(BOUNDS)
     return [(BOUNDS[b], p) for b in names for p in PAIRS]
 
 

@@ -107,7 +107,7 @@ def test_the_bundled_sample_serves_pums_with_the_demo_facts():
         ("age = [0, 100]", "age = [0]", "tables.people.bounds.age", "[low, high]"),
         ('sex = ["F", "M"]', "sex = []", "tables.people.keys.sex", "non-empty list"),
         ('age = "int"', 'age = "integer"', "tables.people.schema", "unknown type"),
-        ('engine = "duckdb"', 'engine = "spark"', "tables.visits.engine", "pandas or duckdb"),
+        ('engine = "duckdb"', 'engine = "spark"', "tables.visits.engine", "duckdb or polars"),
         ("epsilon = 1, ", "epsilon = -1, ", "analysts.alice.budget", "positive"),
         ("delta = 0.000001", "delta = 2", "analysts.alice.budget", "below 1"),
         ('accounting = "zcdp"', 'accounting = "renyi"', "groups.lab.budget", "unknown accounting"),

@@ -52,7 +52,7 @@ CLAMPED = [
 ]
 
 
-@pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars"])
 @pytest.mark.parametrize(("agg", "options"), CLAMPED)
 def test_a_per_unit_count_clamped_above_one_is_not_the_selection(engine, agg, options):
     private = exact(engine, f"SELECT k, {agg} AS n FROM t GROUP BY k {options}")
@@ -75,7 +75,7 @@ def test_a_per_unit_count_clamped_above_one_is_not_the_selection(engine, agg, op
 def test_counts_of_units_per_group_are_the_selection(agg):
     sql = f"SELECT k, {agg} AS n FROM t GROUP BY k OPTIONS (max_groups_contributed = 2)"
     assert split(sql) == "epsilon 1 = 1 measurement(s) x 0.5 x stability 2"
-    for engine in ("pandas", "duckdb"):
+    for engine in ("pandas", "duckdb", "polars"):
         assert exact(engine, sql) == {0: 2, 1: 1, 2: 1}
 
 

@@ -180,7 +180,7 @@ def _cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("cli_engine", ["pandas", "duckdb"])
+@pytest.mark.parametrize("cli_engine", ["pandas", "duckdb", "polars"])
 def test_cli_schema(cli_engine: str, csv_file: Path) -> None:
     pytest.importorskip(cli_engine)
     base = ["query", f"t={csv_file}", "--epsilon", "1", "--engine", cli_engine]

@@ -47,7 +47,7 @@ The schema::
     [tables.pums]                      # the table's name, as analysts and SQL see it
     source = "csv"                     # csv | parquet | duckdb | spark
     path = "PUMS.csv"                  # csv, parquet, spark: a file (or directory, glob)
-    engine = "pandas"                  # csv/parquet: pandas (default) or duckdb
+    engine = "pandas"                  # csv/parquet: pandas (default), duckdb or polars
     # database = "census.duckdb"       # duckdb: the database file (opened read-only) ...
     # table = "people"                 # ... and the table in it
     # format = "parquet"               # spark: parquet (default) or csv
@@ -437,9 +437,10 @@ class _Reader:
                         f"{key}.format", "is for spark sources; the source names the format"
                     )
                 engine = self.text(d.get("engine", "pandas"), f"{key}.engine")
-                if engine not in ("pandas", "duckdb"):
+                if engine not in ("pandas", "duckdb", "polars"):
                     raise self.fail(
-                        f"{key}.engine", 'must be pandas or duckdb (or use source = "spark")'
+                        f"{key}.engine",
+                        'must be pandas, duckdb or polars (or use source = "spark")',
                     )
         unit = d.get("privacy_unit")
         if unit is not None:

@@ -1,0 +1,1 @@
+"""The Polars engine: plans run as Polars lazy queries (:mod:`.executor`)."""
