@@ -484,8 +484,11 @@ class CtePlanSql(PlanVisitor[R]):
             items.append(f"r.{self.d.ident(c.name)} AS {self.d.ident(out)}")
             cols.append(replace(c, name=out))
         safe = nulls if nulls is not None else [True] * len(on)
+        kinds = {c.name: c.kind for c in lcols}
         cond = " AND ".join(
-            f"l.{self.d.ident(c)} {self.d.null_safe_eq if n else '='} r.{self.d.ident(c)}"
+            self.d.join_equal(f"l.{self.d.ident(c)}", f"r.{self.d.ident(c)}", kinds[c])
+            if n
+            else f"l.{self.d.ident(c)} = r.{self.d.ident(c)}"
             for c, n in zip(on, safe, strict=True)
         )
         join = "JOIN" if how == "inner" else "LEFT JOIN"
