@@ -62,19 +62,11 @@ def uniform_grid(candidates: np.ndarray) -> Grid | None:
 
 
 def bucket_query(
-    rows: str,
-    group: str,
-    value: str,
-    out: str,
-    grid: Grid,
-    lit: Callable[[float], str],
-    double: str = "DOUBLE",
-    flag: Callable[[str], str] = lambda b: f"CAST({b} AS BIGINT)",
+    rows: str, group: str, value: str, out: str, grid: Grid, lit: Callable[[float], str]
 ) -> str:
     """SQL that turns ``rows`` (a query with columns ``group`` and ``value``, a non-NULL
     DOUBLE) into ``group`` and the bucket ``out`` (``2k`` or ``2k + 1``) of the value clamped
-    into ``[start, stop]``. ``lit`` renders a float literal in the engine's dialect,
-    ``double`` names its double type and ``flag`` turns a boolean into a BIGINT 0 or 1.
+    into ``[start, stop]``. ``lit`` renders a float literal in the engine's dialect.
 
     Branch-free, in two SELECTs so ``k0`` and ``k`` are computed once per row; only FLOOR,
     CAST, LEAST and GREATEST are used, which every SQL engine has. Since ``c_{m-1} = stop``
@@ -86,15 +78,14 @@ def bucket_query(
 
     def c(k: str) -> str:
         """Candidate k, by the operations that made it."""
-        return f"(CAST({k} AS {double}) * {step} + {start})"
+        return f"(CAST({k} AS DOUBLE) * {step} + {start})"
 
     x = f"LEAST(GREATEST({value}, {start}), {stop})"
     k0 = f"LEAST(GREATEST(CAST(FLOOR((__x - {start}) / {step}) AS BIGINT), 0), {m - 1})"
     s1 = f"SELECT {group}, __x, {k0} AS __k0 FROM (SELECT {group}, {x} AS __x FROM ({rows}) s0) s1"
-    up, down = flag(f"__x >= {c('__k0 + 1')}"), flag(f"__x < {c('__k0')}")
-    s2 = f"SELECT {group}, __x, __k0 + {up} - {down} AS __k FROM ({s1}) s2"
-    off = flag(f"__x <> {c('__k')}")
-    return f"SELECT {group}, 2 * __k + {off} AS {out} FROM ({s2}) s3"
+    k = f"__k0 + CAST(__x >= {c('__k0 + 1')} AS BIGINT) - CAST(__x < {c('__k0')} AS BIGINT)"
+    s2 = f"SELECT {group}, __x, {k} AS __k FROM ({s1}) s2"
+    return f"SELECT {group}, 2 * __k + CAST(__x <> {c('__k')} AS BIGINT) AS {out} FROM ({s2}) s3"
 
 
 def grid_bucket_counts(

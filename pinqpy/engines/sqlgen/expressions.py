@@ -113,7 +113,11 @@ class Dialect:
     unify_datetime: str | None = None
     # -- plans (see pinqpy.engines.sqlgen.plans) --
     null_safe_eq: str  # the equality under which NULL equals NULL
+    cte_as: str = "AS"  # how a common table expression is introduced
     double_type: str = "DOUBLE"  # the SQL type of a double
+    # Whether float_op writes each operand several times (guards of an engine that raises
+    # on overflow), so that the operands are bound first.
+    guarded_floats: bool = False
     # The engine type of a computed value of each kind, where the translator tracks types
     # (none: the engine's types are asked for only where needed).
     kind_types: dict[str, str] = {}  # noqa: RUF012 (read only)
@@ -534,6 +538,8 @@ class ExprSql:
             y = b.raw if b.raw is not None else self.as_double(b)
         else:
             x, y = self.as_double(a), self.as_double(b)
+        if self.d.guarded_floats:  # the guards repeat the operands: compute them once
+            x, y = self.bind(S(x, "float")).sql, self.bind(S(y, "float")).sql
         return self.finite(self.d.float_op(op, x, y))
 
     def unary(self, e: Unary) -> S:

@@ -1,0 +1,446 @@
+"""What PostgreSQL's SQL spells differently (:class:`~pinqpy.engines.sqlgen.expressions.Dialect`).
+
+PostgreSQL raises where pinqpy's semantics give NULL: integer overflow, division by zero,
+a double that overflows **or underflows to zero** (``1e-200 * 1e-200``), the square root of
+a negative, the logarithm of zero, a bad cast. Every such operation is written here behind a
+``CASE`` that takes it only where it cannot raise (a ``CASE`` evaluates its branches in
+order, and constant folding drops a branch whose condition folds to false before it folds
+the branch), so no data can make a query fail.
+
+Doubles: ``*`` and ``/`` of operands outside ``[2**-511, 2**511]`` scale them by ``2**±600``
+into that range (exact), take the IEEE product or quotient (which then cannot leave the
+normal range), and scale back by a power of two, deciding overflow (NULL) and underflow to
+zero from the scaled result. The result is the IEEE one except where it is subnormal, where
+it may differ by one unit in the last place (rounded twice). ``+`` and ``-`` are exact.
+POWER and EXP decide overflow and underflow from ``y·ln|x|``; in the narrow bands where that
+estimate cannot tell, the value is a product of two halves (within a few units in the last
+place) rather than a refusal.
+
+NaN is NULL in pinqpy, but PostgreSQL orders NaN above every number and NaN = NaN is true:
+stored NaN is read as NULL (:meth:`PostgresDialect.nan_read`), computed non-finite values
+are made NULL by the finite test, which NaN fails.
+
+Text is ordered by code point (``COLLATE "C"``) wherever pinqpy orders text, as pandas
+compares strings; equality of text is byte equality under every deterministic collation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from pinqpy.engines.sqlgen.expressions import (
+    FALSE_WORDS,
+    I64_MAX,
+    I64_MIN,
+    TRUE_WORDS,
+    Dialect,
+    ExprSql,
+    S,
+)
+from pinqpy.noise import source as _noise
+
+__all__ = ["POSTGRES", "PostgresDialect"]
+
+_F8 = "DOUBLE PRECISION"
+_MAX = 1.7976931348623157e308
+# Python's str.strip() whitespace, as a PostgreSQL regular expression class.
+_WS = "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+_NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+# pandas.to_numeric's numbers, with an exponent of at most three digits (numeric reads
+# exponents up to 1000); text longer than _LONG is not read (numeric's digit limits).
+_FLOAT_TEXT = rf"^{_WS}*([+-]?{_NUM}(?:[eE][+-]?[0-9]{{1,3}})?){_WS}*$"
+_INF_TEXT = rf"^{_WS}*([+-]?)(?:inf|infinity){_WS}*$"
+_INT_TEXT = rf"^{_WS}*([+-]?[0-9]{{1,25}}){_WS}*$"
+_LONG = 10000
+# ISO dates and times as text, read field by field (PostgreSQL's cast raises on the others).
+_STAMP_TEXT = (
+    rf"^{_WS}*([0-9]{{4}})-([0-9]{{2}})-([0-9]{{2}})"
+    rf"(?:[ T]([0-9]{{2}}):([0-9]{{2}})(?::([0-9]{{2}}(?:\.[0-9]{{1,6}})?))?)?{_WS}*$"
+)
+# The exact midpoints beyond which a decimal rounds to infinity, and at or below which it
+# rounds to zero, as a double (round half to even).
+_OVERFLOW = str(2**1024 - 2**970)
+_UNDERFLOW = format(2.0**-1075, ".1100f").rstrip("0")
+
+
+def _lit(v: float) -> str:
+    if math.isinf(v):
+        return f"CAST('{'-' if v < 0 else ''}Infinity' AS {_F8})"
+    return f"CAST('{v!r}' AS {_F8})"
+
+
+def _p2(e: int) -> str:
+    return _lit(math.ldexp(1.0, e))
+
+
+class PostgresDialect(Dialect):
+    name = "PostgreSQL"
+    quote = '"'
+    string_type = "TEXT"
+    # substring takes INTEGER positions; a text holds at most 1 GB, so clamping changes no
+    # result.
+    max_string = 2**30
+    simple = re.compile(
+        r'"(?:[^"]|"")*"|TRUE|FALSE|NULL|CAST\(NULL AS [A-Z ]+\)|CAST\(-?\d+ AS BIGINT\)'
+        rf"|CAST\('[^']*' AS {_F8}\)|'(?:[^']|'')*'"
+    )
+    qualified_columns = False
+    share_repeats = True
+    power_skips_base_check = False
+    trim = "btrim({}, ' ')"
+    ltrim = "ltrim({}, ' ')"
+    rtrim = "rtrim({}, ' ')"
+    length_fn = "char_length"
+    sign_fn = "sign"
+    concat_all = "concat('', {})"  # concat skips NULLs
+    null_safe_eq = "IS NOT DISTINCT FROM"
+    # A CTE read twice would be materialised (copied) by default; every CTE pinqpy writes
+    # is a pure function of its inputs and the salts, so it is inlined instead.
+    cte_as = "AS NOT MATERIALIZED"
+    double_type = _F8
+    guarded_floats = True
+    kind_types = {  # noqa: RUF012 (read only)
+        "int": "bigint",
+        "float": "double precision",
+        "bool": "boolean",
+        "str": "text",
+        "datetime": "timestamp",
+    }
+
+    def row_priority(self, columns: Sequence[str]) -> str:
+        """``hashtextextended`` (PostgreSQL's 64-bit hash of text, keyed by a 64-bit seed)
+        of the row's text, with a fresh seed from the noise source: the text of a row is one
+        to one with its values (a record's text quotes what needs quoting and writes NULL
+        as nothing), so the priority is a function of the row and the seed alone and every
+        column reaches it."""
+        seed = int.from_bytes(_noise.current_source().bytes(8), "little", signed=True)
+        return f"hashtextextended(ROW({', '.join(columns)})::text, {seed})"
+
+    def join_equal(self, a: str, b: str, kind: str) -> str:
+        """``IS NOT DISTINCT FROM`` cannot be a hash join's key in PostgreSQL (a join of two
+        large tables would compare every pair): NULL-safe equality is written as two plain
+        equalities, of whether each is NULL and of the value with NULL as a constant."""
+        zero = {
+            "int": "0",
+            "float": _lit(0.0),
+            "bool": "FALSE",
+            "str": "''",
+            "datetime": "TIMESTAMP '2000-01-01'",
+        }.get(kind)
+        if zero is None:
+            return f"{a} IS NOT DISTINCT FROM {b}"
+        return f"({a} IS NULL) = ({b} IS NULL) AND COALESCE({a}, {zero}) = COALESCE({b}, {zero})"
+
+    def to_double(self, sql: str, kind: str) -> str:
+        if kind == "bool":  # PostgreSQL casts a boolean to INTEGER only
+            return f"CAST(CAST({sql} AS INTEGER) AS {_F8})"
+        return f"CAST({sql} AS {_F8})"
+
+    def to_bigint(self, sql: str, kind: str) -> str:
+        if kind == "bool":
+            return f"CAST(CAST({sql} AS INTEGER) AS BIGINT)"
+        return f"CAST({sql} AS BIGINT)"
+
+    def nan_read(self, q: str) -> str:
+        """A stored double with NaN read as NULL (NaN = NaN is true in PostgreSQL)."""
+        return f"NULLIF({q}, CAST('NaN' AS {_F8}))"
+
+    # -- spelling -------------------------------------------------------------------------
+    def int_lit(self, v: int) -> str:
+        return f"CAST({v} AS BIGINT)"
+
+    def float_lit(self, v: float) -> str:
+        return self.null("float") if v != v else _lit(v)
+
+    # -- faults as NULL -------------------------------------------------------------------
+    def finite_test(self, x: str) -> str:
+        # NaN is above every number, so it fails the second test.
+        return f"({x} > {_lit(-math.inf)} AND {x} < {_lit(math.inf)})"
+
+    def int_op(self, op: str, a: str, b: str) -> str:
+        hi, lo = self.int_lit(I64_MAX), self.int_lit(I64_MIN)
+        if op == "+":
+            return (
+                f"(CASE WHEN {b} >= 0 THEN (CASE WHEN {a} <= {hi} - {b} THEN {a} + {b} END) "
+                f"ELSE (CASE WHEN {a} >= {lo} - {b} THEN {a} + {b} END) END)"
+            )
+        if op == "-":
+            return (
+                f"(CASE WHEN {b} >= 0 THEN (CASE WHEN {a} >= {lo} + {b} THEN {a} - {b} END) "
+                f"ELSE (CASE WHEN {a} <= {hi} + {b} THEN {a} - {b} END) END)"
+            )
+        if op == "*":
+            exact = f"(CAST({a} AS NUMERIC) * {b})"
+            return f"(CASE WHEN {exact} BETWEEN {lo} AND {hi} THEN {a} * {b} END)"
+        return f"(CASE WHEN {b} <> 0 THEN {a} % {b} END)"
+
+    def int_neg(self, a: str) -> str:
+        return f"(CASE WHEN {a} <> {self.int_lit(I64_MIN)} THEN -{a} END)"
+
+    def int_abs(self, a: str) -> str:
+        return f"(CASE WHEN {a} <> {self.int_lit(I64_MIN)} THEN abs({a}) END)"
+
+    def float_op(self, op: str, x: str, y: str) -> str:
+        """``x op y`` of doubles, NULL where PostgreSQL would raise (module docstring)."""
+        if op in ("+", "-"):
+            return self._add(op, x, y)
+        if op in ("*", "/"):
+            return self._mul(op, x, y)
+        return self._mod(x, y)
+
+    def _finite2(self, x: str, y: str) -> str:
+        return f"{self.finite_test(x)} AND {self.finite_test(y)}"
+
+    def _add(self, op: str, x: str, y: str) -> str:
+        # Both operands of at least 1 in magnitude: halving is exact and the sum of the
+        # halves overflows its own range exactly when the sum overflows (ties to even).
+        big, half = _p2(1022), _lit(0.5)
+        return (
+            f"(CASE WHEN NOT ({self._finite2(x, y)}) THEN {x} {op} {y} "
+            f"WHEN abs({x}) < {big} AND abs({y}) < {big} THEN {x} {op} {y} "
+            f"WHEN abs({x}) < 1 OR abs({y}) < 1 THEN {x} {op} {y} "
+            f"WHEN abs({x} * {half} {op} {y} * {half}) <= {_lit(_MAX / 2)} THEN {x} {op} {y} END)"
+        )
+
+    def _scaled(self, x: str) -> tuple[str, str]:
+        """``x`` scaled by ``2**±600`` into ``[2**-511, 2**511]`` (exact for a finite, non-zero
+        ``x``), and the exponent that undoes it."""
+        hi, lo = _p2(511), _p2(-511)
+        scaled = (
+            f"(CASE WHEN abs({x}) > {hi} THEN {x} * {_p2(-600)} "
+            f"WHEN abs({x}) < {lo} THEN {x} * {_p2(600)} ELSE {x} END)"
+        )
+        exp = f"(CASE WHEN abs({x}) > {hi} THEN 600 WHEN abs({x}) < {lo} THEN -600 ELSE 0 END)"
+        return scaled, exp
+
+    def _mul(self, op: str, x: str, y: str) -> str:
+        hi, lo = _p2(511), _p2(-511)
+        safe = (
+            f"abs({x}) BETWEEN {lo} AND {hi} AND abs({y}) BETWEEN {lo} AND {hi}"
+        )
+        if op == "*":
+            plain = f"NOT ({self._finite2(x, y)}) OR {x} = 0 OR {y} = 0 OR ({safe})"
+        else:
+            plain = f"{y} <> 0 AND (NOT ({self._finite2(x, y)}) OR {x} = 0 OR ({safe}))"
+        sx, ex = self._scaled(x)
+        sy, ey = self._scaled(y)
+        sign = "+" if op == "*" else "-"
+        back = self._rescale(f"({sx} {op} {sy})", f"({ex} {sign} {ey})")
+        return f"(CASE WHEN {plain} THEN {x} {op} {y} WHEN {y} <> 0 THEN {back} END)"
+
+    def _rescale(self, p: str, e: str) -> str:
+        """``p·2**e`` for ``|p|`` in ``[2**-1022, 2**1022]`` and ``e`` a multiple of 600 in
+        ``[-1200, 1200]``: NULL on overflow, a signed zero on underflow."""
+        zero = f"(CASE WHEN {p} < 0 THEN {_lit(-0.0)} ELSE {_lit(0.0)} END)"
+        up, down = _p2(600), _p2(-600)
+        return (
+            f"(CASE {e} WHEN 0 THEN {p} "
+            f"WHEN 600 THEN (CASE WHEN abs({p}) < {_p2(424)} THEN {p} * {up} END) "
+            f"WHEN 1200 THEN (CASE WHEN abs({p}) < {_p2(-176)} THEN {p} * {up} * {up} END) "
+            f"WHEN -600 THEN (CASE WHEN abs({p}) <= {_p2(-475)} THEN {zero} "
+            f"ELSE {p} * {down} END) "
+            f"ELSE (CASE WHEN abs({p}) <= {_p2(125)} THEN {zero} "
+            f"ELSE {p} * {down} * {down} END) END)"
+        )
+
+    def _mod(self, x: str, y: str) -> str:
+        """fmod (the sign of the dividend), which PostgreSQL has no operator for: the
+        remainder of the doubles' shortest decimals, exact in NUMERIC, as a double."""
+        r = f"mod(CAST(CAST({x} AS TEXT) AS NUMERIC), CAST(CAST({y} AS TEXT) AS NUMERIC))"
+        return (
+            f"(CASE WHEN {self._finite2(x, y)} AND {y} <> 0 THEN "
+            f"(CASE WHEN abs({r}) <= {_UNDERFLOW} THEN {_lit(0.0)} * sign({x}) "
+            f"ELSE CAST({r} AS {_F8}) END) END)"
+        )
+
+    def to_int(self, t: ExprSql, v: S, how: str) -> S:
+        x = t.bind(v).sql
+        two63 = _p2(63)
+        if how == "round":  # halves away from zero, as pandas_eval
+            body = f"(CASE WHEN {x} < 0 THEN -floor(-{x} + 0.5) ELSE floor({x} + 0.5) END)"
+        else:
+            body = f"{how}({x})"
+        return S(
+            f"(CASE WHEN {x} >= -{two63} AND {x} < {two63} THEN CAST({body} AS BIGINT) END)",
+            "int",
+        )
+
+    def round_to(self, t: ExprSql, x: str, d: str) -> S:
+        x, d = t.bind(S(x, "float")).sql, t.bind(S(d, "float")).sql
+        # 10**trunc(d) as numpy's power gives it; out of the doubles' range the result is
+        # non-finite (0 or inf as the scale), so NULL.
+        scale = t.bind(
+            S(f"(CASE WHEN {d} BETWEEN -323 AND 308 THEN pow(10.0, trunc({d})) END)", "float")
+        ).sql
+        w = t.bind(S(self.float_op("*", x, scale), "float")).sql
+        rounded = f"(CASE WHEN {w} < 0 THEN -floor(-{w} + 0.5) ELSE floor({w} + 0.5) END)"
+        return t.finite(self.float_op("/", rounded, scale))
+
+    def math1(self, t: ExprSql, fn: str, x: str) -> str:
+        x = t.bind(S(x, "float")).sql
+        if fn == "sqrt":
+            return f"(CASE WHEN {x} >= 0 THEN sqrt({x}) END)"  # NaN >= 0: sqrt(NaN) is NaN
+        if fn in ("ln", "log10"):
+            return f"(CASE WHEN {x} > 0 THEN {fn}({x}) END)"
+        # exp: an overflow is NULL, an underflow 0, and the bands near either edge two
+        # halves multiplied (exp is within 1 of ln's argument there).
+        halves = self.float_op("*", f"exp({x} * 0.5)", f"exp({x} * 0.5)")
+        return (
+            f"(CASE WHEN NOT {self.finite_test(x)} THEN exp({x}) "
+            f"WHEN {x} > 709.78 THEN (CASE WHEN {x} < 709.8 THEN {halves} END) "
+            f"WHEN {x} < -745.0 THEN (CASE WHEN {x} < -745.2 THEN {_lit(0.0)} ELSE {halves} END) "
+            f"ELSE exp({x}) END)"
+        )
+
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        x, y = t.bind(S(x, "float")).sql, t.bind(S(y, "float")).sql
+        # ln|x|·y estimates the result's natural logarithm (to 1e-12 at the edges).
+        est = t.bind(
+            S(
+                f"(CASE WHEN {x} <> 0 AND {self._finite2(x, y)} AND abs({y}) <= {_p2(53)} "
+                f"AND abs({y}) >= 1e-300 THEN ln(abs({x})) * {y} END)",
+                "float",
+            )
+        ).sql
+        half = f"pow({x}, {y} * 0.5)"
+        halves = self.float_op("*", half, half)
+        huge = (
+            f"(CASE WHEN abs({x}) = 1 THEN {_lit(1.0)} "
+            f"WHEN (abs({x}) > 1) = ({y} > 0) THEN NULL ELSE {_lit(0.0)} END)"
+        )
+        return (
+            f"(CASE WHEN NOT ({self._finite2(x, y)}) THEN pow({x}, {y}) "
+            f"WHEN {x} = 0 THEN (CASE WHEN {y} >= 0 THEN pow({x}, {y}) END) "
+            f"WHEN {x} < 0 AND {y} <> trunc({y}) THEN NULL "
+            f"WHEN abs({y}) > {_p2(53)} THEN {huge} "
+            f"WHEN abs({y}) < 1e-300 THEN pow({x}, {y}) "
+            f"WHEN {est} < 709.78 AND {est} > -745.0 THEN pow({x}, {y}) "
+            f"WHEN {est} >= 709.78 THEN (CASE WHEN {est} < 709.8 AND {x} > 0 THEN {halves} END) "
+            f"WHEN {est} < -745.2 THEN {_lit(0.0)} "
+            f"WHEN {x} > 0 THEN {halves} ELSE {_lit(0.0)} END)"
+        )
+
+    # -- text -----------------------------------------------------------------------------
+    def compare_strs(self, op: str, a: str, b: str) -> str:
+        return f'({a} {op} {b} COLLATE "C")'
+
+    def extreme(self, least: bool, args: Sequence[str], kind: str) -> str:
+        if kind == "str":
+            args = [f'({a} COLLATE "C")' for a in args]
+        return super().extreme(least, args, kind)
+
+    def datetime_text(self, sql: str) -> str:
+        return f"to_char({sql}, 'YYYY-MM-DD HH24:MI:SS')"
+
+    def float_text(self, t: ExprSql, sql: str) -> S:
+        """A double as Python's repr writes it, from PostgreSQL's shortest digits (which
+        read back as the same double): PostgreSQL writes ``1`` for ``1.0`` and uses an
+        exponent from 10**15 on, Python from 10**16 on."""
+        x = t.bind(S(sql, "float")).sql
+        r = t.bind(S(f"CAST({x} AS TEXT)", "str")).sql
+        digits = t.bind(
+            S(f"regexp_replace(split_part({r}, 'e', 1), '[-.]', '', 'g')", "str")
+        ).sql
+        sign = f"(CASE WHEN {x} < 0 THEN '-' ELSE '' END)"
+        e15 = (
+            f"{sign} || (CASE WHEN char_length({digits}) <= 16 THEN rpad({digits}, 16, '0') "
+            f"|| '.0' ELSE substr({digits}, 1, 16) || '.' || substr({digits}, 17) END)"
+        )
+        return S(
+            f"(CASE WHEN {x} IS NULL THEN CAST(NULL AS TEXT) "
+            f"WHEN {x} = CAST('NaN' AS {_F8}) THEN 'nan' "
+            f"WHEN {x} = {_lit(math.inf)} THEN 'inf' WHEN {x} = {_lit(-math.inf)} THEN '-inf' "
+            f"WHEN {r} LIKE '%e+15' THEN {e15} "
+            f"WHEN strpos({r}, '.') > 0 OR strpos({r}, 'e') > 0 THEN {r} "
+            f"ELSE {r} || '.0' END)",
+            "str",
+        )
+
+    def like(self, t: ExprSql, x: S, pattern: str) -> S:
+        """PostgreSQL's LIKE (escape ``\\``), the pattern rewritten so that every literal
+        character is one (a trailing ``\\`` is a literal backslash in pinqpy, an error in
+        PostgreSQL). Its matcher gives up on a ``%`` that cannot lead to a match, so its
+        time is polynomial in the text's length."""
+        out: list[str] = []
+        i = 0
+        while i < len(pattern):
+            ch = pattern[i]
+            if ch == "\\" and i + 1 < len(pattern):
+                ch = pattern[i + 1]
+                i += 1
+            elif ch in "%_":
+                out.append(ch)
+                i += 1
+                continue
+            out.append("\\" + ch if ch in "%_\\" else ch)
+            i += 1
+        lit = self.str_lit("".join(out))
+        return S(f'(({x.sql} COLLATE "C") LIKE {lit} ESCAPE \'\\\')', "bool")
+
+    def text_to_int(self, t: ExprSql, s: str) -> str:
+        got = t.bind(S(f"(regexp_match({s}, {self.str_lit(_INT_TEXT)}))[1]", "str")).sql
+        n = f"CAST({got} AS NUMERIC)"
+        return (
+            f"(CASE WHEN {n} BETWEEN {I64_MIN} AND {I64_MAX} THEN CAST({n} AS BIGINT) END)"
+        )
+
+    def _decimal(self, s: str) -> str:
+        """Text that reads as a number, as a double; NULL for any other (and for text too
+        long, or with an exponent of four digits or more, which NUMERIC cannot read)."""
+        found = f"(regexp_match({s}, {self.str_lit(_FLOAT_TEXT)}))[1]"
+        got = f"(CASE WHEN char_length({s}) < {_LONG} THEN {found} END)"
+        n = f"CAST({got} AS NUMERIC)"
+        return (
+            f"(CASE WHEN abs({n}) >= {_OVERFLOW} THEN sign({n}) * {_lit(math.inf)} "
+            f"WHEN abs({n}) <= {_UNDERFLOW} THEN {_lit(0.0)} ELSE CAST({n} AS {_F8}) END)"
+        )
+
+    def text_to_float(self, s: str) -> str:
+        return self._decimal(s)
+
+    def text_to_number(self, s: str) -> str:
+        inf = f"(regexp_match(lower({s}), {self.str_lit(_INF_TEXT)}))[1]"
+        return (
+            f"(CASE WHEN {inf} IS NOT NULL THEN (CASE WHEN {inf} = '-' THEN "
+            f"{_lit(-math.inf)} ELSE {_lit(math.inf)} END) ELSE {self._decimal(s)} END)"
+        )
+
+    def text_to_bool(self, t: ExprSql, s: str) -> str:
+        strip = f"^{_WS}+|{_WS}+$"
+        x = t.bind(S(f"lower(regexp_replace({s}, {self.str_lit(strip)}, '', 'g'))", "str")).sql
+        yes = ", ".join(self.str_lit(w) for w in TRUE_WORDS)
+        no = ", ".join(self.str_lit(w) for w in FALSE_WORDS)
+        return f"(CASE WHEN {x} IN ({yes}) THEN TRUE WHEN {x} IN ({no}) THEN FALSE END)"
+
+    # -- times ----------------------------------------------------------------------------
+    def to_timestamp(self, sql: str, kind: str) -> str:
+        """Text read as an ISO date and time (``YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]``, year
+        1 to 9999), field by field: a day that does not exist is NULL, never an error."""
+        if kind == "datetime":
+            return sql
+        m = f"regexp_match({sql}, {self.str_lit(_STAMP_TEXT)})"
+        f = [f"CAST(({m})[{i}] AS INTEGER)" for i in range(1, 6)]
+        secs = f"COALESCE(CAST(({m})[6] AS {_F8}), 0)"
+        first = f"make_date({f[0]}, {f[1]}, 1)"
+        day = f"({first} + ({f[2]} - 1))"
+        ok = (
+            f"{f[0]} >= 1 AND {f[1]} BETWEEN 1 AND 12 AND {f[2]} BETWEEN 1 AND 31 "
+            f"AND COALESCE({f[3]}, 0) < 24 AND COALESCE({f[4]}, 0) < 60 AND {secs} < 60"
+        )
+        stamp = (
+            f"CAST({day} AS TIMESTAMP) + make_interval(hours => COALESCE({f[3]}, 0), "
+            f"mins => COALESCE({f[4]}, 0), secs => {secs})"
+        )
+        month_ok = f"extract(month FROM {day}) = {f[1]}"
+        return (
+            f"(CASE WHEN ({m}) IS NOT NULL THEN (CASE WHEN {ok} THEN (CASE WHEN {month_ok} "
+            f"THEN {stamp} END) END) END)"
+        )
+
+    def to_date(self, sql: str) -> str:
+        return f"date_trunc('day', {sql})"
+
+
+POSTGRES = PostgresDialect()
