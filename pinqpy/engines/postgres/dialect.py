@@ -7,14 +7,12 @@ a negative, the logarithm of zero, a bad cast. Every such operation is written h
 order, and constant folding drops a branch whose condition folds to false before it folds
 the branch), so no data can make a query fail.
 
-Doubles: ``*`` and ``/`` of operands outside ``[2**-511, 2**511]`` scale them by ``2**±600``
-into that range (exact), take the IEEE product or quotient (which then cannot leave the
-normal range), and scale back by a power of two, deciding overflow (NULL) and underflow to
-zero from the scaled result. The result is the IEEE one except where it is subnormal, where
-it may differ by one unit in the last place (rounded twice). ``+`` and ``-`` are exact.
-POWER and EXP decide overflow and underflow from ``y·ln|x|``; in the narrow bands where that
-estimate cannot tell, the value is a product of two halves (within a few units in the last
-place) rather than a refusal.
+Doubles: ``*`` and ``/`` of operands in ``[2**-511, 2**511]`` (or zeros, or non-finite
+operands, where PostgreSQL does not raise) are the IEEE ones; beyond that range they are
+computed exactly in NUMERIC from the operands' shortest decimals and rounded to a double
+(NULL beyond the doubles, 0 below them): within a unit in the last place of the IEEE result.
+``+`` and ``-`` are exact. POWER and EXP decide overflow (NULL) and underflow (0) from
+``y·ln|x|``, so a result within 1e-7 (relative) of either edge is NULL or 0.
 
 NaN is NULL in pinqpy, but PostgreSQL orders NaN above every number and NaN = NaN is true:
 stored NaN is read as NULL (:meth:`PostgresDialect.nan_read`), computed non-finite values
@@ -63,6 +61,10 @@ _STAMP_TEXT = (
 # rounds to zero, as a double (round half to even).
 _OVERFLOW = str(2**1024 - 2**970)
 _UNDERFLOW = format(2.0**-1075, ".1100f").rstrip("0")
+# The same to 40 digits, the first rounded down and the second up, so that a value between
+# one and its exact midpoint is made NULL or 0 rather than cast (which would raise).
+_OVERFLOW_E = "1.797693134862315807937289714053034150799e308"
+_UNDERFLOW_E = "2.470328229206232720882843964341106861826e-324"
 
 
 def _lit(v: float) -> str:
@@ -99,6 +101,11 @@ class PostgresDialect(Dialect):
     # A CTE read twice would be materialised (copied) by default; every CTE pinqpy writes
     # is a pure function of its inputs and the salts, so it is inlined instead.
     cte_as = "AS NOT MATERIALIZED"
+    # The planner would merge a projection of lets into the query reading it, writing every
+    # let out again at each use (exponentially many times in nested expressions): OFFSET 0
+    # keeps each projection (and each plan node's CTE) a plan node of its own, computed once
+    # per row.
+    let_fence = " OFFSET 0"
     double_type = _F8
     guarded_floats = True
     kind_types = {  # noqa: RUF012 (read only)
@@ -198,51 +205,31 @@ class PostgresDialect(Dialect):
         # halves overflows its own range exactly when the sum overflows (ties to even).
         big, half = _p2(1022), _lit(0.5)
         return (
-            f"(CASE WHEN NOT ({self._finite2(x, y)}) THEN {x} {op} {y} "
-            f"WHEN abs({x}) < {big} AND abs({y}) < {big} THEN {x} {op} {y} "
-            f"WHEN abs({x}) < 1 OR abs({y}) < 1 THEN {x} {op} {y} "
+            f"(CASE WHEN abs({x}) < {big} AND abs({y}) < {big} "
+            f"OR abs({x}) < 1 OR abs({y}) < 1 OR NOT ({self._finite2(x, y)}) THEN {x} {op} {y} "
             f"WHEN abs({x} * {half} {op} {y} * {half}) <= {_lit(_MAX / 2)} THEN {x} {op} {y} END)"
         )
 
-    def _scaled(self, x: str) -> tuple[str, str]:
-        """``x`` scaled by ``2**±600`` into ``[2**-511, 2**511]`` (exact for a finite, non-zero
-        ``x``), and the exponent that undoes it."""
-        hi, lo = _p2(511), _p2(-511)
-        scaled = (
-            f"(CASE WHEN abs({x}) > {hi} THEN {x} * {_p2(-600)} "
-            f"WHEN abs({x}) < {lo} THEN {x} * {_p2(600)} ELSE {x} END)"
-        )
-        exp = f"(CASE WHEN abs({x}) > {hi} THEN 600 WHEN abs({x}) < {lo} THEN -600 ELSE 0 END)"
-        return scaled, exp
-
     def _mul(self, op: str, x: str, y: str) -> str:
+        """In the normal range the IEEE product or quotient; beyond it (an operand outside
+        ``[2**-511, 2**511]``), the exact NUMERIC product or quotient (to 16 digits) of the
+        operands' shortest decimals, rounded to a double, NULL beyond the doubles and 0
+        below them."""
         hi, lo = _p2(511), _p2(-511)
-        safe = (
-            f"abs({x}) BETWEEN {lo} AND {hi} AND abs({y}) BETWEEN {lo} AND {hi}"
-        )
+        safe = f"abs({x}) BETWEEN {lo} AND {hi} AND abs({y}) BETWEEN {lo} AND {hi}"
         if op == "*":
-            plain = f"NOT ({self._finite2(x, y)}) OR {x} = 0 OR {y} = 0 OR ({safe})"
+            plain = f"{safe} OR {x} = 0 OR {y} = 0 OR NOT ({self._finite2(x, y)})"
         else:
-            plain = f"{y} <> 0 AND (NOT ({self._finite2(x, y)}) OR {x} = 0 OR ({safe}))"
-        sx, ex = self._scaled(x)
-        sy, ey = self._scaled(y)
-        sign = "+" if op == "*" else "-"
-        back = self._rescale(f"({sx} {op} {sy})", f"({ex} {sign} {ey})")
-        return f"(CASE WHEN {plain} THEN {x} {op} {y} WHEN {y} <> 0 THEN {back} END)"
-
-    def _rescale(self, p: str, e: str) -> str:
-        """``p·2**e`` for ``|p|`` in ``[2**-1022, 2**1022]`` and ``e`` a multiple of 600 in
-        ``[-1200, 1200]``: NULL on overflow, a signed zero on underflow."""
-        zero = f"(CASE WHEN {p} < 0 THEN {_lit(-0.0)} ELSE {_lit(0.0)} END)"
-        up, down = _p2(600), _p2(-600)
+            plain = f"{y} <> 0 AND ({safe} OR {x} = 0 OR NOT ({self._finite2(x, y)}))"
+        n = (
+            f"(CAST(CAST({x} AS TEXT) AS NUMERIC) {op} "
+            f"NULLIF(CAST(CAST({y} AS TEXT) AS NUMERIC), 0))"
+        )
         return (
-            f"(CASE {e} WHEN 0 THEN {p} "
-            f"WHEN 600 THEN (CASE WHEN abs({p}) < {_p2(424)} THEN {p} * {up} END) "
-            f"WHEN 1200 THEN (CASE WHEN abs({p}) < {_p2(-176)} THEN {p} * {up} * {up} END) "
-            f"WHEN -600 THEN (CASE WHEN abs({p}) <= {_p2(-475)} THEN {zero} "
-            f"ELSE {p} * {down} END) "
-            f"ELSE (CASE WHEN abs({p}) <= {_p2(125)} THEN {zero} "
-            f"ELSE {p} * {down} * {down} END) END)"
+            f"(CASE WHEN {plain} THEN {x} {op} {y} "
+            f"WHEN abs({n}) >= {_OVERFLOW_E} THEN NULL "
+            f"WHEN abs({n}) <= {_UNDERFLOW_E} THEN {_lit(0.0)} "
+            f"ELSE CAST({n} AS {_F8}) END)"
         )
 
     def _mod(self, x: str, y: str) -> str:
@@ -284,19 +271,21 @@ class PostgresDialect(Dialect):
             return f"(CASE WHEN {x} >= 0 THEN sqrt({x}) END)"  # NaN >= 0: sqrt(NaN) is NaN
         if fn in ("ln", "log10"):
             return f"(CASE WHEN {x} > 0 THEN {fn}({x}) END)"
-        # exp: an overflow is NULL, an underflow 0, and the bands near either edge two
-        # halves multiplied (exp is within 1 of ln's argument there).
-        halves = self.float_op("*", f"exp({x} * 0.5)", f"exp({x} * 0.5)")
+        # exp: NULL beyond the doubles (within 1e-9 of the edge: NULL too), 0 below them.
         return (
             f"(CASE WHEN NOT {self.finite_test(x)} THEN exp({x}) "
-            f"WHEN {x} > 709.78 THEN (CASE WHEN {x} < 709.8 THEN {halves} END) "
-            f"WHEN {x} < -745.0 THEN (CASE WHEN {x} < -745.2 THEN {_lit(0.0)} ELSE {halves} END) "
+            f"WHEN {x} >= 709.78271289 THEN NULL WHEN {x} < -745.1332 THEN {_lit(0.0)} "
             f"ELSE exp({x}) END)"
         )
 
     def power(self, t: ExprSql, x: str, y: str) -> str:
+        """``pow``, its overflow (NULL) and underflow (0) decided from ``y·ln|x|``, which
+        errs by less than 1e-11 there: within 1e-7 of either edge the result is NULL or 0.
+        A literal exponent 2 is ``x * x``, as numpy squares."""
+        if y == _lit(2.0):
+            x = t.bind(S(x, "float")).sql
+            return self._mul("*", x, x)
         x, y = t.bind(S(x, "float")).sql, t.bind(S(y, "float")).sql
-        # ln|x|·y estimates the result's natural logarithm (to 1e-12 at the edges).
         est = t.bind(
             S(
                 f"(CASE WHEN {x} <> 0 AND {self._finite2(x, y)} AND abs({y}) <= {_p2(53)} "
@@ -304,8 +293,6 @@ class PostgresDialect(Dialect):
                 "float",
             )
         ).sql
-        half = f"pow({x}, {y} * 0.5)"
-        halves = self.float_op("*", half, half)
         huge = (
             f"(CASE WHEN abs({x}) = 1 THEN {_lit(1.0)} "
             f"WHEN (abs({x}) > 1) = ({y} > 0) THEN NULL ELSE {_lit(0.0)} END)"
@@ -316,10 +303,8 @@ class PostgresDialect(Dialect):
             f"WHEN {x} < 0 AND {y} <> trunc({y}) THEN NULL "
             f"WHEN abs({y}) > {_p2(53)} THEN {huge} "
             f"WHEN abs({y}) < 1e-300 THEN pow({x}, {y}) "
-            f"WHEN {est} < 709.78 AND {est} > -745.0 THEN pow({x}, {y}) "
-            f"WHEN {est} >= 709.78 THEN (CASE WHEN {est} < 709.8 AND {x} > 0 THEN {halves} END) "
-            f"WHEN {est} < -745.2 THEN {_lit(0.0)} "
-            f"WHEN {x} > 0 THEN {halves} ELSE {_lit(0.0)} END)"
+            f"WHEN {est} >= 709.7827128 THEN NULL WHEN {est} <= -745.1332 THEN {_lit(0.0)} "
+            f"ELSE pow({x}, {y}) END)"
         )
 
     # -- text -----------------------------------------------------------------------------

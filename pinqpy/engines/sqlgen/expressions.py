@@ -114,6 +114,9 @@ class Dialect:
     # -- plans (see pinqpy.engines.sqlgen.plans) --
     null_safe_eq: str  # the equality under which NULL equals NULL
     cte_as: str = "AS"  # how a common table expression is introduced
+    # What keeps a projection of lets from being merged into its reader, which would write
+    # each let out again where it is used ("": the engine computes a projection once).
+    let_fence: str = ""
     double_type: str = "DOUBLE"  # the SQL type of a double
     # Whether float_op writes each operand several times (guards of an engine that raises
     # on overflow), so that the operands are bound first.
@@ -320,7 +323,7 @@ class Lets:
                 if level == lv and n in wanted
             )
             if cols:
-                out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
+                out = f"(SELECT *, {cols} FROM {out}{self.d.let_fence}) AS __pinq_s{lv}"
         return out
 
     def hide(self, uses: Sequence[str]) -> str:

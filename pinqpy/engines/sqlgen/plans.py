@@ -192,7 +192,10 @@ class CtePlanSql(PlanVisitor[R]):
             if n not in need:
                 need.add(n)
                 stack.extend(self.ctes[n][1])
-        defs = [f"{n} {self.d.cte_as} ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
+        fence = self.d.let_fence  # each node computed once, never written out at each use
+        defs = [
+            f"{n} {self.d.cte_as} ({sql}{fence})" for n, (sql, _) in self.ctes.items() if n in need
+        ]
         return f"WITH {', '.join(defs)} {text}" if defs else text
 
     # -- what each engine gives -----------------------------------------------------------
