@@ -603,6 +603,7 @@ def _postgres_wrap(data: object, connection: Any, schema: object) -> Wrapped:
         _refuse_declared_any(declared, "postgres")
         df = declare_pandas(clean_text(data), declared)
         _refuse_objects(df, "postgres")
+        _refuse_lists(df)
         _refuse_nul(df)
         types = frame_types(df)
         source = link.load(df, types)
@@ -614,6 +615,19 @@ def _postgres_wrap(data: object, connection: Any, schema: object) -> Wrapped:
         "the postgres engine takes a table or view name (with connection=) or a pandas "
         f"DataFrame, not {type(data).__name__}"
     )
+
+
+def _refuse_lists(df: pd.DataFrame) -> None:
+    """PostgreSQL arrays are not read yet: a column of lists is refused when it is wrapped."""
+    for c in df.columns:
+        s = df[c]
+        if s.dtype == object and any(
+            isinstance(v, list | tuple | set | frozenset | np.ndarray) for v in s.to_numpy()
+        ):
+            raise PinqError(
+                f"column {c!r} holds lists, which the postgres engine does not read yet; "
+                "explode it first (pandas or DuckDB) or leave the column out"
+            )
 
 
 def _refuse_nul(df: pd.DataFrame) -> None:
@@ -666,10 +680,11 @@ def _read_file(
 ) -> Wrapped:
     engine = _check_engine(engine)
     if engine == "postgres":
-        raise PinqError(
-            "the postgres engine reads tables where they lie: load the file into PostgreSQL "
-            "and use PrivateFrame.from_sql(connection, 'schema.table', budget)"
-        )
+        # Read by pandas (types inferred or declared there), then copied into a temporary
+        # table; a table already in the database is read where it lies with from_sql.
+        got = _read_file(path, kind, "pandas", None, sep, schema)
+        pg = _postgres_wrap(got.data, connection, None)
+        return Wrapped(pg.engine, pg.data, pg.schema, got.type_source)
     text = _check_path(path, kind)
     if "://" not in text:
         # Files read by name in each query must not depend on the directory at query time.

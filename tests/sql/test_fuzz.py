@@ -523,7 +523,7 @@ def test_deeply_nested_queries(fuzz_env: SqlEnv, query: str) -> None:
 # through every kind of expression. Whatever the query: either it is refused before the charge
 # (budget unchanged) or it is answered, with no exception and no warning after the charge, and
 # no query takes more than a generous multiple of a plain scan of the same table.
-ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8}
+ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8, "postgres": 150}
 SLOWEST = 100  # times a plain scan (itself including parsing and planning), retried once
 
 

@@ -47,9 +47,14 @@ BIG = 10**9
 
 _ENV = os.environ.get("PINQPY_HARNESS_EXAMPLES")
 EXAMPLES = (
-    {"pandas": int(_ENV), "duckdb": int(_ENV), "spark": max(1, int(_ENV) // 10)}
+    {
+        "pandas": int(_ENV),
+        "duckdb": int(_ENV),
+        "spark": max(1, int(_ENV) // 10),
+        "postgres": int(_ENV),
+    }
     if _ENV
-    else {"pandas": 300, "duckdb": 150, "spark": 8}
+    else {"pandas": 300, "duckdb": 150, "spark": 8, "postgres": 40}
 )
 SQL_EXAMPLES = {k: max(1, v // 2) for k, v in EXAMPLES.items()}
 

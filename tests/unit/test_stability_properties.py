@@ -23,7 +23,7 @@ from pinqpy.engines.registry import executor_for
 
 # Each property runs on every engine (the `engine` fixture wraps DataFrames on it); Spark
 # jobs take a fraction of a second each, so it gets fewer examples.
-EXAMPLES = {"pandas": 60, "duckdb": 25, "spark": 4}
+EXAMPLES = {"pandas": 60, "duckdb": 25, "spark": 4, "postgres": 15}
 
 row = st.fixed_dictionaries(
     {

@@ -307,6 +307,21 @@ class PostgresDialect(Dialect):
             f"ELSE pow({x}, {y}) END)"
         )
 
+    def float_aggregate(self, fn: str, x: str) -> str:
+        """PostgreSQL's sums and variances of doubles raise on overflow: they are computed
+        in NUMERIC from the values' shortest decimals (exact for sums) and made doubles
+        (±inf beyond their range, as a float sum would overflow). MEDIAN is
+        ``percentile_cont(0.5)``."""
+        if fn in ("min", "max"):
+            return f"{fn}({x})"
+        if fn == "median":
+            return f"percentile_cont(0.5) WITHIN GROUP (ORDER BY {x})"
+        n = f"{fn}(CAST(CAST({x} AS TEXT) AS NUMERIC))"
+        return (
+            f"(CASE WHEN abs({n}) >= {_OVERFLOW_E} THEN sign({n}) * {_lit(math.inf)} "
+            f"WHEN abs({n}) <= {_UNDERFLOW_E} THEN {_lit(0.0)} ELSE CAST({n} AS {_F8}) END)"
+        )
+
     # -- text -----------------------------------------------------------------------------
     def compare_strs(self, op: str, a: str, b: str) -> str:
         return f'({a} {op} {b} COLLATE "C")'

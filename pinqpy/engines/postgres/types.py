@@ -69,7 +69,8 @@ def base_type(type_name: str) -> str:
             depth -= 1
         elif depth == 0:
             out.append(ch)
-    return " ".join("".join(out).split())
+    name = " ".join("".join(out).split())
+    return {"timestamp": "timestamp without time zone"}.get(name, name)
 
 
 def kind_of(type_name: str) -> str | None:

@@ -243,6 +243,11 @@ class Dialect:
         raise NotImplementedError
 
     # -- times ----------------------------------------------------------------------------
+    def float_aggregate(self, fn: str, x: str) -> str:
+        """The aggregate ``fn`` (sum, avg, min, max, median, var_samp, stddev_samp) of the
+        doubles ``x``, never raising (an overflow is an infinity)."""
+        return f"{fn}({x})"
+
     def math1(self, t: ExprSql, fn: str, x: str) -> str:
         """``fn(x)`` of a double (``sqrt``, ``ln``, ``log10``, ``exp``), without a fault (the
         result is then checked for being finite)."""
@@ -871,5 +876,5 @@ def aggregate(t: ExprSql, call: Call) -> str:
     if sql_fn is None:
         raise PinqError(f"{func} cannot be used inside groupby().agg()")
     if func == "SUM":  # pandas: the sum of no values is 0
-        return f"coalesce(sum({x}), {t.d.float_lit(0.0)})"
-    return f"CAST({sql_fn}({x}) AS {t.d.double_type})"
+        return f"coalesce({t.d.float_aggregate('sum', x)}, {t.d.float_lit(0.0)})"
+    return f"CAST({t.d.float_aggregate(sql_fn, x)} AS {t.d.double_type})"
