@@ -485,3 +485,46 @@ def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
         assert list(audit["budget"]) == ["group:lab/pums"]
     finally:
         state.close()
+
+
+def test_a_postgres_source_reads_its_connection_string_from_the_environment(
+    tmp_path, monkeypatch, postgres_url
+):
+    import psycopg
+
+    rows = load_pums()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS census")
+        conn.execute("DROP TABLE IF EXISTS census.people")
+        conn.execute("CREATE TABLE census.people (age integer, sex integer, income numeric)")
+        with conn.cursor().copy("COPY census.people FROM STDIN") as copy:
+            for r in rows[["age", "sex", "income"]].itertuples(index=False):
+                copy.write_row(tuple(r))
+    config = """
+[server]
+ledger = "l.db"
+[tables.people]
+source = "postgres"
+table = "census.people"
+connection_env = "PINQPY_TEST_PG"
+bounds = { age = [0, 100] }
+[analysts.alice]
+tables = ["people"]
+budget = { epsilon = 1 }
+"""
+    (tmp_path / "s.toml").write_text(config)
+    cfg = load_config(tmp_path / "s.toml")
+    monkeypatch.delenv("PINQPY_TEST_PG", raising=False)
+    with pytest.raises(pq.PinqError, match="PINQPY_TEST_PG, which is not set"):
+        ServerState(cfg, testing="no-noise")
+    monkeypatch.setenv("PINQPY_TEST_PG", postgres_url)
+    state = ServerState(cfg, testing="no-noise")
+    try:
+        a = state.analysts["alice"]
+        assert a.session.table("people").engine == "postgres"
+        with state.hooks():
+            got = state.sql(a, {"query": "SELECT COUNT(*) AS n FROM people WHERE age >= 65",
+                                "epsilon": 0.5})  # fmt: skip
+        assert int(got["n"][0]) == int((rows["age"] >= 65).sum())
+    finally:
+        state.close()

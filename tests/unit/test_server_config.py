@@ -172,3 +172,22 @@ def test_tls_needs_both_files(tmp_path):
     text = text.replace('tls_certfile = "c.pem"', 'tls_certfile = "c.pem"\ntls_keyfile = "k.pem"')
     cfg = load_config(write(tmp_path, text))
     assert cfg.tls_keyfile == (tmp_path / "k.pem").resolve()
+
+
+def test_a_postgres_source_names_an_environment_variable_never_the_secret(tmp_path):
+    old = 'source = "parquet"\npath = "data/visits.parquet"\nengine = "duckdb"'
+    text = GOOD.replace(old, 'source = "postgres"\ntable = "public.visits"')
+    with pytest.raises(ConfigError, match=r"tables\.visits: a postgres source needs table"):
+        load_config(write(tmp_path, text))
+    leaked = text.replace(
+        'table = "public.visits"',
+        'table = "public.visits"\nconnection_env = "postgresql://alice:secret@db/census"',
+    )
+    with pytest.raises(ConfigError, match=r"connection_env: names an environment variable") as e:
+        load_config(write(tmp_path, leaked))
+    assert "secret" not in str(e.value)
+    named = 'table = "public.visits"\nconnection_env = "CENSUS_PG"'
+    cfg = load_config(write(tmp_path, text.replace('table = "public.visits"', named)))
+    visits = cfg.tables["visits"]
+    assert (visits.source, visits.engine, visits.table) == ("postgres", "postgres", "public.visits")
+    assert visits.connection_env == "CENSUS_PG"

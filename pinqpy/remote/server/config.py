@@ -83,7 +83,10 @@ __all__ = [
     "parse_config",
 ]
 
-SOURCES = ("csv", "parquet", "duckdb", "spark")
+SOURCES = ("csv", "parquet", "duckdb", "spark", "postgres")
+# The name of an environment variable (the connection string is read from it, never written
+# in the config file).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Analyst and group names appear in ledger names and in the tokens file: plain text only.
 _PERSON = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
@@ -141,6 +144,8 @@ class TableSpec:
     keys: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     schema: Mapping[str, str] | None = None
     public_size: bool = False
+    # A postgres source: the environment variable holding its connection string.
+    connection_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,33 @@ class _Reader:
                     f"{key}.{k}" if key else k,
                     f"is not a setting here; the settings are {', '.join(allowed)}",
                 )
+
+    def postgres(self, d: dict[str, Any], key: str) -> tuple[str, str]:
+        """A postgres source's table and the environment variable naming its connection
+        string (the secret stays out of the file)."""
+        for k in ("path", "database", "format", "schema"):
+            if k in d:
+                raise self.fail(
+                    f"{key}.{k}",
+                    'is not for postgres sources, which name table = and connection_env = '
+                    "(types come from the catalog)",
+                )
+        if "table" not in d or "connection_env" not in d:
+            raise self.fail(
+                key,
+                'a postgres source needs table = "<schema.table>" and connection_env = '
+                '"<NAME of the environment variable holding the connection string>"',
+            )
+        env = self.text(d["connection_env"], f"{key}.connection_env")
+        if not _ENV_NAME.match(env):
+            raise self.fail(
+                f"{key}.connection_env",
+                "names an environment variable (letters, digits, _); the connection string "
+                "itself, which may hold a password, never goes in the config file",
+            )
+        if self.text(d.get("engine", "postgres"), f"{key}.engine") != "postgres":
+            raise self.fail(f"{key}.engine", "a postgres source runs on the postgres engine")
+        return self.text(d["table"], f"{key}.table"), env
 
     def text(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not value:
@@ -301,6 +333,7 @@ class _Reader:
                 "keys",
                 "schema",
                 "public_size",
+                "connection_env",
             ),
         )
         if not _NAME.match(name):
@@ -312,8 +345,11 @@ class _Reader:
         source = d.get("source")
         if source not in SOURCES:
             raise self.fail(f"{key}.source", f"must be one of {', '.join(SOURCES)}")
-        path = database = table = fmt = None
-        if source == "duckdb":
+        path = database = table = fmt = env = None
+        if source == "postgres":
+            table, env = self.postgres(d, key)
+            engine = "postgres"
+        elif source == "duckdb":
             for k in ("path", "format"):
                 if k in d:
                     raise self.fail(f"{key}.{k}", "a duckdb source names database = and table =")
@@ -417,6 +453,7 @@ class _Reader:
             keys=MappingProxyType(keys),
             schema=schema,
             public_size=public_size,
+            connection_env=env,
         )
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -126,6 +127,14 @@ def open_table(spec: TableSpec) -> Wrapped:
         return read_file(str(spec.path), spec.source, spec.engine, schema=schema)
     if spec.source == "spark":
         return read_file(str(spec.path), spec.format or "parquet", "spark", schema=schema)
+    if spec.source == "postgres":
+        url = os.environ.get(spec.connection_env or "")
+        if not url:
+            raise PinqError(
+                f"table {spec.name!r} reads its PostgreSQL connection string from the "
+                f"environment variable {spec.connection_env}, which is not set"
+            )
+        return wrap(spec.table or "", "postgres", url)
     import duckdb
 
     # The database is attached read-only to a connection of the server's own, where pinqpy
