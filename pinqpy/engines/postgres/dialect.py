@@ -103,8 +103,8 @@ class PostgresDialect(Dialect):
     cte_as = "AS NOT MATERIALIZED"
     # The planner would merge a projection of lets into the query reading it, writing every
     # let out again at each use (exponentially many times in nested expressions): OFFSET 0
-    # keeps each projection (and each plan node's CTE) a plan node of its own, computed once
-    # per row.
+    # keeps each projection (and each CTE of computed columns) a plan node of its own,
+    # computed once per row.
     let_fence = " OFFSET 0"
     double_type = _F8
     guarded_floats = True

@@ -251,7 +251,10 @@ class SqlExecutor(Executor):
                 i = next((j for j, v in enumerate(values) if v is r.value), 0)
                 aggs.append(self._agg(r, i, kinds[i] if kinds else "null"))
             items = ", ".join(item for a in aggs for item in a.items)
-            sql = f"SELECT __pinq_gi, {items} FROM {src} GROUP BY __pinq_gi"
+            # One group: a plain aggregate (a GROUP BY of a constant costs a grouping step).
+            by = "" if grouping is None else " GROUP BY __pinq_gi"
+            head = "0" if grouping is None else "__pinq_gi"
+            sql = f"SELECT {head}, {items} FROM {src}{by}"
             rows = self.fetch(p.query(sql, rel))
         else:
             aggs = [self._agg(r, 0, "null") for r in reads]

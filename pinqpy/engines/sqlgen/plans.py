@@ -166,6 +166,7 @@ class CtePlanSql(PlanVisitor[R]):
         # CTE name -> (its query, the CTE names it reads), in the order of definition.
         self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._translators: list[ExprSql] = []
+        self.fenced: set[str] = set()  # CTEs of computed columns (Dialect.let_fence)
 
     def visit(self, node: PlanNode) -> R:
         hit = self._memo.get(id(node))
@@ -192,9 +193,12 @@ class CtePlanSql(PlanVisitor[R]):
             if n not in need:
                 need.add(n)
                 stack.extend(self.ctes[n][1])
-        fence = self.d.let_fence  # each node computed once, never written out at each use
+        # A projection's computed columns are fenced like lets: written out at each use, a
+        # chain of them would grow exponentially.
         defs = [
-            f"{n} {self.d.cte_as} ({sql}{fence})" for n, (sql, _) in self.ctes.items() if n in need
+            f"{n} {self.d.cte_as} ({sql}{self.d.let_fence if n in self.fenced else ''})"
+            for n, (sql, _) in self.ctes.items()
+            if n in need
         ]
         return f"WITH {', '.join(defs)} {text}" if defs else text
 
@@ -361,7 +365,9 @@ class CtePlanSql(PlanVisitor[R]):
         if not sqls:
             sqls, cols = ["1 AS __pinq_empty"], [Col("__pinq_empty", "int")]
         sql = f"SELECT {', '.join(sqls)} FROM {src_sql}"
-        return self.add(sql, cols, [child], not t.unchecked)
+        rel = self.add(sql, cols, [child], not t.unchecked)
+        self.fenced.add(self.name(rel))
+        return rel
 
     def visit_distinct(self, node: Distinct) -> R:
         child = self.visit(node.child)
