@@ -22,6 +22,9 @@ the partition agent more: one unit touches at most ``G`` parts, at most ``k`` ro
 its parent is charged the composition of ``G`` parts at stability ``k`` rather than one part
 at ``G·k`` (:meth:`PartitionAgent.parent_usage`): the same under pure DP, ``G`` times less in
 zCDP.
+
+A table whose row count is public draws on its budget through a :class:`ChangedRowView`: its
+neighbours differ in one changed row, two rows of stability.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pinqpy.errors import BudgetExceededError
 
 __all__ = [
     "AllParts",
+    "ChangedRowView",
     "Charge",
     "PartAgent",
     "PartitionAgent",
@@ -120,10 +124,7 @@ class Transaction:
     def state_of(self, partition: PartitionAgent) -> _PartitionState:
         st = self.partitions.get(partition)
         if st is None:
-            if partition.fresh_draws:
-                st = _PartitionState(Usage(), dict(), Usage())
-            else:
-                st = _PartitionState(partition._base, dict(), partition._max)
+            st = _PartitionState(partition._base, dict(), partition._max)
             self.partitions[partition] = st
         return st
 
@@ -135,22 +136,20 @@ class PartitionAgent:
     ``base + extra[key]``; the parent has been charged ``maximum.at(K)`` for each parent agent
     of stability ``K``, where ``maximum`` is the componentwise largest part total so far.
 
-    With ``fresh_draws`` (the partitioned frame keeps rows chosen at random anew on every
-    read; see :func:`pinqpy.plan.stability.draws_afresh`) the parts are disjoint only within
-    one read, so the largest-part rule holds only within one transaction (one query): each
-    transaction charges the parent the largest total it adds to any one part, and nothing
-    carries over to the next. A query over every part at once still costs the parent once.
+    The rule needs every read through the parts to see parts of one dataset. A partitioned
+    frame that keeps rows chosen at random (a bounded join, ``bound_contributions``) sees
+    one, because every read through one partition draws that partition's fixed salts, for
+    which the frame is a deterministic function of the data of the same stability
+    (derivation: :mod:`pinqpy.plan.salts`).
     """
 
     def __init__(
         self,
         parent_lineage: Mapping[object, Fraction],
         *,
-        fresh_draws: bool = False,
         max_parts_per_unit: Mapping[object, tuple[int, Fraction]] | None = None,
     ):
         self.parent_lineage = dict(parent_lineage)
-        self.fresh_draws = fresh_draws
         self.max_parts_per_unit: dict[object, tuple[int, Fraction]] = {}
         for agent, (g, k) in (max_parts_per_unit or {}).items():
             if agent not in self.parent_lineage:
@@ -211,8 +210,7 @@ class PartitionAgent:
 
     def _prepare_part(self, key: Hashable, cost: Usage, txn: Transaction) -> None:
         st = txn.state_of(self)
-        before = Usage() if self.fresh_draws else self._extra.get(key, Usage())
-        total = st.extra.get(key, before) + cost
+        total = st.extra.get(key, self._extra.get(key, Usage())) + cost
         st.extra[key] = total
         self._raise_max(st, st.base + total, txn)
 
@@ -223,8 +221,6 @@ class PartitionAgent:
         self._raise_max(st, st.maximum + cost, txn)
 
     def _apply(self, st: _PartitionState) -> None:
-        if self.fresh_draws:
-            return  # the next read draws afresh: nothing of this one carries over
         self._base = st.base
         self._extra.update(st.extra)
         self._max = st.maximum
@@ -261,6 +257,36 @@ class Scaled:
 
     def _prepare(self, usage: Usage, txn: Transaction) -> None:
         self.agent._prepare(usage.at(self.factor), txn)
+
+
+@dataclass(frozen=True, eq=False)
+class ChangedRowView(Scaled):
+    """A table whose row count its curator declared public, as its budget sees it.
+
+    Declaring the count public changes the table's neighbour relation to bounded DP's:
+    neighbouring tables have the same number of rows and differ in **one row changed** (on a
+    user-level table, one person's rows replaced by one person's rows, the row count
+    kept), never in one row added or removed. Every stability rule
+    (:mod:`pinqpy.plan.stability`) counts rows added or removed, and a changed row is one
+    row removed and one added: two such steps. So the view is its budget at factor 2: a
+    frame of stability ``s`` over the table is charged as stability ``2·s`` (each
+    mechanism's own ``charge.at(2·s)``: ``2·s·epsilon``, ``(2·s)²·rho``, group privacy for
+    delta). A partition of it charges its parent PINQ's largest part at ``K = 2·s``
+    (:meth:`PartitionAgent.parent_usage`): the removal changes at most ``s`` rows of the
+    parts and the addition at most ``s``, anywhere. When they fall in two parts (a row moved
+    from part A to part B, ``s = 1``) the loss is ``2·part_max.at(1)``; when they fall in one
+    part it is ``part_max.at(2)``, which is at least that (each component of ``Usage.at`` is
+    convex and 0 at 0), so the largest-part rule at 2 bounds both: exact under pure DP
+    (``2·epsilon``, a histogram's L1 of 2), and in zCDP the ``4·rho`` of one part moved by two
+    rows (a histogram alone, whose L2 is ``√2``, would need ``2·rho``). Spreading the rule as
+    ``max_parts_per_unit`` ``(G=2, k=s)`` would miss the one-part case. Mechanisms that read
+    exactly the table's rows calibrate their noise to their own change-one-row sensitivity
+    (:func:`pinqpy.pipeline.prepare.changed_row_frame`), which the factor 2 then charges
+    exactly."""
+
+    def __post_init__(self) -> None:
+        if self.factor != 2:
+            raise ValueError("a changed row is two rows of stability: the factor is 2")
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,6 +38,7 @@ from pinqpy.api.previews import preview
 from pinqpy.errors import PinqError
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation
+from pinqpy.plan import salts
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.meta import check_keys
 from pinqpy.plan.nodes import PartitionRef
@@ -121,12 +122,19 @@ class Partition(Aggregations[NoisySeries, pd.Series], Mapping[Hashable, F], Gene
 
     _whole = False  # each part: a part's row count is never public
 
+    def _read(self, prepared: prepare.Prepared) -> tuple[Any, Any]:
+        """One read of every part at once, drawing the partition's salts (as a read of one
+        part does: :mod:`pinqpy.plan.salts`)."""
+        name = self._ref.agent
+        with salts.through(name, self._rel.catalog.agent(name)):
+            return run.run_one(prepared, self._target())
+
     def _release(self, prepared: prepare.Prepared) -> NoisySeries:
-        _values, acc = run.run_one(prepared, self._target())
+        _values, acc = self._read(prepared)
         return NoisySeries.from_release(acc, index=self._index())
 
     def _choose(self, prepared: prepare.Prepared) -> pd.Series:
-        idx, _acc = run.run_one(prepared, self._target())
+        idx, _acc = self._read(prepared)
         labels = [prepared.candidates[int(i)] for i in np.asarray(idx)]
         return pd.Series(labels, index=self._index(), dtype=object)
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import PartAgent, PartitionAgent, flatten
+from pinqpy.accounting.agents import ChangedRowView, PartAgent, PartitionAgent, flatten
 from pinqpy.accounting.budget import Budget
 from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
@@ -59,7 +59,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 from pinqpy.plan.public import public_table
-from pinqpy.plan.stability import INF, draws_afresh, unit_spread
+from pinqpy.plan.stability import INF, unit_spread
 
 __all__ = ["ExprInput", "Relation"]
 
@@ -100,7 +100,9 @@ class Relation:
         """A relation over one private table with its declared public facts (checked here);
         its catalog holds the table's handle and ``budget``. ``public_size=True`` is the
         curator's declaration that the table's row count is public (read once, when first
-        used)."""
+        used); the table then draws on ``budget`` through a
+        :class:`~pinqpy.accounting.agents.ChangedRowView`, since its neighbours differ in one
+        changed row (two rows of stability) instead of one row added or removed."""
         if not isinstance(public_size, bool):
             raise PinqError("public_size must be True or False")
         schema = wrapped.schema
@@ -118,11 +120,14 @@ class Relation:
             meta_keys[col] = check_keys(ks, (col,), schema)
         for col in schema:
             check_column_name(col)
+        agent: Budget | ChangedRowView = (
+            ChangedRowView(budget, Fraction(2)) if public_size else budget
+        )
         table = TableRef(
             new_id("table"),
             name,
             tuple(schema),
-            agent_name(budget),
+            agent_name(agent),
             privacy_unit,
             schema=dict(schema),
             bounds=meta_bounds,
@@ -132,7 +137,7 @@ class Relation:
         note_type_sources(table, wrapped)
         if public_size:
             declare_public_size(table)
-        return cls(Source(table), Catalog().with_table(table, wrapped.data, budget))
+        return cls(Source(table), Catalog().with_table(table, wrapped.data, agent))
 
     # -- public facts ---------------------------------------------------------------------
     @property
@@ -488,9 +493,9 @@ class Relation:
 
     def partition_agent(self, columns: tuple[str, ...]) -> PartitionAgent:
         """The privacy agent of a split of this relation by ``columns`` (a partition, or a
-        GROUP BY release): PINQ's largest-part rule, with fresh draws when the relation keeps
-        rows chosen anew on every read, and with the spread of a group-bounded relation when
-        ``columns`` are exactly its ``by`` columns (see
+        GROUP BY release): PINQ's largest-part rule, across reads too, since every read through
+        one partition draws its fixed salts (:mod:`pinqpy.plan.salts`), and with the spread of
+        a group-bounded relation when ``columns`` are exactly its ``by`` columns (see
         :meth:`pinqpy.accounting.agents.PartitionAgent.parent_usage`)."""
         lineage = self.lineage()
         spread = unit_spread(self.plan, tuple(columns))
@@ -499,9 +504,7 @@ class Relation:
             agent = self.catalog.agent(spread.agent)
             if lineage.get(agent) == spread.total:
                 per_unit[agent] = (spread.max_parts, spread.per_part)
-        return PartitionAgent(
-            lineage, fresh_draws=draws_afresh(self.plan), max_parts_per_unit=per_unit
-        )
+        return PartitionAgent(lineage, max_parts_per_unit=per_unit)
 
     def public_keys(self, column: str) -> list[Hashable] | None:
         """The public keys of ``column`` from metadata alone, as SQL's GROUP BY takes them

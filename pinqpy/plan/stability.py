@@ -8,7 +8,9 @@ transformation followed by an ``epsilon``-DP aggregation is ``k·epsilon``-DP (M
 Theorem 1), which is why a charge is multiplied by ``k`` on its way to the budget.
 
 Each rule below states its derivation in one line; tests/unit/test_stability_properties.py
-checks every rule on random neighbouring datasets.
+checks every rule on random neighbouring datasets. The rules of the random truncations
+(bounded joins, the bound_* steps) hold for every fixed salt of their row priorities, which is
+what lets a partition fix its salts across reads (:mod:`pinqpy.plan.salts`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from pinqpy.plan.nodes import (
     SetOp,
     Source,
     Where,
-    walk,
 )
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "Lineage",
     "Spread",
     "StabilityVisitor",
-    "draws_afresh",
     "lineage_of",
     "unit_spread",
 ]
@@ -225,27 +225,6 @@ def lineage_of(plan: PlanNode) -> Lineage:
     """The stability of ``plan`` with respect to each agent it draws on directly, by the
     agent's name (:meth:`pinqpy.plan.catalog.Catalog.lineage` resolves them)."""
     return _VISITOR.visit(plan)
-
-
-def draws_afresh(plan: PlanNode) -> bool:
-    """Whether running ``plan`` draws a fresh random choice of rows each time it is read.
-
-    ``bound_contributions`` and a join with ``max_rows_per_key`` keep rows chosen by a salted
-    hash whose salt is drawn anew on every read (``pinqpy.engines``). This matters to a
-    partition of such a plan (McSherry 2009, Theorem 4, parallel composition): the theorem
-    needs the parts to be disjoint pieces of *one* dataset. Within one read that holds, so
-    the queries of one read cost the parent the largest part total. Across reads it does not:
-    a person with rows in parts A and B can have all ``k`` kept rows in A at the first read
-    and all ``k`` in B at the second, so a query on A then a query on B are each
-    ``k·epsilon``-DP for that person and together ``2k·epsilon``, not ``k·epsilon``. The
-    partition's agent then charges every read on its own (see
-    :class:`pinqpy.accounting.agents.PartitionAgent`).
-    """
-    return any(
-        isinstance(node, BoundContributions | BoundGroups | BoundDegree)
-        or (isinstance(node, Join) and node.bounds)
-        for node in walk(plan)
-    )
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ BigQuery (GoogleSQL) writes a private query as ``SELECT WITH DIFFERENTIAL_PRIVAC
 (epsilon = ..., delta = ..., max_groups_contributed = G, privacy_unit_column = id) ...`` and
 bounds each aggregate with a named argument: ``SUM(x, contribution_bounds_per_group => (lo,
 hi))`` clamps each privacy unit's total in a group, ``PERCENTILE_CONT(x, 0.5,
-contribution_bounds_per_row => (lo, hi))`` clamps each row. This module holds what the
-compiler needs to read that: the named arguments (:func:`split_bounds`), ZetaSQL's older
-spellings (``ANON_SUM(x CLAMPED BETWEEN lo AND hi)``, :func:`normalize_call`) and the
-per-unit rewrite of an aggregate (:func:`per_unit`), which is how pinqpy computes a unit's
-contribution to a group before it is clamped.
+contribution_bounds_per_row => (lo, hi))`` clamps each row. This module reads that syntax:
+the named arguments (:func:`split_bounds`) and ZetaSQL's older spellings (``ANON_SUM(x
+CLAMPED BETWEEN lo AND hi)``, :func:`normalize_call`). What they mean for the release (each
+unit's contribution to a group computed, clamped, then added up) is the compiler's pass
+:mod:`pinqpy.sql.compiler.contributions`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal as Lit
 
 from pinqpy.errors import PinqSyntaxError
-from pinqpy.expr.ast import Binary, Call, Case, Expr, Literal, NamedArg, Pos
+from pinqpy.expr.ast import Call, Expr, NamedArg, Pos
 from pinqpy.expr.check import _NOT_CONSTANT, constant_value
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "ROW_AGGREGATES",
     "Contribution",
     "normalize_call",
-    "per_unit",
     "split_bounds",
 ]
 
@@ -193,33 +192,3 @@ def split_bounds(call: Call, text: str) -> tuple[Call, Contribution | None]:
             found.pos,
         )
     return Call(name, plain, call.distinct, call.star, pos=call.pos), found
-
-
-def clamp(e: Expr, lo: float, hi: float) -> Expr:
-    """``e`` clamped to ``[lo, hi]`` as an expression (a NULL stays NULL)."""
-    low, high = literal(lo), literal(hi)
-    return Case(((Binary("<", e, low), low), (Binary(">", e, high), high)), e)
-
-
-def per_unit(call: Call, bound: Contribution | None) -> tuple[Call, str]:
-    """The exact per-unit aggregate behind a private ``call`` and the outer aggregate over it.
-
-    BigQuery computes each unit's contribution to a group first (its row count, its sum, its
-    average), clamps it with ``contribution_bounds_per_group`` and then adds (or averages)
-    the clamped contributions over the units of the group. Returned: the inner aggregate
-    (rows of a row bound clamped first) and the outer function name: ``SUM`` for COUNT and
-    SUM, ``AVG`` for AVG.
-    """
-    value = None if call.star else call.args[0]
-    if value is not None and bound is not None and bound.kind == "row":
-        value = clamp(value, bound.lo, bound.hi)
-    if call.name == "COUNT":
-        inner = Call("COUNT", (), star=True) if value is None else Call("COUNT", (value,))
-        return inner, "SUM"
-    assert value is not None
-    return Call(call.name, (value,)), "SUM" if call.name == "SUM" else "AVG"
-
-
-def literal(x: float) -> Literal:
-    """A number as a literal, whole numbers as ints (so labels read ``(0, 3)``)."""
-    return Literal(int(x) if float(x).is_integer() else float(x))

@@ -19,6 +19,12 @@ in Python, ``GROUP BY k`` with a delta in SQL) is checked the same way on the ex
 every key its key selection is given, and also against the threshold's assumption: at most
 ``G`` keys move, each by at most ``k`` rows, for the ``(G, k)`` its threshold was set for.
 
+Public row counts (``public_size=True`` on A): the neighbour is then A with one row changed
+(on a user-level A, one person's rows replaced by as many rows of one person), never a row
+added, and every answer must move by at most the stability charged, which counts a changed
+row twice (one removed, one added). The unknown-key histogram's threshold is checked against
+what it needs under that relation: the keys only one neighbour has, on each side.
+
 ``PINQPY_HARNESS_EXAMPLES=n`` sets the number of chains per engine (pandas, DuckDB; Spark gets
 a tenth); ``-s`` prints the summary (chains tried, refused, answered, violations).
 """
@@ -321,6 +327,10 @@ class KeyCounts:
         keys = set(self.counts) | set(other.counts)
         return [abs(other.counts.get(k, 0) - self.counts.get(k, 0)) for k in keys]
 
+    def only_here(self, other: KeyCounts) -> list[int]:
+        """The counts of the keys this side has and ``other`` has not."""
+        return [c for k, c in self.counts.items() if k not in other.counts]
+
 
 def _key_key(v: object) -> object:
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
@@ -344,15 +354,24 @@ def key_counts(run_query: Callable[[], object]) -> KeyCounts:
     return KeyCounts(exact, (mech.max_groups, mech.max_rows))
 
 
-def run_side(world: World, extra: tuple | None, side: str, chain: list[str], seed: int):
+def run_side(
+    world: World,
+    extra: tuple | None,
+    side: str,
+    chain: list[str],
+    seed: int,
+    public_size: bool = False,
+):
     """Build the chain on (A, B) with the extra unit on ``side``; run every query.
+    ``public_size`` declares A's row count public.
 
     Returns one entry per query: ("refused", msg) or ("ok", values, charged stability).
     """
     ba, bb = pq.Budget(epsilon=BIG, delta=0.5), pq.Budget(epsilon=BIG, delta=0.5)
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
-    a = pq.PrivateFrame(a_df, ba, privacy_unit="pid" if world.a_user_level else None)
+    a_unit = "pid" if world.a_user_level else None
+    a = pq.PrivateFrame(a_df, ba, privacy_unit=a_unit, public_size=public_size)
     b = pq.PrivateFrame(b_df, bb, privacy_unit="pid" if world.b_user_level else None)
     changed = ba if side == "A" else bb
     # Lists cannot be hashed into a row's priority, so truncation of rows holding them draws
@@ -411,7 +430,10 @@ def run_side(world: World, extra: tuple | None, side: str, chain: list[str], see
     return out
 
 
-def compare(r1, r2, what: str, kind: str) -> list[str]:
+def compare(r1, r2, what: str, kind: str, changed_row: bool = False) -> list[str]:
+    """The ways the two sides' answers break their charge. ``changed_row``: the neighbours
+    differ in one changed row (a public row count), so a key selection's threshold needs only
+    that the keys each side alone has fit its structure."""
     problems = []
     for q, x, y in zip(QUERIES, r1, r2, strict=True):
         if x[0] == "skip" or y[0] == "skip":
@@ -430,7 +452,14 @@ def compare(r1, r2, what: str, kind: str) -> list[str]:
             if x[1].structure != y[1].structure:
                 problems.append(f"{q}: thresholds set for {x[1].structure} and {y[1].structure}")
             g, k = x[1].structure
-            if int((diff > 0).sum()) > g or float(diff.max(initial=0)) > k:
+            if changed_row:
+                alone = [x[1].only_here(y[1]), y[1].only_here(x[1])]
+                if any(len(a) > g or max(a, default=0) > k for a in alone):
+                    problems.append(
+                        f"{q}: keys one side alone has, {x[1].counts} vs {y[1].counts}, exceed "
+                        f"the {g} keys of at most {k} rows its threshold assumes"
+                    )
+            elif int((diff > 0).sum()) > g or float(diff.max(initial=0)) > k:
                 problems.append(
                     f"{q}: a unit moved the counts {x[1].counts} -> {y[1].counts}, more than "
                     f"the {g} keys of at most {k} rows its threshold assumes"
@@ -645,7 +674,7 @@ def _sql_stability(
     return Fraction(s)
 
 
-def run_sql_side(world, extra, side, chain, seed, max_rows):
+def run_sql_side(world, extra, side, chain, seed, max_rows, public_size=False):
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
     budgets = {"a": pq.Budget(epsilon=BIG, delta=0.5), "b": pq.Budget(epsilon=BIG, delta=0.5)}
@@ -657,6 +686,7 @@ def run_sql_side(world, extra, side, chain, seed, max_rows):
             budget=budgets[name],
             privacy_unit="pid" if lvl else None,
             max_rows=max_rows if lvl else None,
+            public_size=public_size and name == "a",
         )
     pub = pd.DataFrame({"k": [0, 1, 2, 3], "lab": list("wxyz")})
     s.register_public("pub", pub)
@@ -725,6 +755,92 @@ def test_adversarial_sql_chains(engine: str) -> None:
         what += "\n  SQL: " + queries["count"]
         note(what)
         problems = compare(r1, r2, what, kind)
+        if problems:
+            _tally(kind, "violations")
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
+        _print_summary(kind)
+
+
+# -- public row counts: one row changed ---------------------------------------------------------
+@st.composite
+def changed_row_scenarios(draw):
+    """A world, and A's changed unit before and after: one row of a row-level A, or a person's
+    rows of a user-level A replaced by as many rows of a person (the same one or another)."""
+    world = World(
+        a_users=draw(st.lists(user, max_size=4)),
+        b_users=draw(st.lists(user, max_size=4)),
+        a_user_level=draw(st.booleans()),
+        b_user_level=draw(st.booleans()),
+    )
+    size = draw(st.integers(2, 4)) if world.a_user_level else 1
+    free = [p for p in range(10) if p >= len(world.a_users)]
+    pids = [free[draw(st.integers(0, len(free) - 1))] for _ in range(2)]
+    rows = [draw(st.lists(row, min_size=size, max_size=size)) for _ in range(2)]
+    return world, (pids[0], rows[0]), (pids[1], rows[1])
+
+
+def _changed_what(world: World, before: tuple, after: tuple, chain: list[str]) -> str:
+    lvl = "user-level (unit pid)" if world.a_user_level else "row-level"
+    return (
+        f"A is {lvl} with a public row count and {len(world.a_users)} units, B has "
+        f"{len(world.b_users)}; chain on A: {' -> '.join(chain)}; the neighbours' changed unit: "
+        f"pid={before[0]} {before[1]} -> pid={after[0]} {after[1]}"
+    )
+
+
+def test_adversarial_public_size_chains(engine: str) -> None:
+    kind = f"python public_size/{engine}"
+
+    @_settings(max(1, EXAMPLES[engine] // 2))
+    @given(sc=changed_row_scenarios(), chain=chains, seed=st.integers(0, 2**16))
+    def prop(sc, chain, seed):
+        world, before, after = sc
+        try:
+            r1 = run_side(world, before, "A", chain, seed, public_size=True)
+            r2 = run_side(world, after, "A", chain, seed, public_size=True)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = _changed_what(world, before, after, chain)
+        note(what)
+        problems = compare(r1, r2, what, kind, changed_row=True)
+        if problems:
+            _tally(kind, "violations")
+            VIOLATIONS.setdefault(kind, Counter())[" -> ".join(chain)] += 1
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
+        _print_summary(kind)
+
+
+def test_adversarial_public_size_sql_chains(engine: str) -> None:
+    kind = f"sql public_size/{engine}"
+
+    @_settings(max(1, SQL_EXAMPLES[engine] // 2))
+    @given(
+        sc=changed_row_scenarios(),
+        chain=st.lists(st.sampled_from(sorted(SQL_WRAPPERS)), min_size=0, max_size=3),
+        seed=st.integers(0, 2**16),
+        max_rows=st.integers(1, 3),
+    )
+    def prop(sc, chain, seed, max_rows):
+        world, before, after = sc
+        try:
+            r1, queries = run_sql_side(world, before, "A", chain, seed, max_rows, True)
+            r2, _ = run_sql_side(world, after, "A", chain, seed, max_rows, True)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = _changed_what(world, before, after, [f"(max_rows={max_rows})", *chain])
+        what += "\n  SQL: " + queries["count"]
+        note(what)
+        problems = compare(r1, r2, what, kind, changed_row=True)
         if problems:
             _tally(kind, "violations")
             raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))

@@ -55,6 +55,41 @@ def test_rows_tied_on_typed_columns_are_chosen_by_their_own_values(seed: int) ->
     assert len({frozenset(kept_texts(base, s)) for s in (1, 2, 3, 4)}) > 1
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rows_tied_but_for_lists_are_chosen_by_their_own_contents(seed: int) -> None:
+    # Unit 0's rows differ only in a list column (which pandas cannot hash): the secondary
+    # hashes the lists' contents, so the rows kept do not depend on positions or on other
+    # units' rows, as a partition's fixed salts need (pinqpy.plan.salts).
+    values = [[i, i] for i in range(4)] + [{"k": i} for i in range(4)] + [[[i]] for i in range(4)]
+    base = pd.DataFrame({"unit": [0] * 12, "x": [7] * 12, "t": values})
+    kept = kept_lists(base, seed)
+    assert len(kept) == 3
+    others = pd.DataFrame({"unit": range(1, 41), "x": [7] * 40, "t": [[k] for k in range(40)]})
+    for trial in range(4):
+        mixed = pd.concat([base, others.iloc[: 10 * trial]], ignore_index=True)
+        mixed = mixed.sample(frac=1.0, random_state=trial).reset_index(drop=True)
+        assert kept_lists(mixed, seed) == kept
+    assert len({frozenset(kept_lists(base, s)) for s in (1, 2, 3, 4)}) > 1
+
+
+def kept_lists(df: pd.DataFrame, seed: int) -> set[str]:
+    f = pq.PrivateFrame(df, pq.Budget(epsilon=10), privacy_unit="unit")
+    t = f.bound_contributions(3)
+    with pq.testing.seed(seed):
+        out = executor_for(t._plan, t._rel.catalog).rows(t._plan)
+    return {repr(v) for v in out.loc[out["unit"] == 0, "t"]}
+
+
+def test_the_text_of_a_value_tells_contents_apart() -> None:
+    from pinqpy.engines.pandas.priorities import _text
+
+    assert _text([1, 2]) == _text([1, 2]) and _text([1, 2]) != _text([2, 1])
+    assert _text(["a,b"]) != _text(["a", "b"]) and _text([1]) != _text((1,))
+    assert _text({"a": 1}) != _text({"a": 2}) and _text({1, 2}) == _text({2, 1})
+    assert _text(np.array([1.5, 2.0])) != _text(np.array([1.5, 2.5]))
+    assert _text([1.0]) != _text([1]) and _text(["1"]) != _text([1])
+
+
 class _Given(RowPriorities):
     """Priorities chosen by the test: ``primary`` as given, ``secondary`` a row's label."""
 

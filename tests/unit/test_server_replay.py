@@ -150,9 +150,12 @@ def test_a_partition_asked_again_draws_on_the_same_agent(server, client):
     assert len(registry) == 2
 
 
-def test_parts_of_a_randomly_cut_frame_pay_for_every_request(server, client):
-    # bound_contributions draws its cut afresh on every read, so parts asked in two requests
-    # are not disjoint pieces of one dataset: each request pays (see draws_afresh).
+def test_parts_of_a_randomly_cut_frame_asked_in_separate_requests_pay_the_largest(
+    server, client
+):
+    # Every request through the kept agent draws the partition's salts, for plans replayed
+    # anew (new node objects) each time: the parts stay pieces of one cut, so two requests
+    # charge the larger part, as locally (pinqpy.plan.salts).
     budget, _, _ = server
     registry = PartitionRegistry()
     parts = client.bound_contributions(1).partition("sex", keys=["F", "M"])
@@ -160,7 +163,21 @@ def test_parts_of_a_randomly_cut_frame_pay_for_every_request(server, client):
     m = replayer(server, registry).relation(plan_to_data(parts["M"]._plan))
     pq.PrivateFrame._wrap(f).count(epsilon=0.3)
     pq.PrivateFrame._wrap(m).count(epsilon=0.5)
-    assert budget.spent.epsilon == pq.Cost(0.8).epsilon
+    assert budget.spent.epsilon == pq.Cost(0.5).epsilon
+
+
+def test_requests_through_one_kept_partition_see_one_cut(server, client):
+    registry = PartitionRegistry()
+    ages = [30, 31, 45, 52, 53, 54]
+    parts = client.bound_contributions(1).partition("age", keys=ages)
+    counts = []
+    with pq.testing.no_noise():
+        for i, age in enumerate(ages * 2):  # every part twice, each in its own request
+            rel = replayer(server, registry).relation(plan_to_data(parts[age]._plan))
+            with pq.testing.seed(i):
+                counts.append(int(pq.PrivateFrame._wrap(rel).count(epsilon=1)))
+    assert counts[:6] == counts[6:]  # the same part, asked again: the same rows
+    assert sum(counts[:6]) == 3  # one kept row for each of the three people, in one part
 
 
 def _node(data, kind):

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS, Dialect, ExprSql, S
-from pinqpy.noise import source as _noise
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["DUCKDB"]
 
@@ -50,7 +50,7 @@ class DuckDBDialect(Dialect):
         the rows' order. The row's hash is keyed instead as the pandas engine keys it: two
         rounds of XOR with a fresh 64-bit salt, each followed by DuckDB's (nonlinear)
         64-bit integer hash, so the priority depends on the row and the salt alone."""
-        salt = _noise.current_source().bytes(24)
+        salt = salt_source().bytes(24)
         s1 = int.from_bytes(salt[8:16], "little")
         s2 = int.from_bytes(salt[16:24], "little")
         row = f"hash({', '.join([self.str_lit(salt[:8].hex()), *columns])})"

@@ -30,6 +30,7 @@ from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.expr.types import series_type
+from pinqpy.plan import salts
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
@@ -458,18 +459,22 @@ def _first_items(x: object, k: int) -> object:
 
 
 class _PlanRunner(PlanVisitor[_Relation]):
-    """Evaluates one plan; a node shared by several parents (``f.concat(f)``) runs once."""
+    """Evaluates one plan; a node shared by several parents (``f.concat(f)``) runs once per
+    salt scope (:mod:`pinqpy.plan.salts`: under a partition its random nodes draw the
+    partition's salts)."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog  # where the plan's tables are found
-        self._memo: dict[int, tuple[PlanNode, _Relation]] = {}
+        self._memo: dict[tuple[str | None, int], tuple[PlanNode, _Relation]] = {}
 
     def visit(self, node: PlanNode) -> _Relation:
-        hit = self._memo.get(id(node))
+        slot = (salts.scope_token(), id(node))
+        hit = self._memo.get(slot)
         if hit is not None and hit[0] is node:
             return hit[1]
-        rel = node.accept(self)
-        self._memo[id(node)] = (node, rel)
+        with salts.drawing(node, self.catalog):
+            rel = node.accept(self)
+        self._memo[slot] = (node, rel)
         return rel
 
     def visit_source(self, node: Source) -> _Relation:

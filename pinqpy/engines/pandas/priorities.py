@@ -23,10 +23,14 @@ typed columns tell a person's rows apart; in the worst case (no typed column bes
 key) every row, which is what hashing everything always cost.
 
 Rows equal in every hashed value tie for good. They are then interchangeable: whichever of
-them is kept, the truncated table is the same multiset of rows. Values that cannot be
-hashed (lists) cannot enter ``secondary``; tied rows holding them are ordered by an
-independent draw per position. That is as private (the draws are independent of the data,
-so the two runs still couple in distribution) but not a function of the row.
+them is kept, the truncated table is the same multiset of rows. Values pandas cannot hash
+(lists, dicts, arrays) enter ``secondary`` as a text of their contents (:func:`_text`), so
+the priority stays a function of the row and the salt, never of its position: then the
+same salts keep the same rows on every read, which a partition's fixed salts rely on
+(:mod:`pinqpy.plan.salts`).
+
+The salts come from :func:`pinqpy.plan.salts.salt_source`: fresh on every read, or the
+partition's own stream for the node being evaluated.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pinqpy.noise import source as _noise
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["RowPriorities", "keep_lowest", "mix64", "row_hashes"]
 
@@ -94,9 +98,8 @@ class RowPriorities:
     :meth:`secondary` for the rows whose primaries tie (module docstring)."""
 
     def __init__(self, df: pd.DataFrame) -> None:
-        salt = _noise.current_source().bytes(32)
+        salt = salt_source().bytes(32)
         self._df = df
-        self._draws: np.ndarray | None = None
         self._key = salt[:8].hex()  # hash_pandas_object keys its text hashes by this
         s = [np.uint64(int.from_bytes(salt[i : i + 8], "little")) for i in (8, 16, 24)]
         self._s2, self._s3 = s[1], s[2]
@@ -115,33 +118,66 @@ class RowPriorities:
         self.primary = mix64(h)
 
     def secondary(self, rows: np.ndarray) -> np.ndarray:
-        """The salted hash of all the values of ``rows`` (positions). When a value there
-        cannot be hashed: an independent draw per row of the whole frame, read at ``rows``,
-        so a row's draw depends on its position only, never on which rows tie."""
-        hashed = _hash_rows(self._df.take(rows), self._key, self._s3)
-        if hashed is not None:
-            return hashed
-        if self._draws is None:
-            self._draws = _noise.current_source().uint64(len(self._df))
-        return self._draws[rows]
+        """The salted hash of all the values of ``rows`` (positions)."""
+        return _hash_rows(self._df.take(rows), self._key, self._s3)
 
 
-def _hash_rows(df: pd.DataFrame, key: str, salt: np.uint64) -> np.ndarray | None:
-    """A hash of all of each row's values keyed by ``key`` and ``salt``, or None when a
-    value cannot be hashed."""
+def _hash_rows(df: pd.DataFrame, key: str, salt: np.uint64) -> np.ndarray:
+    """A hash of all of each row's values keyed by ``key`` and ``salt``; a value pandas
+    cannot hash is hashed as the text of its contents."""
     try:
         hashed = pd.util.hash_pandas_object(df, index=False, hash_key=key)
     except TypeError:
-        return None
+        hashed = pd.util.hash_pandas_object(_as_text(df), index=False, hash_key=key)
     return mix64(hashed.to_numpy(dtype=np.uint64) ^ salt)  # a fresh array: mixed in place
 
 
+def _as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the values of every column pandas cannot hash as :func:`_text`."""
+    out = df.copy()
+    for i in range(out.shape[1]):
+        col = out.iloc[:, i]
+        try:
+            pd.util.hash_pandas_object(col, index=False)
+        except TypeError:
+            out.isetitem(i, col.astype(object).map(_text))
+    return out
+
+
+_TEXT_DEPTH = 20
+
+
+def _text(x: object, depth: int = 0) -> str:
+    """A text of ``x`` that tells values apart by content: a list, tuple, array, dict or set
+    by its items (length-prefixed, so no item can pose as two), anything else by its type
+    and ``repr`` (exact for numbers, text and timestamps). A value nested deeper than
+    ``_TEXT_DEPTH`` or whose ``repr`` fails is told by identity: still a function of the row."""
+    if depth > _TEXT_DEPTH:
+        return f"id:{id(x)}"
+    d = depth + 1
+    if isinstance(x, np.ndarray):
+        return f"a{x.dtype.str}{x.shape}" + _items([_text(v, d) for v in x.ravel().tolist()])
+    if isinstance(x, list | tuple):
+        return type(x).__name__[0] + _items([_text(v, d) for v in x])
+    if isinstance(x, dict):
+        return "d" + _items([_text(k, d) + _text(v, d) for k, v in x.items()])
+    if isinstance(x, set | frozenset):
+        return "e" + _items(sorted(_text(v, d) for v in x))
+    try:
+        return f"{type(x).__name__}:{x!r}"
+    except Exception:  # a repr that fails: told apart by identity
+        return f"id:{id(x)}"
+
+
+def _items(texts: list[str]) -> str:
+    return "(" + "".join(f"{len(t)}:{t}" for t in texts) + ")"
+
+
 def row_hashes(df: pd.DataFrame) -> np.ndarray:
-    """A freshly salted hash of all of each row's values (independent draws when a value
-    cannot be hashed): for rows few enough, or columns few enough, to hash whole."""
-    salt = _noise.current_source().bytes(16)
-    hashed = _hash_rows(df, salt[:8].hex(), np.uint64(int.from_bytes(salt[8:], "little")))
-    return _noise.current_source().uint64(len(df)) if hashed is None else hashed
+    """A salted hash of all of each row's values: for rows few enough, or columns few
+    enough, to hash whole."""
+    salt = salt_source().bytes(16)
+    return _hash_rows(df, salt[:8].hex(), np.uint64(int.from_bytes(salt[8:], "little")))
 
 
 def keep_lowest(

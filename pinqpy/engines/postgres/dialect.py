@@ -37,7 +37,7 @@ from pinqpy.engines.sqlgen.expressions import (
     ExprSql,
     S,
 )
-from pinqpy.noise import source as _noise
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["POSTGRES", "PostgresDialect"]
 
@@ -118,11 +118,12 @@ class PostgresDialect(Dialect):
 
     def row_priority(self, columns: Sequence[str]) -> str:
         """``hashtextextended`` (PostgreSQL's 64-bit hash of text, keyed by a 64-bit seed)
-        of the row's text, with a fresh seed from the noise source: the text of a row is one
+        of the row's text, with a seed from :func:`~pinqpy.plan.salts.salt_source` (fresh on
+        every read, or a partition's own): the text of a row is one
         to one with its values (a record's text quotes what needs quoting and writes NULL
         as nothing), so the priority is a function of the row and the seed alone and every
         column reaches it."""
-        seed = int.from_bytes(_noise.current_source().bytes(8), "little", signed=True)
+        seed = int.from_bytes(salt_source().bytes(8), "little", signed=True)
         return f"hashtextextended(ROW({', '.join(columns)})::text, {seed})"
 
     def join_equal(self, a: str, b: str, kind: str) -> str:

@@ -17,7 +17,7 @@ from pinqpy.engines.sqlgen.expressions import (
     S,
 )
 from pinqpy.expr.types import valid_text
-from pinqpy.noise import source as _noise
+from pinqpy.plan.salts import salt_source
 
 __all__ = ["SPARK"]
 
@@ -60,7 +60,7 @@ class SparkDialect(Dialect):
         """Spark's ``xxhash64`` hashes each value with the hash so far as its seed, so the salt
         hashed first keys every later value nonlinearly, numbers included: which rows are kept
         changes with every salt."""
-        salt = self.str_lit(_noise.current_source().bytes(8).hex())
+        salt = self.str_lit(salt_source().bytes(8).hex())
         return f"xxhash64({', '.join([salt, *columns])})"
 
     def hashable(self, dtype: object) -> bool:

@@ -126,9 +126,9 @@ class Dialect:
     kind_types: dict[str, str] = {}  # noqa: RUF012 (read only)
 
     def row_priority(self, columns: Sequence[str]) -> str:
-        """A row's truncation priority: a hash of the row's ``columns`` keyed by a fresh salt
-        from the noise source, so that which rows are kept depends on the row and the salt
-        alone."""
+        """A row's truncation priority: a hash of the row's ``columns`` keyed by a salt from
+        :func:`pinqpy.plan.salts.salt_source` (fresh on every read, or a partition's own),
+        so that which rows are kept depends on the row and the salt alone."""
         raise NotImplementedError
 
     def hashable(self, dtype: object) -> bool:

@@ -25,6 +25,7 @@ from pinqpy.engines.sqlgen.expressions import (
 )
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
+from pinqpy.plan import salts
 from pinqpy.plan.facts import facts_of
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -162,18 +163,22 @@ class CtePlanSql(PlanVisitor[R]):
     ex: Any
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[PlanNode, R]] = {}
+        self._memo: dict[tuple[str | None, int], tuple[PlanNode, R]] = {}
         # CTE name -> (its query, the CTE names it reads), in the order of definition.
         self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._translators: list[ExprSql] = []
         self.fenced: set[str] = set()  # CTEs of computed columns (Dialect.let_fence)
 
     def visit(self, node: PlanNode) -> R:
-        hit = self._memo.get(id(node))
+        # Once per salt scope: under a partition, random nodes draw the partition's salts
+        # (pinqpy.plan.salts), so one node read in two scopes is two expressions.
+        slot = (salts.scope_token(), id(node))
+        hit = self._memo.get(slot)
         if hit is not None and hit[0] is node:
             return hit[1]
-        rel = node.accept(self)
-        self._memo[id(node)] = (node, rel)
+        with salts.drawing(node, self.ex.catalog):
+            rel = node.accept(self)
+        self._memo[slot] = (node, rel)
         return rel
 
     # -- common table expressions ---------------------------------------------------------
