@@ -60,7 +60,8 @@ _STAMP_TEXT = (
 # The exact midpoints beyond which a decimal rounds to infinity, and at or below which it
 # rounds to zero, as a double (round half to even).
 _OVERFLOW = str(2**1024 - 2**970)
-_UNDERFLOW = format(2.0**-1075, ".1100f").rstrip("0")
+# (2**-1075 is 5**1075 / 10**1075; as a float it would be 0.)
+_UNDERFLOW = "0." + str(5**1075).rjust(1075, "0")
 # The same to 40 digits, the first rounded down and the second up, so that a value between
 # one and its exact midpoint is made NULL or 0 rather than cast (which would raise).
 _OVERFLOW_E = "1.797693134862315807937289714053034150799e308"

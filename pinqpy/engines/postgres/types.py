@@ -54,7 +54,8 @@ _F8 = "DOUBLE PRECISION"
 # The exact decimals beyond which a numeric rounds to an infinity, and at or below which to
 # zero, as a double (PostgreSQL's cast raises on both).
 _OVERFLOW = str(2**1024 - 2**970)
-_UNDERFLOW = format(2.0**-1075, ".1100f").rstrip("0")
+# (2**-1075 is 5**1075 / 10**1075; as a float it would be 0.)
+_UNDERFLOW = "0." + str(5**1075).rjust(1075, "0")
 
 
 def base_type(type_name: str) -> str:
