@@ -14,9 +14,10 @@ At the deadline the server calls :meth:`Gate.stop`:
 * a request that has started on **DuckDB, Spark or PostgreSQL** is interrupted: every
   DuckDB connection the server's tables live on is interrupted (``connection.interrupt()``),
   every Spark job cancelled (``cancelAllJobs``) and every PostgreSQL connection's statement
-  cancelled (psycopg's ``cancel_safe``, PostgreSQL's cancel request), now and every :data:`INTERRUPT_EVERY` seconds until its
-  work returns. Only the request holding the shared engines is ever interrupted (the gate
-  lets one at a time in, and the interrupt is sent under the lock that records which one);
+  cancelled (psycopg's ``cancel_safe``, PostgreSQL's cancel request), now and every
+  :data:`INTERRUPT_EVERY` seconds until its work returns. Only the request holding the
+  shared engines is ever interrupted (the gate lets one at a time in, and the interrupt is
+  sent under the lock that records which one);
   an interrupted read fails inside that request's thread, after its charge, and its
   failure reaches nobody: the analyst was answered 504 at the deadline.
 
