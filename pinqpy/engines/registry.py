@@ -603,7 +603,6 @@ def _postgres_wrap(data: object, connection: Any, schema: object) -> Wrapped:
         _refuse_declared_any(declared, "postgres")
         df = declare_pandas(clean_text(data), declared)
         _refuse_objects(df, "postgres")
-        _refuse_lists(df)
         _refuse_nul(df)
         types = frame_types(df)
         source = link.load(df, types)
@@ -615,19 +614,6 @@ def _postgres_wrap(data: object, connection: Any, schema: object) -> Wrapped:
         "the postgres engine takes a table or view name (with connection=) or a pandas "
         f"DataFrame, not {type(data).__name__}"
     )
-
-
-def _refuse_lists(df: pd.DataFrame) -> None:
-    """PostgreSQL arrays are not read yet: a column of lists is refused when it is wrapped."""
-    for c in df.columns:
-        s = df[c]
-        if s.dtype == object and any(
-            isinstance(v, list | tuple | set | frozenset | np.ndarray) for v in s.to_numpy()
-        ):
-            raise PinqError(
-                f"column {c!r} holds lists, which the postgres engine does not read yet; "
-                "explode it first (pandas or DuckDB) or leave the column out"
-            )
 
 
 def _refuse_nul(df: pd.DataFrame) -> None:

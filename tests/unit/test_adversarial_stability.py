@@ -514,8 +514,6 @@ def _settings(n: int) -> settings:
 
 
 def test_adversarial_chains(engine: str) -> None:
-    if engine == "postgres":
-        pytest.skip("its tables hold a list column, and the postgres engine reads no arrays yet")
     kind = f"python/{engine}"
 
     @_settings(EXAMPLES[engine])

@@ -15,12 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.engines.registry import default_engine, executor_for
+from pinqpy.engines.registry import executor_for
 
 # Each property runs on every engine (the `engine` fixture wraps DataFrames on it); Spark
 # jobs take a fraction of a second each, so it gets fewer examples.
@@ -43,16 +42,7 @@ def to_df(records: list[dict]) -> pd.DataFrame:
     # cannot hold undeclared.
     cols = {"k": "int64", "v": "float64", "s": "str", "items": "object"}
     df = pd.DataFrame(records, columns=list(cols))
-    df = df.astype({c: t for c, t in cols.items() if c != "items"})
-    if default_engine() == "postgres":  # which reads no lists (arrays) yet
-        df = df.drop(columns="items")
-    return df
-
-
-def _with_items(records: list[dict]) -> pd.DataFrame:
-    cols = {"k": "int64", "v": "float64", "s": "str"}
-    df = pd.DataFrame(records, columns=[*cols, "items"])
-    return df.astype(cols)
+    return df.astype({c: t for c, t in cols.items() if c != "items"})
 
 
 def as_multiset(df: pd.DataFrame) -> Counter:
@@ -141,9 +131,6 @@ def _unary_test(name: str):
     build = UNARY[name]
 
     def test(engine: str) -> None:
-        if engine == "postgres" and name in ("explode", "chain"):
-            pytest.skip("the postgres engine reads no lists (arrays) yet")
-
         @fast(engine)
         @given(base=rows, extra=row, seed=st.integers(0, 2**16))
         def prop(base, extra, seed):
@@ -342,8 +329,7 @@ def test_stability_bound_groups_parts(engine: str) -> None:
 
 def test_declared_stabilities(engine: str) -> None:
     b = pq.Budget(epsilon=1)
-    # Declared from the plan alone: the frame may be a pandas one on every engine.
-    f = pq.PrivateFrame(to_df([]) if engine != "postgres" else _with_items([]), b)
+    f = pq.PrivateFrame(to_df([]), b)
     assert f.stability == 1
     assert f.explode("items", max_items=4).stability == 4
     assert f.groupby("k").agg(n="COUNT(*)").stability == 2

@@ -107,7 +107,6 @@ def test_lists_in_rows_never_fail_set_operations_joins_or_bounding() -> None:
 
 # -- 1. strings no engine can encode -----------------------------------------------------------
 def test_lone_surrogates_are_read_on_every_engine(engine: str) -> None:
-    lists = engine != "postgres"  # which does not read lists (arrays) yet
     df = pd.DataFrame(
         {
             "s": _objects(["a", "\ud800x", "\ud83d\ude00", None, "b\udfff"]),
@@ -115,7 +114,7 @@ def test_lone_surrogates_are_read_on_every_engine(engine: str) -> None:
         }
     )
     budget = pq.Budget(epsilon=BIG)
-    f = pq.PrivateFrame(df if lists else df.drop(columns="l"), budget, schema={"s": "str"})
+    f = pq.PrivateFrame(df, budget, schema={"s": "str"})
     with pq.testing.no_noise():
         n = charged_and_total(budget, lambda: f.where("s LIKE '%x' OR s = 'a'").count(1))
         assert int(n) == 2
@@ -123,8 +122,6 @@ def test_lone_surrogates_are_read_on_every_engine(engine: str) -> None:
         assert int(n) == 2  # '\ufffdx' and 'b\ufffd' (the emoji is one character)
         parts = f.partition("s", keys=["\ufffdx", "\U0001f600"])
         assert charged_and_total(budget, lambda: parts.count(1)).tolist() == [1, 1]
-        if not lists:
-            return
         items = f.explode("l", max_items=2).where("l = 'b' OR l = '\ufffd'")
         assert int(charged_and_total(budget, lambda: items.count(1))) == 3
 
@@ -231,14 +228,8 @@ def adversarial_frames(draw: st.DrawFn, with_any: bool) -> pd.DataFrame:
 _SETTINGS = {"pandas": 25, "duckdb": 10, "spark": 1, "postgres": 8}
 
 
-# The postgres engine does not read lists (arrays) yet: its frames leave the list out.
-_NO_LISTS = ("postgres",)
-
-
 def test_adversarial_values_are_read_without_error_or_warning(engine: str) -> None:
     queries = QUERIES + (PANDAS_QUERIES if engine == "pandas" else [])
-    if engine in _NO_LISTS:
-        queries = queries[:-1]  # the explode of the list column
 
     @settings(
         max_examples=_SETTINGS[engine],
@@ -250,8 +241,6 @@ def test_adversarial_values_are_read_without_error_or_warning(engine: str) -> No
     @given(df=adversarial_frames(engine == "pandas"))
     def run(df: pd.DataFrame) -> None:
         budget = pq.Budget(epsilon=BIG)
-        if engine in _NO_LISTS:
-            df = df.drop(columns="l")
         f = pq.PrivateFrame(df, budget, schema={"s": "str"}, bounds={"i": (0, 1)})
         with pq.testing.seed(1):
             for query in queries:
@@ -322,8 +311,6 @@ def test_like_inside_a_case_costs_what_a_scan_costs(engine: str) -> None:
 def test_explode_cuts_lists_before_expanding_them(engine: str) -> None:
     if engine == "spark":
         pytest.skip("a Spark job's fixed cost hides the comparison")
-    if engine == "postgres":
-        pytest.skip("the postgres engine does not read lists (arrays) yet")
     n = 500
     short = pd.DataFrame({"l": _objects([[1, 2]] * n)})
     long = pd.DataFrame({"l": _objects([[1, 2]] * (n - 1) + [list(range(2_000_000))])})

@@ -139,7 +139,8 @@ class PostgresDialect(Dialect):
             "datetime": "TIMESTAMP '2000-01-01'",
         }.get(kind)
         if zero is None:
-            return f"{a} IS NOT DISTINCT FROM {b}"
+            # A list is no key: only a NULL one matches (a NULL key), whatever the types.
+            return f"({a} IS NULL AND {b} IS NULL)"
         return f"({a} IS NULL) = ({b} IS NULL) AND COALESCE({a}, {zero}) = COALESCE({b}, {zero})"
 
     def to_double(self, sql: str, kind: str) -> str:

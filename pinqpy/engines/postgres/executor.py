@@ -19,8 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from pinqpy.engines.postgres.arrays import explode_sql, list_column_type
 from pinqpy.engines.postgres.dialect import POSTGRES
-from pinqpy.engines.postgres.types import column_read, kind_of
+from pinqpy.engines.postgres.types import base_type, column_read, item_type, kind_of
 from pinqpy.engines.sources import PostgresTable
 from pinqpy.engines.sqlgen.executor import Rel, RelSql, SqlExecutor
 from pinqpy.engines.sqlgen.plans import Col, key_literal
@@ -42,9 +43,14 @@ _TYPES = {
 
 def frame_types(df: pd.DataFrame) -> list[str]:
     """The PostgreSQL column types a DataFrame is loaded with (from its dtypes: an object
-    column of mixed values is loaded as text)."""
+    column of lists is an array of its items' type, one of mixed values is loaded as
+    text)."""
     schema = schema_from_pandas(df)
-    return [_TYPES.get(schema[c], "text") for c in df.columns]
+    out = []
+    for i, c in enumerate(df.columns):
+        array = list_column_type(df.iloc[:, i]) if schema[c] == "any" else None
+        out.append(array or _TYPES.get(schema[c], "text"))
+    return out
 
 
 def _stamp(v: object) -> str:
@@ -70,9 +76,17 @@ class _PlanSql(RelSql):
         return self.ex.public_rel(self, data)
 
     def explode_items(self, col: Col, max_items: int) -> tuple[str, Col | None] | None:
-        return None  # no column pinqpy reads is a list: a value explodes to itself
+        """An array's items (:func:`~pinqpy.engines.postgres.arrays.explode_sql`); any other
+        value explodes to itself."""
+        item = item_type(col.dtype) if col.kind == "other" and col.dtype else None
+        if item is None:
+            return None
+        sql, out = explode_sql(POSTGRES.ident(col.name), item, max_items)
+        return sql, Col(col.name, kind_of(out) or "other", out)
 
     def set_column(self, a: Col, b: Col) -> Col | None:
+        if a.kind == b.kind == "other" and a.dtype != b.dtype:
+            return Col(a.name, "other", _common_array(a.dtype, b.dtype))
         if a.kind == b.kind:
             return a
         if {a.kind, b.kind} == {"int", "float"}:
@@ -81,6 +95,42 @@ class _PlanSql(RelSql):
             f"the PostgreSQL engine cannot combine column {a.name!r} of kind {a.kind} with "
             f"one of kind {b.kind}; CAST one side first (nothing was charged)"
         )
+
+    def set_sides(self, left: Rel, right: Rel) -> tuple[Rel, Rel]:
+        """Lists of different item types made one array type on both sides (the column
+        :meth:`set_column` gives): an array of doubles for numbers, of text otherwise."""
+        lcols = {c.name: c for c in left.cols}
+        want = {
+            c.name: _common_array(lcols[c.name].dtype, c.dtype)
+            for c in right.cols
+            if c.name in lcols and c.kind == lcols[c.name].kind == "other"
+            and c.dtype != lcols[c.name].dtype
+        }  # fmt: skip
+        if not want:
+            return left, right
+        return self._cast_arrays(left, want), self._cast_arrays(right, want)
+
+    def _cast_arrays(self, rel: Rel, want: dict[str, str]) -> Rel:
+        items, cols = [], []
+        for c in rel.cols:
+            q = POSTGRES.ident(c.name)
+            if c.name in want and c.dtype != want[c.name]:
+                items.append(f"CAST({q} AS {want[c.name]}) AS {q}")
+                cols.append(Col(c.name, "other", want[c.name]))
+            else:
+                items.append(q)
+                cols.append(c)
+        return self.add(f"SELECT {', '.join(items)} FROM {rel.name}", cols, [rel], True)
+
+
+_NUMBER_ARRAYS = {"smallint[]", "integer[]", "bigint[]", "real[]", "double precision[]"}
+
+
+def _common_array(a: object, b: object) -> str:
+    """The array type both of two list columns' types are cast to in a set operation."""
+    if a in _NUMBER_ARRAYS and b in _NUMBER_ARRAYS:
+        return "double precision[]"
+    return "text[]"
 
 
 class PostgresExecutor(SqlExecutor):
@@ -110,6 +160,17 @@ class PostgresExecutor(SqlExecutor):
             f"ELSE {super().scaled(x, factors, shift)} END)"
         )
 
+    def check(self, sql: str) -> None:
+        """``EXPLAIN`` (which plans the query, reading no rows): a query whose types do not
+        agree is refused here."""
+        try:
+            self.link.plan(sql)
+        except PinqError:
+            raise PinqError(
+                "the PostgreSQL engine cannot combine these values (lists of different item "
+                "types, say); CAST or select them apart (nothing was charged)"
+            ) from None
+
     def validate(
         self, plan: PlanNode, value: Expr | PyFunc | None = None, numeric: bool = False
     ) -> None:
@@ -131,7 +192,8 @@ class PostgresExecutor(SqlExecutor):
             read, nan = column_read(q, t)
             changed |= read != q
             items.append(q if read == q else f"{read} AS {q}")
-            cols.append(Col(c, kind or "other", _TYPES.get(kind or ""), nan))
+            dtype = base_type(t) if kind == "other" else _TYPES.get(kind or "")
+            cols.append(Col(c, kind or "other", dtype, nan))
         if not changed:
             return Rel(table.source, tuple(cols))
         return p.add(f"SELECT {', '.join(items)} FROM {table.source}", cols, [], True)

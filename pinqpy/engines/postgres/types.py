@@ -17,7 +17,9 @@ PostgreSQL type                                        pinqpy      read as
                                                                    as NULL
 =====================================================  ==========  ==========================
 
-Any other type (``json``, arrays, ``bytea``, ``interval``, ``time``, ...) is refused when the
+An array of any of these types (``integer[]``, ``text[]``, ...) is a list
+(:mod:`~pinqpy.engines.postgres.arrays`: schema type ``any``, read by ``explode``). Any other
+type (``json``, ``bytea``, ``interval``, ``time``, arrays of those, ...) is refused when the
 table is wrapped: the error names the column and suggests a view that casts it.
 """
 
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType
 
-__all__ = ["KINDS", "column_read", "kind_of", "postgres_schema"]
+__all__ = ["KINDS", "column_read", "item_type", "kind_of", "postgres_schema"]
 
 #: The catalog's type names (``format_type``, without modifiers) and their pinqpy kinds.
 KINDS: dict[str, str] = {
@@ -74,8 +76,21 @@ def base_type(type_name: str) -> str:
     return {"timestamp": "timestamp without time zone"}.get(name, name)
 
 
+def item_type(type_name: str) -> str | None:
+    """The item type of an array type pinqpy reads (``integer[]`` -> ``integer``), None for
+    any other type."""
+    t = base_type(type_name)
+    if not t.endswith("[]"):
+        return None
+    item = base_type(t[:-2])
+    return item if item in KINDS else None
+
+
 def kind_of(type_name: str) -> str | None:
-    """The pinqpy kind of a catalog type, or None for a type pinqpy does not read."""
+    """The pinqpy kind of a catalog type (``other`` for a list), or None for a type pinqpy
+    does not read."""
+    if item_type(type_name) is not None:
+        return "other"
     return KINDS.get(base_type(type_name))
 
 
@@ -122,8 +137,9 @@ def postgres_schema(
             raise PinqError(
                 f"column {c!r} of {table} has the PostgreSQL type {t}, which pinqpy does not "
                 "read (it reads integers, reals, numeric, boolean, text, uuid, enums, dates "
-                "and timestamps); wrap a view that casts it, e.g. CREATE VIEW v AS SELECT "
+                "and timestamps, and arrays of them); wrap a view that casts it, e.g. "
+                "CREATE VIEW v AS SELECT "
                 f"CAST({c} AS text) AS {c}, ... FROM {table}"
             )
-        out[c] = kind  # type: ignore[assignment]
+        out[c] = "any" if kind == "other" else kind  # type: ignore[assignment]
     return out

@@ -310,6 +310,11 @@ class CtePlanSql(PlanVisitor[R]):
         decides)."""
         raise NotImplementedError
 
+    def set_sides(self, left: R, right: R) -> tuple[R, R]:
+        """The two sides of a set operation as it reads them: an engine whose SQL does not
+        find a common type itself converts columns to :meth:`set_column`'s here."""
+        return left, right
+
     # -- shared pieces --------------------------------------------------------------------
     def listed(self, cols: Sequence[Col], qual: str = "") -> str:
         return ", ".join(qual + self.d.ident(c.name) for c in cols)
@@ -578,6 +583,7 @@ class CtePlanSql(PlanVisitor[R]):
             left, right = self.normalized(left), self.normalized(right)
         else:
             left, right = self.concat_ready(left), self.concat_ready(right)
+        left, right = self.set_sides(left, right)
         lcols = self.columns(left)
         rcols = {c.name: c for c in self.columns(right)}
         out: list[Col | None] = []
