@@ -42,12 +42,12 @@ from pinqpy.engines.base import (
     LatticeSums,
     Read,
     canonical_key_counts,
-    column_key_rows,
     prefetched,
 )
 from pinqpy.engines.sqlgen.expressions import Dialect, numeric_value, typed
+from pinqpy.engines.sqlgen.groups import Groups, group_by, key_columns, key_rows
 from pinqpy.engines.sqlgen.plans import Col, CtePlanSql, compatible, value_kind
-from pinqpy.errors import PinqError, PinqSyntaxError
+from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
@@ -98,6 +98,17 @@ def _clamped(d: Dialect, v: str, lo: float, hi: float, ints: bool) -> str:
         lo_s, hi_s = d.float_lit(float(lo)), d.float_lit(float(hi))
     # NULL stays NULL (LEAST and GREATEST skip it).
     return f"(CASE WHEN {v} IS NOT NULL THEN LEAST(GREATEST({v}, {lo_s}), {hi_s}) END)"
+
+
+@dataclass(frozen=True)
+class _Base:
+    """Rows in their groups, the kinds of the values read, the relation read, and how to
+    make the groups again as a join (None for one group)."""
+
+    groups: Groups
+    kinds: list[str]
+    rel: Rel
+    again: Any = None
 
 
 @dataclass(frozen=True)
@@ -156,56 +167,41 @@ class SqlExecutor(Executor):
         grouping: Grouping | None,
         values: Sequence[Expr | PyFunc],
         numeric: bool,
-    ) -> tuple[str, list[str], Rel] | None:
-        """A FROM item of the rows in their groups: ``__pinq_gi`` (the group's position) and
-        ``__pinq_v<i>`` per value (doubles, NULL for non-numbers, when ``numeric``); and
-        the values' kinds, and ``rel`` (which it reads). None when no listed key can match."""
+    ) -> _Base | None:
+        """The rows in their groups (:mod:`pinqpy.engines.sqlgen.groups`), with ``__pinq_v<i>``
+        per value (doubles, NULL for non-numbers, when ``numeric``). None when no listed key
+        can match."""
         d = self.dialect
         t, lets = p.translator(rel)
         vs = [p.expr(v, t, "an aggregation") for v in values]
         sqls = [numeric_value(d, v) if numeric else typed(d, v) for v in vs]
         kinds = [v.kind for v in vs]
-        items = [f"{s} AS __pinq_v{i}" for i, s in enumerate(sqls)]
+        items = "".join(f", {s} AS __pinq_v{i}" for i, s in enumerate(sqls))
         src = lets.source(rel.name, sqls)
         if grouping is None:
-            vals = "".join(", " + i for i in items)
-            return f"(SELECT 0 AS __pinq_gi{vals} FROM {src}) AS b", kinds, rel
-        join = self._key_join(p, rel, grouping)
-        if join is None:
-            return None
-        vals = "".join(", " + i for i in items)
-        inner = f"SELECT g.__pinq_g AS __pinq_gi{vals} FROM {src} AS r {join}"
-        return f"({inner}) AS b", kinds, rel
-
-    def _key_join(self, p: RelSql, rel: Rel, grouping: Grouping) -> str | None:
-        cols = list(grouping.columns)
-        by_name = {c.name: c for c in rel.cols}
-        missing = [c for c in cols if c not in by_name]
-        if missing:
-            raise PinqSyntaxError(f"unknown column '{missing[0]}'")
-        kinds = [by_name[c].kind for c in cols]
-        rows = column_key_rows(kinds, grouping.keys, len(cols) == 1)
+            one = Groups(f"(SELECT 0 AS __pinq_gi{items} FROM {src}) AS b", "0", 1)
+            return _Base(one, kinds, rel)
+        cols = key_columns(rel.cols, grouping)
+        ckinds = [c.kind for c in cols]
+        rows = key_rows(ckinds, grouping)
         if not rows:
             return None
-        d = self.dialect
-        values = ", ".join(
-            "("
-            + ", ".join(
-                [str(i)]
-                + [
-                    d.null(k) if v is None else p.key_literal(v, k)
-                    for v, k in zip(vals, kinds, strict=True)
-                ]
-            )
-            + ")"
-            for i, vals in rows
-        )
-        names = ", ".join(["__pinq_g", *(f"__pinq_k{j}" for j in range(len(cols)))])
-        on = " AND ".join(
-            d.join_equal(p.value(rel, c, "r."), f"g.__pinq_k{j}", k)
-            for j, (c, k) in enumerate(zip(cols, kinds, strict=True))
-        )
-        return f"JOIN (VALUES {values}) AS g({names}) ON {on}"
+        keyed = [p.value(rel, c.name, "r.") for c in cols]
+
+        def groups(joined: bool) -> Groups:
+            return group_by(d, p.key_literal, keyed, ckinds, rows, (items, src), joined)
+
+        return _Base(groups(False), kinds, rel, groups)
+
+    def _grouped(self, p: RelSql, base: _Base, query: Any) -> list[tuple[Any, ...]]:
+        """The rows of ``query(groups)`` as (position, rest...): matched in Python, or joined
+        in SQL when two groups met one key."""
+        got = base.groups.positions(self.fetch(p.query(query(base.groups), base.rel)))
+        if got is None and base.again is not None:
+            joined = base.again(True)
+            got = joined.positions(self.fetch(p.query(query(joined), base.rel)))
+        assert got is not None
+        return got
 
     # -- counts and sums --------------------------------------------------------------------
     def _agg(self, r: Read, i: int, kind: str) -> _Agg:
@@ -246,16 +242,14 @@ class SqlExecutor(Executor):
         rows: list[tuple[Any, ...]] = []
         aggs: list[_Agg] = []
         if base is not None:
-            src, kinds, rel = base
+            kinds = base.kinds
             for r in reads:
                 i = next((j for j, v in enumerate(values) if v is r.value), 0)
                 aggs.append(self._agg(r, i, kinds[i] if kinds else "null"))
             items = ", ".join(item for a in aggs for item in a.items)
-            # One group: a plain aggregate (a GROUP BY of a constant costs a grouping step).
-            by = "" if grouping is None else " GROUP BY __pinq_gi"
-            head = "0" if grouping is None else "__pinq_gi"
-            sql = f"SELECT {head}, {items} FROM {src}{by}"
-            rows = self.fetch(p.query(sql, rel))
+            rows = self._grouped(
+                p, base, lambda g: f"SELECT {g.head}, {items} FROM {g.src}{g.by}"
+            )
         else:
             aggs = [self._agg(r, 0, "null") for r in reads]
         return _decode(aggs, rows, k)
@@ -266,16 +260,28 @@ class SqlExecutor(Executor):
     ) -> None:
         p = self.translation()
         rel = p.visit(plan)
-        if value is None:
-            return
-        t, _ = p.translator(rel)
-        v = p.expr(value, t, "an aggregation")
-        if numeric and v.kind == "other":
-            what = f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()
-            raise PinqError(
-                f"the {self.dialect.name} engine cannot aggregate {what} as a number; select "
-                "or CAST a numeric value instead"
-            )
+        vsql = "1"
+        if value is not None:
+            t, lets = p.translator(rel)
+            v = p.expr(value, t, "an aggregation")
+            if numeric and v.kind == "other":
+                what = f"column {value.name!r}" if isinstance(value, Column) else value.to_sql()
+                raise PinqError(
+                    f"the {self.dialect.name} engine cannot aggregate {what} as a number; "
+                    "select or CAST a numeric value instead"
+                )
+            vsql = typed(self.dialect, v)
+            src = lets.source(rel.name, [vsql])
+        else:
+            src = rel.name
+        if p.unchecked:
+            # Lists combined in an expression: whether their types agree only the engine
+            # can tell, so it is asked before the charge.
+            self.check(p.query(f"SELECT {vsql} FROM {src}", rel))
+
+    def check(self, sql: str) -> None:
+        """Refuse ``sql`` before the charge unless the engine can run it (its types agree);
+        runs nothing on the data."""
 
     def read_together(
         self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
@@ -347,15 +353,18 @@ class SqlExecutor(Executor):
             f"LEAST(GREATEST(__pinq_v0, {d.float_lit(float(cand[0]))}), "
             f"{d.float_lit(float(cand[-1]))})"
         )
-        inner = (
-            f"SELECT __pinq_gi, width_bucket({c}, {arr}) AS __pinq_j, {c} AS __pinq_c "
-            f"FROM {base[0]} WHERE __pinq_v0 IS NOT NULL"
-        )
-        sql = (
-            f"SELECT __pinq_gi, __pinq_j, __pinq_c = ({arr})[__pinq_j], COUNT(*) "
-            f"FROM ({inner}) AS w GROUP BY 1, 2, 3"
-        )
-        for gi, j, equal, n in self.fetch(p.query(sql, base[2])):
+
+        def query(g: Groups) -> str:
+            inner = (
+                f"SELECT {g.head}, width_bucket({c}, {arr}) AS __pinq_j, {c} AS __pinq_c "
+                f"FROM {g.src} WHERE __pinq_v0 IS NOT NULL"
+            )
+            return (
+                f"SELECT {g.head}, __pinq_j, __pinq_c = ({arr})[__pinq_j], COUNT(*) "
+                f"FROM ({inner}) AS w{g.group('__pinq_j', '3')}"
+            )
+
+        for gi, j, equal, n in self._grouped(p, base, query):
             u = int(j) - 1  # u_u <= value < u_{u+1}
             if equal:
                 flat[int(gi), 2 * firsts[u]] += int(n)
@@ -394,9 +403,9 @@ class SqlExecutor(Executor):
         out = np.zeros((k, n), dtype=np.int64)
         p = self.translation()
         base = self._base(p, p.visit(plan), grouping, [value], numeric=False)
-        if base is None or base[1][0] in ("null", "other"):
+        if base is None or base.kinds[0] in ("null", "other"):
             return out
-        kind = base[1][0]
+        kind = base.kinds[0]
         uniq = _first_candidates(candidates, kind)
         if not uniq:
             return out
@@ -405,11 +414,15 @@ class SqlExecutor(Executor):
             f"({j}, {d.null(kind) if c is None else p.key_literal(c, kind)})" for j, c in uniq
         )
         on = d.join_equal("b.__pinq_v0", "cnd.__pinq_c", kind)
-        sql = (
-            f"SELECT b.__pinq_gi, cnd.__pinq_j, COUNT(*) FROM {base[0]} "
-            f"JOIN (VALUES {values}) AS cnd(__pinq_j, __pinq_c) ON {on} GROUP BY 1, 2"
-        )
-        for gi, j, c in self.fetch(p.query(sql, base[2])):
+
+        def query(g: Groups) -> str:
+            return (
+                f"SELECT {g.select('b.')}, cnd.__pinq_j, COUNT(*) FROM {g.src} "
+                f"JOIN (VALUES {values}) AS cnd(__pinq_j, __pinq_c) ON {on}"
+                f"{g.group('cnd.__pinq_j', qual='b.')}"
+            )
+
+        for gi, j, c in self._grouped(p, base, query):
             out[int(gi), int(j)] = int(c)
         return out
 
