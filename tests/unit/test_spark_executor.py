@@ -966,3 +966,23 @@ def test_clamped_sums_in_two_integer_parts_are_exact(ex: SparkExecutor) -> None:
         k = int(grid.indices(clipped).sum())
         assert got[g] == grid.total(k)
         assert counts[g] == len(xs)
+
+
+def test_nulls_clamped_to_lo_add_nothing_to_the_exact_sums(ex: SparkExecutor) -> None:
+    """Spark's greatest/least send a NULL to lo: its lattice unit is 0 and its SUM unit is
+    taken back out, so sums, squares and counts equal the pandas engine's exactly, for a group
+    of NULLs only, NULLs among values, bounds whose lo has a nonzero unit, and no grouping."""
+    lo, hi = 2.5, 1e7 + 0.25
+    values = [None, None, 3.0, None, 1e9, 2.5, -7.0, None, 123.456, None, 1e7]
+    df = pd.DataFrame({"g": [0, 0, 1, 2, 1, 1, 2, 0, 2, 3, 3], "x": values})
+    f = _frame(df, keys={"g": [0, 1, 2, 3]})
+    x = parse_expression("x")
+    for grouping in (Grouping(("g",), (0, 1, 2, 3)), None):
+        spark_ex, pandas_ex = _at(ex, f), _pandas(f)
+        got = spark_ex.lattice_sums(f._plan, grouping, x, lo, hi, squares=True)
+        want = pandas_ex.lattice_sums(f._plan, grouping, x, lo, hi, squares=True)
+        assert (got[0], got[1], list(got[2])) == (want[0], want[1], list(want[2]))
+        sums, counts = spark_ex.clamped_sum(f._plan, grouping, x, lo, hi)
+        want_sums, want_counts = pandas_ex.clamped_sum(f._plan, grouping, x, lo, hi)
+        assert list(sums) == list(want_sums) and list(counts) == list(want_counts)
+    assert counts[0] == 6  # (the last, ungrouped, call)

@@ -386,11 +386,13 @@ def _lattice_aggs(
     if max(abs(Fraction(lo)), abs(Fraction(hi))) / lat.step < 2**62:
         # DuckDB casts a double to BIGINT rounding half to even, as np.rint does, so while
         # every scaled value fits the cast is the rounding (about twice as fast as
-        # ROUND_EVEN); the clamp into [0, K] is then in integers.
+        # ROUND_EVEN). The lattice's last clamp into [0, K] is the identity for values
+        # clamped into [lo, hi] (pinqpy.core.grid_sums), so it is left out; a NULL, which
+        # LEAST and GREATEST send to lo, has d = 0 and adds nothing.
         t = c
         for f in lat.factors:
             t = f"({t}) * {_float_literal(f)}"
-        d = f"LEAST(GREATEST(CAST({t} AS BIGINT) - {int(lat.base)}, 0), {lat.levels})"
+        d = f"(CAST({t} AS BIGINT) - {int(lat.base)})"
     else:
         d = f"CAST({lat.sql(c, _float_literal, 'ROUND_EVEN')} AS BIGINT)"
     sq = f"COALESCE(SUM({d} * {d}){when}, 0)" if squares else "0"
