@@ -16,6 +16,7 @@ import pinqpy as pq
 from pinqpy.engines.postgres.connection import link_for
 from pinqpy.engines.registry import executor_for
 from pinqpy.engines.sqlgen import groups
+from pinqpy.expr.parser import parse_expression
 
 psycopg = pytest.importorskip("psycopg")
 _names = itertools.count()
@@ -241,3 +242,16 @@ def test_numbers_below_the_doubles_read_as_zero_never_as_an_error(postgres_url, 
             read = g.select(x="CAST(t AS FLOAT)").where("x = 0").count(1)
             tiny = g.select(x="CAST(t AS FLOAT)").where("x > 0").count(1)
             assert (int(zeros), int(read), int(tiny)) == (2, 2, 1)
+
+
+def test_integer_sums_are_exact_beyond_the_doubles_integers(postgres_url, table):
+    """A clamped sum of integers with integer bounds is the exact integer sum, converted to
+    a double once: 2**53 + 1 + 1 is 2**53 + 2, which a sum of doubles rounds to 2**53; a
+    NULL adds nothing, whichever bound it would be clamped to."""
+    big = 2**53
+    name = table("x bigint", [f"({big})", "(1)", "(1)", "(NULL)", "(-5)"])
+    f = pq.PrivateFrame.from_sql(postgres_url, name, pq.Budget(epsilon=1))
+    ex = executor_for(f._rel.plan, f._rel.catalog)
+    for lo, hi, want in ((-big, big, big + 2 - 5), (1, big, big + 3), (-7, -6, -6 * 4)):
+        sums, counts = ex.clamped_sum(f._rel.plan, None, parse_expression("x"), lo, hi)
+        assert (float(sums[0]), int(counts[0])) == (float(want), 4)

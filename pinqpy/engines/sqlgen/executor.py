@@ -6,16 +6,17 @@ read). Only the aggregates come back.
 An engine subclasses :class:`RelSql` (reading its sources) and :class:`SqlExecutor`
 (running a query); everything else is here:
 
-* **Groups** of public keys are a join of the rows to the listed keys written as a
-  ``VALUES`` list (each key spelt as the column spells it, NULL matching NULL through the
-  dialect's hashable :meth:`~pinqpy.engines.sqlgen.expressions.Dialect.join_equal`), so
-  each row gets its key's position, and no row two.
+* **Groups** of public keys (:mod:`pinqpy.engines.sqlgen.groups`): the rows filtered by
+  the listed values and grouped by their own, each group matched to its key in Python, or
+  joined to the listed keys; either way no row counts for two keys.
 * **Counts, clamped sums and lattice sums** of one plan in the same groups are one
   statement (a SQL query's ``COUNT(*)`` and ``AVG(x)`` read together). A clamped sum of
-  integers with integer bounds is an integer sum; any other sum is a sum of
+  integers with integer bounds is a sum of the BIGINT values; any other sum is a sum of
   :class:`~pinqpy.core.lattice.SumGrid` units, and means and variances are sums of
   :class:`~pinqpy.core.lattice.Lattice` indices, all integers summed by the dialect's exact
   :meth:`exact_sum` (PostgreSQL: ``SUM`` of ``BIGINT`` is ``NUMERIC``), so nothing rounds.
+  A NULL is clamped to ``lo`` like any value; a sum takes its terms back out by the count
+  of NULLs, and a lattice index of ``lo`` is 0.
 * **Quantile buckets** are found by ``width_bucket`` over the sorted distinct candidates
   (the number of candidates at or below the clamped value, by binary search), and whether
   the value equals that candidate.
@@ -92,12 +93,14 @@ def _integral(x: float) -> bool:
 
 
 def _clamped(d: Dialect, v: str, lo: float, hi: float, ints: bool) -> str:
+    """``v`` clamped into ``[lo, hi]``; a NULL becomes ``lo`` (LEAST and GREATEST skip it),
+    which the decoding takes back out (:func:`_decode`): a test for NULL on every row would
+    cost more than the count of NULLs."""
     if ints:
         lo_s, hi_s = d.int_lit(int(lo)), d.int_lit(int(hi))
     else:
         lo_s, hi_s = d.float_lit(float(lo)), d.float_lit(float(hi))
-    # NULL stays NULL (LEAST and GREATEST skip it).
-    return f"(CASE WHEN {v} IS NOT NULL THEN LEAST(GREATEST({v}, {lo_s}), {hi_s}) END)"
+    return f"LEAST(GREATEST({v}, {lo_s}), {hi_s})"
 
 
 @dataclass(frozen=True)
@@ -167,14 +170,18 @@ class SqlExecutor(Executor):
         grouping: Grouping | None,
         values: Sequence[Expr | PyFunc],
         numeric: bool,
+        ints: bool = False,
     ) -> _Base | None:
         """The rows in their groups (:mod:`pinqpy.engines.sqlgen.groups`), with ``__pinq_v<i>``
-        per value (doubles, NULL for non-numbers, when ``numeric``). None when no listed key
-        can match."""
+        per value (doubles, NULL for non-numbers, when ``numeric``; integers as BIGINT when
+        ``ints`` too). None when no listed key can match."""
         d = self.dialect
         t, lets = p.translator(rel)
         vs = [p.expr(v, t, "an aggregation") for v in values]
-        sqls = [numeric_value(d, v) if numeric else typed(d, v) for v in vs]
+        sqls = [
+            typed(d, v) if not numeric or (ints and v.kind == "int") else numeric_value(d, v)
+            for v in vs
+        ]
         kinds = [v.kind for v in vs]
         items = "".join(f", {s} AS __pinq_v{i}" for i, s in enumerate(sqls))
         src = lets.source(rel.name, sqls)
@@ -211,22 +218,23 @@ class SqlExecutor(Executor):
         d = self.dialect
         v = f"__pinq_v{i}"
         ints = kind == "int" and r.kind == "sum" and _integral(r.lo) and _integral(r.hi)
-        c = _clamped(d, v, r.lo, r.hi, ints)
+        # Integers are read as BIGINT (an integer sum is exact); any other use is of doubles.
+        c = _clamped(d, v if ints or kind != "int" else d.to_double(v, "int"), r.lo, r.hi, ints)
+        counts = (f"COUNT({v})", "COUNT(*)")
         if r.kind == "sum":
             if ints:
-                return _Agg("sum", (self.exact_sum(c), f"COUNT({v})"), r.lo, r.hi, True)
+                return _Agg("sum", (self.exact_sum(c), *counts), r.lo, r.hi, True)
             grid = SumGrid.of(r.lo, r.hi)
             units = f"CAST(trunc({self.scaled(c, grid.factors, grid.shift)}) AS BIGINT)"
-            return _Agg("sum", (self.exact_sum(units), f"COUNT({v})"), r.lo, r.hi)
+            return _Agg("sum", (self.exact_sum(units), *counts), r.lo, r.hi)
+        # The lattice index d = R(x·2**-shift) - B of a value clamped into [lo, hi] is in
+        # [0, K] (pinqpy.core.lattice: its last clamp is the identity here), and d(lo) = 0,
+        # so a NULL read as lo adds nothing.
         lat = Lattice.of(r.lo, r.hi)
         t = self.scaled(c, lat.factors, lat.shift)
-        rint = f"round({t}) - {d.float_lit(lat.base)}"
-        idx = (
-            f"CAST(LEAST(GREATEST({rint}, {d.float_lit(0.0)}), {d.float_lit(float(lat.levels))})"
-            " AS BIGINT)"
-        )
+        idx = f"CAST(round({t}) - {d.float_lit(lat.base)} AS BIGINT)"
         squares = self.exact_sum(f"{idx} * {idx}") if r.kind == "moments" else "0"
-        return _Agg(r.kind, (self.exact_sum(idx), squares, f"COUNT({v})"), r.lo, r.hi)
+        return _Agg(r.kind, (self.exact_sum(idx), squares, counts[0]), r.lo, r.hi)
 
     def _aggregates(
         self, plan: PlanNode, grouping: Grouping | None, reads: Sequence[Read]
@@ -238,7 +246,7 @@ class SqlExecutor(Executor):
             if r.kind != "count" and not any(r.value is v for v in values):
                 values.append(r.value)  # type: ignore[arg-type]
         p = self.translation()
-        base = self._base(p, p.visit(plan), grouping, values, numeric=True)
+        base = self._base(p, p.visit(plan), grouping, values, numeric=True, ints=True)
         rows: list[tuple[Any, ...]] = []
         aggs: list[_Agg] = []
         if base is not None:
@@ -501,12 +509,13 @@ def _decode(aggs: Sequence[_Agg], rows: Sequence[tuple[Any, ...]], k: int) -> li
             continue
         if a.kind == "sum":
             sums = np.zeros(k)
-            for gi, (total, n) in part:
+            grid = SumGrid.of(a.lo, a.hi)
+            # Each NULL was summed as lo's own term (_clamped): taken back out.
+            at_lo = int(a.lo) if a.ints else int(grid.indices(np.array([float(a.lo)]))[0])
+            for gi, (total, n, rows_in) in part:
                 counts[gi] = int(n)
-                if a.ints:
-                    sums[gi] = float(int(total))
-                else:
-                    sums[gi] = SumGrid.of(a.lo, a.hi).total(int(total))
+                exact = int(total) - (int(rows_in) - int(n)) * at_lo
+                sums[gi] = float(exact) if a.ints else grid.total(exact)
             out.append((sums, counts))
             continue
         s1, s2 = [0] * k, [0] * k
