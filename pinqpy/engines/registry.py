@@ -77,6 +77,7 @@ __all__ = [
     "default_engine",
     "engine_name",
     "executor_for",
+    "pandas_parquet",
     "public_frame",
     "read_file",
     "same_engine",
@@ -411,11 +412,12 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
     for a file opened before and unchanged since)."""
+    from pinqpy.engines.duckdb.parquet import parquet_scan
     from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
-    source = "read_parquet('" + path.replace("'", "''") + "')"
+    source = parquet_scan(connection, path)
 
     def bind() -> tuple[list[str], list[str]]:
         try:
@@ -682,7 +684,9 @@ def _read_file(
         if kind == "parquet":
             if schema is None:
                 return _duckdb_parquet(con, text)
-            source = "read_parquet('" + text.replace("'", "''") + "')"
+            from pinqpy.engines.duckdb.parquet import parquet_scan
+
+            source = parquet_scan(con, text)
             rel = _duckdb_declare(_duckdb_read(con, f"SELECT * FROM {source}", what), schema)
             return _duckdb_view(con, lambda c: rel[0], what).with_sources(rel[1], "engine")
         if schema is None:
@@ -730,7 +734,7 @@ def _read_file(
         )
     try:
         if kind == "parquet":
-            df = pd.read_parquet(text)
+            df = pandas_parquet(text)
         else:
             columns = pd.read_csv(text, sep=sep, nrows=0).columns
             declared = check_declared(schema, [str(c) for c in columns])
@@ -750,6 +754,35 @@ def _read_file(
     default = "inferred" if kind == "csv" else "engine"
     sources = {c: "declared" if s == "declared" else default for c, s in got.type_source.items()}
     return Wrapped(got.engine, got.data, got.schema, sources)
+
+
+def pandas_parquet(path: str) -> pd.DataFrame:
+    """A parquet file (or directory) read by pandas, its integer columns kept integers: one
+    that holds a NULL becomes a nullable integer (``Int64``), where pandas alone would make
+    it float64. A column's type is a public fact that must follow the file's schema, never
+    its values: as float64 it would say whether a NULL is there, and a float id (the privacy
+    unit, a key) hashes apart from the integer it was, so truncations would choose other
+    rows than on the other engines, which read the file's own types."""
+    df = pd.read_parquet(path)
+    try:
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+    except ImportError:  # read by fastparquet, which has its own nullable types
+        return df
+    files = pads.dataset(path, format="parquet")
+    widened = [
+        f.name
+        for f in files.schema
+        if pa.types.is_integer(f.type) and f.name in df.columns and df[f.name].dtype.kind == "f"
+    ]
+    if widened:
+        table = files.to_table(columns=widened)
+        for name in widened:
+            col = table.column(name).to_pandas(
+                types_mapper=lambda t: pd.UInt64Dtype() if t == pa.uint64() else pd.Int64Dtype()
+            )
+            df[name] = col.array
+    return df
 
 
 # -- declared types ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from pinqpy.engines.base import (
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
 from pinqpy.engines.duckdb.dialect import DUCKDB
+from pinqpy.engines.duckdb.parquet import see_parquet_nan
 from pinqpy.engines.duckdb.types import kind_of_type
 from pinqpy.engines.sources import DuckDBTable, create_hidden_view, drop_pending_views
 from pinqpy.engines.sqlgen.expressions import (
@@ -482,6 +483,8 @@ class DuckDBExecutor(Executor):
 
         self._duckdb = duckdb
         self.con = connection if connection is not None else duckdb.connect()
+        # A scan of a parquet file pinqpy did not write must not fold NaN tests away.
+        self._run(see_parquet_nan)
         self._registered: dict[int, tuple[Any, str]] = {}
         self._schemas: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
         self._view_schemas: weakref.WeakKeyDictionary[Any, list[tuple[str, str]]] = (

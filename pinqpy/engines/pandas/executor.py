@@ -34,6 +34,7 @@ from pinqpy.expr.types import series_type
 from pinqpy.plan import salts
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
+from pinqpy.plan.facts import on_unit
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -301,11 +302,18 @@ _FREEZE_DEPTH = 20
 
 
 def _hashable_series(s: pd.Series) -> pd.Series:
+    """``s`` with every unhashable value replaced by its :class:`_Frozen` stand-in and, in a
+    column of objects, every NULL-like value (None, NaN, ``pd.NA``, ``NaT``) by None: whole
+    values are compared as the SQL engines compare them, where NULL is one value."""
     bad = _unhashable(s)
-    if bad is None:
+    na = s.isna().to_numpy() if s.dtype == object else None
+    if bad is None and (na is None or not na.any()):
         return s
     objs = s.to_numpy(dtype=object).copy()
-    objs[bad] = [_Frozen(x) for x in objs[bad]]
+    if bad is not None:
+        objs[bad] = [_Frozen(x) for x in objs[bad]]
+    if na is not None:
+        objs[na] = None
     return pd.Series(objs, index=s.index, dtype=object)
 
 
@@ -520,6 +528,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_distinct(self, node: Distinct) -> _Relation:
         df = self.visit(node.child).materialize()[list(node.columns)]
+        if on_unit(node.child, node.columns):  # the unit's ids: a NULL id is no one's
+            df = _drop_null_keys(df, node.columns)
         return _Relation(df.loc[_first_rows(df)].reset_index(drop=True))
 
     def visit_explode(self, node: Explode) -> _Relation:
@@ -629,9 +639,11 @@ class _PlanRunner(PlanVisitor[_Relation]):
         )
 
     def visit_bound_degree(self, node: BoundDegree) -> _Relation:
-        # A NULL key is one key, as in a bounded join's truncation.
+        # A NULL key is one key, as in a bounded join's truncation; but a cap on exactly the
+        # unit drops the rows of no known person, as bound_contributions does.
         df = self.visit(node.child).materialize()
-        return _Relation(df, _truncation_mask(df, node.columns, node.max_rows, drop_null=False))
+        drop = on_unit(node.child, node.columns)
+        return _Relation(df, _truncation_mask(df, node.columns, node.max_rows, drop_null=drop))
 
 
 def _has_group_index(rel: _Relation, grouping: Grouping) -> bool:
