@@ -892,16 +892,19 @@ AGREEING = [
     "(x > 0) BETWEEN (i > 0) AND 1",
     "(s = 'a') BETWEEN x AND i",
 ]
-AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas and DuckDB
+AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas, DuckDB and PostgreSQL
 
 
-def _engine_rows(engine: str, exprs: list[str]) -> pd.DataFrame:
+def _engine_rows(engine: str, exprs: list[str], connection: object = None) -> pd.DataFrame:
     """Each expression's value on every row of the adversarial table, on ``engine`` (read
-    with the test-only executor hook), ordered by row."""
+    with the test-only executor hook; ``connection``: the PostgreSQL test server's), ordered
+    by row."""
     from pinqpy.engines.registry import executor_for
 
     df = adversarial_df("duckdb").assign(b=lambda d: d["x"] > 0, rid=range(300))
-    f = pq.PrivateFrame(df, pq.Budget(1), engine=engine, schema={"s": "str"})
+    f = pq.PrivateFrame(
+        df, pq.Budget(1), engine=engine, schema={"s": "str"}, connection=connection
+    )
     g = f.select("rid", **{f"v{j}": e for j, e in enumerate(exprs)})
     return executor_for(g._plan, g._rel.catalog).rows(g._plan).sort_values("rid")
 
@@ -920,8 +923,10 @@ def _plain(v: object) -> object:
     return float(v)  # type: ignore[arg-type]
 
 
-def _disagreements(exprs: list[str], engines: tuple[str, ...]) -> list[str]:
-    got = {e: _engine_rows(e, exprs) for e in engines}
+def _disagreements(
+    exprs: list[str], engines: tuple[str, ...], connection: object = None
+) -> list[str]:
+    got = {e: _engine_rows(e, exprs, connection if e == "postgres" else None) for e in engines}
     out = []
     first = engines[0]
     for j, expr in enumerate(exprs):
@@ -935,14 +940,27 @@ def _disagreements(exprs: list[str], engines: tuple[str, ...]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "spark"])
-def test_the_engines_agree_on_every_value_of_these_expressions(engine: str) -> None:
+def _server(request: pytest.FixtureRequest, engine: str) -> object:
+    """The PostgreSQL test server's connection string on postgres (else None)."""
+    if engine == "postgres":
+        return request.getfixturevalue("postgres_url")
     pytest.importorskip("duckdb" if engine == "duckdb" else "pyspark")
-    assert _disagreements(AGREEING, ("pandas", engine)) == []
+    return None
 
 
-def test_the_engines_agree_on_every_value_of_random_expressions() -> None:
-    pytest.importorskip("duckdb")
+@pytest.mark.parametrize("engine", ["duckdb", "spark", "postgres"])
+def test_the_engines_agree_on_every_value_of_these_expressions(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    url = _server(request, engine)
+    assert _disagreements(AGREEING, ("pandas", engine), url) == []
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_the_engines_agree_on_every_value_of_random_expressions(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    url = _server(request, engine)
     maker = _QueryMaker(20261202, with_any=False)
     probe = pq.PrivateFrame(adversarial_df("duckdb").assign(b=True), pq.Budget(1))
     exprs: list[str] = []
@@ -954,4 +972,4 @@ def test_the_engines_agree_on_every_value_of_random_expressions() -> None:
         except pq.PinqError:
             continue
         exprs.append(text)
-    assert _disagreements(exprs, ("pandas", "duckdb")) == []
+    assert _disagreements(exprs, ("pandas", engine), url) == []

@@ -255,3 +255,52 @@ def test_integer_sums_are_exact_beyond_the_doubles_integers(postgres_url, table)
     for lo, hi, want in ((-big, big, big + 2 - 5), (1, big, big + 3), (-7, -6, -6 * 4)):
         sums, counts = ex.clamped_sum(f._rel.plan, None, parse_expression("x"), lo, hi)
         assert (float(sums[0]), int(counts[0])) == (float(want), 4)
+
+
+# -- text read as a timestamp --------------------------------------------------------------------
+_STAMP_TEXTS = [
+    "2000-01-01",
+    "2000-01-01 12:30",
+    "2000-01-01T12:30:15",
+    "2000-01-01 23:59:59.999999",
+    "2000-01-01 00:00:00.0000001",
+    "2000-01-01 24:00:00",
+    "2000-01-01 12:60",
+    "2000-02-29",
+    "2001-02-29",
+    "2000-04-31",
+    "2000-13-01",
+    "0000-01-01",
+    "0001-01-01",
+    "9999-12-31 23:59:59",
+    " 2000-01-01",
+    "2000-01-01 ",
+    "2000-01-01\n",
+    "2000-1-1",
+    "20000101",
+    "2000",
+    "infinity",
+    "epoch",
+    "now",
+    "2000-01-01 00:00:00+01:00",
+    "2000-01-01Z",
+    "",
+    None,
+]
+
+
+def test_text_is_read_as_a_timestamp_only_in_pinqpys_form(postgres_url, table):
+    """CAST of text AS TIMESTAMP and AS DATE over a stored text column: the value pandas
+    gives on every spelling (TIMESTAMP_TEXT alone; a day that does not exist, year 0 and
+    every other spelling NULL), never an error."""
+    df = pd.DataFrame({"rid": range(len(_STAMP_TEXTS)), "s": _STAMP_TEXTS})
+    rows = [f"({i}, {'NULL' if s is None else repr(s)})" for i, s in enumerate(_STAMP_TEXTS)]
+    name = table("rid int, s text", [r.replace("'\\n'", "E'\\n'") for r in rows])
+    f, p = _both(postgres_url, name, df.astype({"s": object}))
+    got = []
+    for g in (f, p):
+        h = g.select("rid", ts="CAST(s AS TIMESTAMP)", d="CAST(s AS DATE)")
+        out = executor_for(h._plan, h._rel.catalog).rows(h._plan).sort_values("rid")
+        got.append([(None if pd.isna(a) else pd.Timestamp(a)) for a in [*out["ts"], *out["d"]]])
+    assert got[0] == got[1]
+    assert got[1][0] == pd.Timestamp("2000-01-01") and got[1][3].microsecond == 999999

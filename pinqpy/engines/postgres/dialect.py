@@ -37,6 +37,7 @@ from pinqpy.engines.sqlgen.expressions import (
     ExprSql,
     S,
 )
+from pinqpy.expr.types import TIMESTAMP_TEXT
 from pinqpy.plan.salts import salt_source
 
 __all__ = ["POSTGRES", "PostgresDialect"]
@@ -52,11 +53,9 @@ _FLOAT_TEXT = rf"^{_WS}*([+-]?{_NUM}(?:[eE][+-]?[0-9]{{1,3}})?){_WS}*$"
 _INF_TEXT = rf"^{_WS}*([+-]?)(?:inf|infinity){_WS}*$"
 _INT_TEXT = rf"^{_WS}*([+-]?[0-9]{{1,25}}){_WS}*$"
 _LONG = 10000
-# ISO dates and times as text, read field by field (PostgreSQL's cast raises on the others).
-_STAMP_TEXT = (
-    rf"^{_WS}*([0-9]{{4}})-([0-9]{{2}})-([0-9]{{2}})"
-    rf"(?:[ T]([0-9]{{2}}):([0-9]{{2}})(?::([0-9]{{2}}(?:\.[0-9]{{1,6}})?))?)?{_WS}*$"
-)
+# Where TIMESTAMP_TEXT puts its fields (position, length): year, month, day, hour, minute;
+# the seconds (with any fraction) are what follows position 18.
+_FIELDS = ((1, 4), (6, 2), (9, 2), (12, 2), (15, 2))
 # The exact midpoints beyond which a decimal rounds to infinity, and at or below which it
 # rounds to zero, as a double (round half to even).
 _OVERFLOW = str(2**1024 - 2**970)
@@ -419,26 +418,28 @@ class PostgresDialect(Dialect):
 
     # -- times ----------------------------------------------------------------------------
     def to_timestamp(self, sql: str, kind: str) -> str:
-        """Text read as an ISO date and time (``YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]``, year
-        1 to 9999), field by field: a day that does not exist is NULL, never an error."""
+        """Text in pinqpy's form alone (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`, matched
+        with ``~``, whose regular expressions read that pattern alike), read field by field
+        at its fixed places (PostgreSQL's cast raises on a day that does not exist, and
+        reads other spellings): year 0 and a day that does not exist are NULL, as on
+        pandas, never an error."""
         if kind == "datetime":
             return sql
-        m = f"regexp_match({sql}, {self.str_lit(_STAMP_TEXT)})"
-        f = [f"CAST(({m})[{i}] AS INTEGER)" for i in range(1, 6)]
-        secs = f"COALESCE(CAST(({m})[6] AS {_F8}), 0)"
-        first = f"make_date({f[0]}, {f[1]}, 1)"
-        day = f"({first} + ({f[2]} - 1))"
-        ok = (
-            f"{f[0]} >= 1 AND {f[1]} BETWEEN 1 AND 12 AND {f[2]} BETWEEN 1 AND 31 "
-            f"AND COALESCE({f[3]}, 0) < 24 AND COALESCE({f[4]}, 0) < 60 AND {secs} < 60"
+        ok = f"{sql} ~ {self.str_lit(TIMESTAMP_TEXT)}"
+        # (A date alone has no hour or minute: NULLIF makes the empty text NULL.)
+        y, mo, d, h, mi = (
+            f"CAST(NULLIF(substr({sql}, {p}, {n}), '') AS INTEGER)" for p, n in _FIELDS
         )
+        secs = f"CAST(COALESCE(NULLIF(substr({sql}, 18), ''), '0') AS {_F8})"
+        day = f"(make_date({y}, {mo}, 1) + ({d} - 1))"
+        valid = f"{y} >= 1 AND {mo} BETWEEN 1 AND 12 AND {d} BETWEEN 1 AND 31"
         stamp = (
-            f"CAST({day} AS TIMESTAMP) + make_interval(hours => COALESCE({f[3]}, 0), "
-            f"mins => COALESCE({f[4]}, 0), secs => {secs})"
+            f"CAST({day} AS TIMESTAMP) + make_interval(hours => COALESCE({h}, 0), "
+            f"mins => COALESCE({mi}, 0), secs => {secs})"
         )
-        month_ok = f"extract(month FROM {day}) = {f[1]}"
+        month_ok = f"extract(month FROM {day}) = {mo}"
         return (
-            f"(CASE WHEN ({m}) IS NOT NULL THEN (CASE WHEN {ok} THEN (CASE WHEN {month_ok} "
+            f"(CASE WHEN {ok} THEN (CASE WHEN {valid} THEN (CASE WHEN {month_ok} "
             f"THEN {stamp} END) END) END)"
         )
 

@@ -209,10 +209,6 @@ class Dialect:
         """ROUND(x, d) of DOUBLEs as numpy rounds; NULL where not finite."""
         raise NotImplementedError
 
-    def power(self, t: ExprSql, x: str, y: str) -> str:
-        """``x`` to the power ``y`` (DOUBLEs) as IEEE 754 and numpy compute it."""
-        return f"pow({x}, {y})"
-
     # -- text -----------------------------------------------------------------------------
     def datetime_text(self, sql: str) -> str:
         """A timestamp as ``YYYY-MM-DD HH:MM:SS``."""
@@ -260,7 +256,8 @@ class Dialect:
         return f"{fn}({x})"
 
     def power(self, t: ExprSql, x: str, y: str) -> str:
-        """``x`` to the power ``y`` of doubles, without a fault (then checked as above)."""
+        """``x`` to the power ``y`` of doubles as IEEE 754 and numpy compute it (``1`` and
+        ``-1`` to an infinite power are 1), without a fault (then checked as above)."""
         return f"pow({x}, {y})"
 
     def compare_strs(self, op: str, a: str, b: str) -> str:
