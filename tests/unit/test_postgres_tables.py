@@ -271,6 +271,7 @@ _STAMP_TEXTS = [
     "2000-04-31",
     "2000-13-01",
     "0000-01-01",
+    "0000-02-29",
     "0001-01-01",
     "9999-12-31 23:59:59",
     " 2000-01-01",
@@ -291,12 +292,14 @@ _STAMP_TEXTS = [
 
 def test_text_is_read_as_a_timestamp_only_in_pinqpys_form(postgres_url, table):
     """CAST of text AS TIMESTAMP and AS DATE over a stored text column: the value pandas
-    gives on every spelling (TIMESTAMP_TEXT alone; a day that does not exist, year 0 and
-    every other spelling NULL), never an error."""
+    gives on every spelling (TIMESTAMP_TEXT alone, year 0 as 1 BC; a day that does not
+    exist and every other spelling NULL), never an error."""
     df = pd.DataFrame({"rid": range(len(_STAMP_TEXTS)), "s": _STAMP_TEXTS})
     rows = [f"({i}, {'NULL' if s is None else repr(s)})" for i, s in enumerate(_STAMP_TEXTS)]
     name = table("rid int, s text", [r.replace("'\\n'", "E'\\n'") for r in rows])
-    f, p = _both(postgres_url, name, df.astype({"s": object}))
+    b = pq.Budget(epsilon=1)
+    f = pq.PrivateFrame.from_sql(postgres_url, name, b)
+    p = pq.PrivateFrame(df, b, schema={"s": "str"})
     got = []
     for g in (f, p):
         h = g.select("rid", ts="CAST(s AS TIMESTAMP)", d="CAST(s AS DATE)")
@@ -304,3 +307,21 @@ def test_text_is_read_as_a_timestamp_only_in_pinqpys_form(postgres_url, table):
         got.append([(None if pd.isna(a) else pd.Timestamp(a)) for a in [*out["ts"], *out["d"]]])
     assert got[0] == got[1]
     assert got[1][0] == pd.Timestamp("2000-01-01") and got[1][3].microsecond == 999999
+
+
+def test_timestamp_keys_of_any_year_are_read_after_the_charge(postgres_url, table):
+    """Stored timestamps before year 1 and after 9999 (PostgreSQL holds both; psycopg's own
+    loader raises on them) are keys of an unknown-key histogram like any other."""
+    name = table(
+        "d timestamp",
+        ["('12000-01-01')"] * 40 + ["('0001-01-01 BC')"] * 40 + ["('2000-01-01 12:00')"] * 40,
+    )
+    b = pq.Budget(epsilon=10, delta=0.5)
+    f = pq.PrivateFrame.from_sql(postgres_url, name, b)
+    with pq.testing.no_noise():
+        got = f.histogram("d", epsilon=1, delta=1e-6)
+    assert dict(got) == {
+        pd.Timestamp(np.datetime64("0000-01-01", "us")): 40,
+        pd.Timestamp(np.datetime64("2000-01-01T12:00", "us")): 40,
+        pd.Timestamp(np.datetime64("12000-01-01", "us")): 40,
+    }

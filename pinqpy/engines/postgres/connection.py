@@ -23,6 +23,7 @@ Errors of the server are reported by their class only: their text may quote priv
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -131,7 +132,7 @@ class PostgresLink:
             self.round_trips += 1
             text = "; ".join(["BEGIN READ ONLY", *_SETTINGS, sql, "ROLLBACK"])
             try:
-                return _rows_of(conn.execute(text))
+                return _rows_of(self._cursor().execute(text))
             except self._psycopg.Error:
                 if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
                     self.round_trips += 1
@@ -139,7 +140,14 @@ class PostgresLink:
                 raise
         self.round_trips += 3
         with conn.transaction(force_rollback=True):
-            return _rows_of(conn.execute("; ".join([*_SETTINGS, sql])))
+            return _rows_of(self._cursor().execute("; ".join([*_SETTINGS, sql])))
+
+    def _cursor(self) -> Any:
+        """A cursor of the connection that reads a timestamp as a pandas Timestamp of any
+        year PostgreSQL holds (:func:`_stamp`); the connection's own loaders are untouched."""
+        cur = self.connection.cursor()
+        cur.adapters.register_loader("timestamp", _stamp_loader(self._psycopg))
+        return cur
 
     def usable(self) -> str | None:
         """Why this connection cannot run a query now (closed, or its transaction failed),
@@ -225,6 +233,35 @@ class PostgresLink:
                 conn.execute(f"DROP TABLE IF EXISTS {source}")
             except self._psycopg.Error:
                 pass
+
+
+_STAMP = re.compile(r"(\d+)-(\d\d)-(\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)( BC)?")
+_LOADERS: list[Any] = []
+
+
+def _stamp(text: str) -> pd.Timestamp | None:
+    """A timestamp's ISO text as a Timestamp in microseconds: psycopg's own loader raises on
+    a year before 1 or after 9999, which a stored table or a key may hold (year 0 is 1 BC,
+    as in pandas and DuckDB); an infinity is NULL."""
+    m = _STAMP.fullmatch(text)
+    if m is None:
+        return None
+    year = int(m[1]) if m[5] is None else 1 - int(m[1])
+    sign = "-" if year < 0 else ""
+    iso = f"{sign}{abs(year):04d}-{m[2]}-{m[3]}T{m[4]}"
+    return pd.Timestamp(np.datetime64(iso, "us"))
+
+
+def _stamp_loader(psycopg: Any) -> Any:
+    """The psycopg loader of :func:`_stamp` (made once: psycopg is imported lazily)."""
+    if not _LOADERS:
+
+        class StampLoader(psycopg.adapt.Loader):  # type: ignore[misc, name-defined]
+            def load(self, data: Any) -> pd.Timestamp | None:
+                return _stamp(bytes(data).decode())
+
+        _LOADERS.append(StampLoader)
+    return _LOADERS[0]
 
 
 def _rows_of(cur: Any) -> list[tuple[Any, ...]]:

@@ -421,8 +421,8 @@ class PostgresDialect(Dialect):
         """Text in pinqpy's form alone (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`, matched
         with ``~``, whose regular expressions read that pattern alike), read field by field
         at its fixed places (PostgreSQL's cast raises on a day that does not exist, and
-        reads other spellings): year 0 and a day that does not exist are NULL, as on
-        pandas, never an error."""
+        reads other spellings): a day that does not exist is NULL, as on pandas, never an
+        error."""
         if kind == "datetime":
             return sql
         ok = f"{sql} ~ {self.str_lit(TIMESTAMP_TEXT)}"
@@ -431,8 +431,9 @@ class PostgresDialect(Dialect):
             f"CAST(NULLIF(substr({sql}, {p}, {n}), '') AS INTEGER)" for p, n in _FIELDS
         )
         secs = f"CAST(COALESCE(NULLIF(substr({sql}, 18), ''), '0') AS {_F8})"
-        day = f"(make_date({y}, {mo}, 1) + ({d} - 1))"
-        valid = f"{y} >= 1 AND {mo} BETWEEN 1 AND 12 AND {d} BETWEEN 1 AND 31"
+        # Year 0 is 1 BC (PostgreSQL's year -1), as pandas and DuckDB read it.
+        day = f"(make_date(CASE WHEN {y} = 0 THEN -1 ELSE {y} END, {mo}, 1) + ({d} - 1))"
+        valid = f"{mo} BETWEEN 1 AND 12 AND {d} BETWEEN 1 AND 31"
         stamp = (
             f"CAST({day} AS TIMESTAMP) + make_interval(hours => COALESCE({h}, 0), "
             f"mins => COALESCE({mi}, 0), secs => {secs})"
