@@ -753,12 +753,12 @@ class _QueryMaker:
         return f"SELECT {self.aggregate()}, {self.aggregate()} FROM adv{where}"
 
 
-def _fuzz_adversarial(engine: str) -> None:
+def _fuzz_adversarial(engine: str, connection: object = None) -> None:
     import time
     import warnings
 
     budget = pq.Budget(epsilon=10**9)
-    with pq.testing.engine(engine):
+    with pq.testing.engine(engine, connection):
         session = pq.Session()
         schema = {"s": "str"}
         if engine == "pandas":
@@ -828,9 +828,15 @@ def _fuzz_adversarial(engine: str) -> None:
                 reason="a Spark job per query: run with PINQPY_ALL_ENGINES=1",
             ),
         ),
+        "postgres",
     ],
 )
-def test_adversarial_data_never_fails_after_the_charge(engine: str) -> None:
+def test_adversarial_data_never_fails_after_the_charge(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    if engine == "postgres":
+        _fuzz_adversarial(engine, request.getfixturevalue("postgres_url"))
+        return
     if engine != "pandas":
         pytest.importorskip("duckdb" if engine == "duckdb" else "pyspark")
     _fuzz_adversarial(engine)

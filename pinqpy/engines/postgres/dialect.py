@@ -28,6 +28,8 @@ import math
 import re
 from collections.abc import Sequence
 
+import numpy as np
+
 from pinqpy.engines.sqlgen.expressions import (
     FALSE_WORDS,
     I64_MAX,
@@ -65,6 +67,15 @@ _UNDERFLOW = "0." + str(5**1075).rjust(1075, "0")
 # one and its exact midpoint is made NULL or 0 rather than cast (which would raise).
 _OVERFLOW_E = "1.797693134862315807937289714053034150799e308"
 _UNDERFLOW_E = "2.470328229206232720882843964341106861826e-324"
+
+
+_DOUBLE_LIT = re.compile(rf"CAST\('[^']*' AS {_F8}\)")
+_BIGINT_LIT = re.compile(r"CAST\((-?\d+) AS BIGINT\)")
+
+
+def _lit_value(sql: str) -> float:
+    """The double of a literal written by :func:`_lit`."""
+    return float(sql[len("CAST('") : sql.index("' AS")])
 
 
 def _lit(v: float) -> str:
@@ -143,8 +154,16 @@ class PostgresDialect(Dialect):
         return f"({a} IS NULL) = ({b} IS NULL) AND COALESCE({a}, {zero}) = COALESCE({b}, {zero})"
 
     def to_double(self, sql: str, kind: str) -> str:
+        """A literal stays a literal (a double one as it is, an integer one as the double
+        PostgreSQL's cast gives, the nearest): a literal operand's guards fold away when
+        the query is planned, and POWER(x, 2) is seen as a square."""
         if kind == "bool":  # PostgreSQL casts a boolean to INTEGER only
             return f"CAST(CAST({sql} AS INTEGER) AS {_F8})"
+        if _DOUBLE_LIT.fullmatch(sql):
+            return sql
+        m = _BIGINT_LIT.fullmatch(sql)
+        if m:
+            return _lit(float(int(m[1])))
         return f"CAST({sql} AS {_F8})"
 
     def to_bigint(self, sql: str, kind: str) -> str:
@@ -219,7 +238,10 @@ class PostgresDialect(Dialect):
         below them."""
         hi, lo = _p2(511), _p2(-511)
         safe = f"abs({x}) BETWEEN {lo} AND {hi} AND abs({y}) BETWEEN {lo} AND {hi}"
-        if op == "*":
+        if op == "*" and x == y:  # a square: each test once
+            safe = f"abs({x}) BETWEEN {lo} AND {hi}"
+            plain = f"{safe} OR {x} = 0 OR NOT ({self.finite_test(x)})"
+        elif op == "*":
             plain = f"{safe} OR {x} = 0 OR {y} = 0 OR NOT ({self._finite2(x, y)})"
         else:
             plain = f"{y} <> 0 AND ({safe} OR {x} = 0 OR NOT ({self._finite2(x, y)}))"
@@ -287,6 +309,12 @@ class PostgresDialect(Dialect):
         if y == _lit(2.0):
             x = t.bind(S(x, "float")).sql
             return self._mul("*", x, x)
+        if _DOUBLE_LIT.fullmatch(x) and _DOUBLE_LIT.fullmatch(y):
+            # Of two literals, numpy's power here: PostgreSQL would fold pow() of constants
+            # as it plans, even in a branch a guard of bound values (est) never takes.
+            with np.errstate(all="ignore"):
+                v = float(np.power(np.float64(_lit_value(x)), np.float64(_lit_value(y))))
+            return _lit(v) if v == v else f"CAST('NaN' AS {_F8})"
         x, y = t.bind(S(x, "float")).sql, t.bind(S(y, "float")).sql
         est = t.bind(
             S(

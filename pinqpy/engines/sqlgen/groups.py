@@ -24,6 +24,7 @@ Group values never leave :meth:`Groups.positions`: only the aggregates of matche
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,7 +113,7 @@ def group_by(
     """The rows of ``body`` (its select items and its FROM item, whose rows are ``r``) in
     the groups of ``rows``, the key columns read as ``values`` (SQL over ``r``) of ``kinds``;
     ``literal(value, kind)`` writes a key. ``joined``: always the join (module docstring)."""
-    items, src = body
+    items, src = body[0], _as_r(body[1])
     listed = [{vals[j] for _, vals in rows} for j in range(len(values))]
     product = 1
     for vals in listed:
@@ -129,7 +130,7 @@ def group_by(
             conds.append("(" + " OR ".join(ors) + ")")
         ks = [f"__pinq_k{j}" for j in range(len(values))]
         keyed = ", ".join(f"{v} AS {k}" for v, k in zip(values, ks, strict=True))
-        inner = f"SELECT {keyed}{items} FROM {src} AS r WHERE {' AND '.join(conds)}"
+        inner = f"SELECT {keyed}{items} FROM {src} WHERE {' AND '.join(conds)}"
         keys = {vals: i for i, vals in rows}
         return Groups(f"({inner}) AS b", ", ".join(ks), len(ks), keys, tuple(kinds))
     tuples = ", ".join(
@@ -147,10 +148,21 @@ def group_by(
         for j, (v, k) in enumerate(zip(values, kinds, strict=True))
     )
     inner = (
-        f"SELECT g.__pinq_g AS __pinq_gi{items} FROM {src} AS r "
+        f"SELECT g.__pinq_g AS __pinq_gi{items} FROM {src} "
         f"JOIN (VALUES {tuples}) AS g({names}) ON {on}"
     )
     return Groups(f"({inner}) AS b", "__pinq_gi", 1)
+
+
+_ALIASED = re.compile(r"(\(.*\)) AS __pinq_s\d+", re.DOTALL)
+
+
+def _as_r(src: str) -> str:
+    """The FROM item ``src`` named ``r``: a table's name, or the projections of bound values
+    (:meth:`~pinqpy.engines.sqlgen.expressions.Lets.source`), whose outermost name nothing
+    else reads, renamed."""
+    m = _ALIASED.fullmatch(src)
+    return f"{m[1] if m else src} AS r"
 
 
 def key_columns(cols: Sequence[Any], grouping: Grouping) -> list[Any]:
