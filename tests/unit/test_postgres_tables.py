@@ -207,6 +207,26 @@ def test_many_key_combinations_are_joined_and_agree(postgres_url, monkeypatch):
             assert parts.sum("v", bounds=(-1, 1), epsilon=1).tolist() == expected.tolist()
 
 
+def test_computed_values_in_groups_of_listed_keys_agree(postgres_url, monkeypatch):
+    """A value computed through bound sub-expressions (ROUND, POWER of a column) read in
+    groups of listed keys, both ways of grouping: once a syntax error after the charge."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"g": rng.integers(0, 4, 300), "x": rng.normal(size=300)})
+    budget = pq.Budget(epsilon=10**6)
+    want = pq.PrivateFrame(df, budget)
+    with pq.testing.engine("postgres", postgres_url):
+        got = pq.PrivateFrame(df, budget)
+    value = "ROUND(x, 3) + POWER(x, 3)"
+    with pq.testing.no_noise():
+        parts = want.partition("g", keys=[0, 1, 2, 3, 9])
+        expected = parts.sum(value, bounds=(-2, 2), epsilon=1).tolist()
+        for inline in (10**6, 1):  # matched in Python, then joined in SQL
+            monkeypatch.setattr(groups, "INLINE_GROUPS", inline)
+            parts = got.partition("g", keys=[0, 1, 2, 3, 9])
+            assert parts.sum(value, bounds=(-2, 2), epsilon=1).tolist() == expected
+    assert expected[-1] == 0 and any(v != 0 for v in expected)
+
+
 def test_every_aggregate_is_one_statement_and_one_round_trip(postgres_url, table):
     name = table("k text, v double precision", ["('a', 1.5)", "('b', NULL)", "(NULL, 2)"])
     b = pq.Budget(epsilon=100)
