@@ -222,6 +222,8 @@ class SqlExecutor(Executor):
         c = _clamped(d, v if ints or kind != "int" else d.to_double(v, "int"), r.lo, r.hi, ints)
         counts = (f"COUNT({v})", "COUNT(*)")
         if r.kind == "sum":
+            if _lo_term(r.lo, r.hi, ints) == 0:
+                counts = counts[:1]  # a NULL read as lo added nothing: no rows to count
             if ints:
                 return _Agg("sum", (self.exact_sum(c), *counts), r.lo, r.hi, True)
             grid = SumGrid.of(r.lo, r.hi)
@@ -494,6 +496,12 @@ def _column(kind: str, vals: list[Any]) -> Any:
     return pd.Series(vals, dtype=object)
 
 
+def _lo_term(lo: float, hi: float, ints: bool) -> int:
+    """What a NULL, clamped to ``lo``, adds to an exact sum: ``lo`` itself, or its grid
+    units."""
+    return int(lo) if ints else int(SumGrid.of(lo, hi).indices(np.array([float(lo)]))[0])
+
+
 def _decode(aggs: Sequence[_Agg], rows: Sequence[tuple[Any, ...]], k: int) -> list[Any]:
     """Each read's result (as the read methods return it) from rows (group, items...)."""
     out: list[Any] = []
@@ -511,10 +519,10 @@ def _decode(aggs: Sequence[_Agg], rows: Sequence[tuple[Any, ...]], k: int) -> li
             sums = np.zeros(k)
             grid = SumGrid.of(a.lo, a.hi)
             # Each NULL was summed as lo's own term (_clamped): taken back out.
-            at_lo = int(a.lo) if a.ints else int(grid.indices(np.array([float(a.lo)]))[0])
-            for gi, (total, n, rows_in) in part:
+            at_lo = _lo_term(a.lo, a.hi, a.ints)
+            for gi, (total, n, *rows_in) in part:
                 counts[gi] = int(n)
-                exact = int(total) - (int(rows_in) - int(n)) * at_lo
+                exact = int(total) - (int(rows_in[0]) - int(n)) * at_lo if rows_in else int(total)
                 sums[gi] = float(exact) if a.ints else grid.total(exact)
             out.append((sums, counts))
             continue
