@@ -1,4 +1,5 @@
-"""Engine benchmarks: pinqpy on pandas, DuckDB, Spark and Polars against each engine's own code.
+"""Engine benchmarks: pinqpy on pandas, DuckDB, Spark, Polars and PostgreSQL against each
+engine's own code.
 
 Run everything (about an hour and a half on a 2-core machine):
 
@@ -11,8 +12,17 @@ the hand-written code compute the same exact aggregates (noise switched off):
 Data: generated PUMS-like rows and the bundled real PUMS extract repeated, both written
 straight to parquet by DuckDB SQL under ``--data-dir`` (default /tmp/pinqpy-bench), so that
 1e8 rows never pass through pandas. Every (engine, data, rows, workload, pinqpy | raw)
-measurement runs in a fresh subprocess, so peak memory figures do not mix. The markdown
-report goes to ``--out`` (default benchmarks/RESULTS.md).
+measurement runs in a fresh subprocess, so peak memory figures do not mix; ``--rounds N``
+measures each cell N times, raw and pinqpy interleaved, and keeps the best of each. The
+markdown report goes to ``--out`` (default benchmarks/RESULTS.md).
+
+PostgreSQL (``--engines postgres``): the run starts a throwaway server of its own
+(tests/postgres_server.py: initdb in a temporary folder, 127.0.0.1, stopped at the end) and
+copies each parquet file into a table there once; pinqpy reads it with ``from_sql`` and the
+raw side sends the hand-written SQL over its own connection. Peak memory is the measuring
+process's (the client), and separately the peak RSS of the server backend serving that
+connection (the query's parallel workers are processes of their own, not counted). The
+report also gives the statements and round trips pinqpy sends per aggregate.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 # installed: a script's own folder, not the repository root, is first on sys.path.
 if (HERE.parent / "pinqpy").is_dir() and str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
-ENGINES = ("pandas", "duckdb", "spark", "polars")
+ENGINES = ("pandas", "duckdb", "spark", "polars", "postgres")
 DATASETS = ("generated", "pums")
 EPS = 1.0
 INCOME = (0, 200_000)
@@ -335,7 +345,6 @@ class PolarsCtx(Ctx):
         if "cat_partition" in self.workloads:
             # The key column as Polars' categorical type, in memory, which both sides read.
             self.cat = self.lf.select(pl.col("state").cast(pl.Categorical)).collect()
-
     def frame(self, budget: Any, **meta: Any) -> Any:
         import pinqpy as pq
 
@@ -350,11 +359,45 @@ class PolarsCtx(Ctx):
         return query.collect(engine="streaming")
 
 
+class PostgresCtx(Ctx):
+    """A table the parent copied into its PostgreSQL server; pinqpy and the raw SQL each
+    read it over a connection of their own."""
+
+    engine = "postgres"
+
+    def __init__(self, path: Path, spec: dict[str, Any]) -> None:
+        import psycopg
+
+        from pinqpy.engines.postgres.connection import link_for
+
+        super().__init__(path, spec)
+        self.url = spec["postgres_url"]
+        self.table = spec["postgres_table"]
+        self.link = link_for(self.url)  # pinqpy's connection (opened here, not timed)
+        self.raw = psycopg.connect(self.url, autocommit=True)
+        self.raw.execute("SELECT 42").fetchall()
+
+    def frame(self, budget: Any, **meta: Any) -> Any:
+        import pinqpy as pq
+
+        return pq.PrivateFrame.from_sql(self.url, self.table, budget, **meta)
+
+    def sql(self, query: str) -> list[tuple[Any, ...]]:
+        rows = self.raw.execute(query.format(people=self.table)).fetchall()
+        return rows  # type: ignore[no-any-return]
+
+    def server_pids(self, impl: str) -> list[int]:
+        """The server backend serving the measured side's connection."""
+        conn = self.link.connection if impl == "pinqpy" else self.raw
+        return [int(conn.execute("SELECT pg_backend_pid()").fetchall()[0][0])]
+
+
 CTX: dict[str, type[Ctx]] = {
     "pandas": PandasCtx,
     "duckdb": DuckDBCtx,
     "spark": SparkCtx,
     "polars": PolarsCtx,
+    "postgres": PostgresCtx,
 }
 
 
@@ -490,6 +533,9 @@ def polars_sql(ctx: Any) -> list[list[Any]]:
     p = p.join(pl.from_pandas(LEVELS).lazy(), on="educ")
     g = p.group_by("level").agg(pl.len(), pl.col("income").clip(*INCOME).mean())
     return sql_rows(ctx.run(g).rows())
+def postgres_median(ctx: Any) -> float:
+    query = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income) FROM {people}"
+    return float(ctx.sql(query)[0][0])
 
 
 def per_user(ctx: Ctx) -> Any:
@@ -589,6 +635,7 @@ WORKLOADS = [
             "polars": lambda c: int(
                 c.run(c.lf.filter(c.pl.col("age") >= 18).select(c.pl.len())).item()
             ),
+            "postgres": lambda c: c.sql("SELECT COUNT(*) FROM {people} WHERE age >= 18")[0][0],
         },
     ),
     Workload(
@@ -604,6 +651,9 @@ WORKLOADS = [
             ),
             "spark": spark_partition,
             "polars": lambda c: polars_partition(c, "age", AGE_KEYS),
+            "postgres": lambda c: per_key(
+                c.sql(f"SELECT age, COUNT(*) FROM {{people}} WHERE age IN ({IN_KEYS}) GROUP BY age")
+            ),
         },
     ),
     Workload(
@@ -615,6 +665,7 @@ WORKLOADS = [
             "duckdb": lambda c: float(c.sql(f"SELECT SUM({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "sum"),
             "polars": lambda c: polars_clamped(c, "sum"),
+            "postgres": lambda c: float(c.sql(f"SELECT SUM({CLAMP}) FROM {{people}}")[0][0]),
         },
     ),
     Workload(
@@ -626,6 +677,7 @@ WORKLOADS = [
             "duckdb": lambda c: float(c.sql(f"SELECT AVG({CLAMP}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, "avg"),
             "polars": lambda c: polars_clamped(c, "mean"),
+            "postgres": lambda c: float(c.sql(f"SELECT AVG({CLAMP}) FROM {{people}}")[0][0]),
         },
     ),
     *[
@@ -642,6 +694,7 @@ WORKLOADS = [
             "duckdb": lambda c: float(c.sql("SELECT MEDIAN(income) FROM {people}")[0][0]),
             "spark": spark_median,
             "polars": lambda c: float(c.run(c.lf.select(c.pl.col("income").median())).item()),
+            "postgres": postgres_median,
         },
         tol=MEDIAN_STEP,  # pinqpy answers on a public grid of 1001 candidates
     ),
@@ -662,6 +715,12 @@ WORKLOADS = [
             )[0][0],
             "spark": spark_truncated_count,
             "polars": polars_truncated_count,
+            "postgres": lambda c: int(
+                c.sql(
+                    f"SELECT SUM(LEAST(n, {MAX_ROWS})) FROM "
+                    "(SELECT COUNT(*) AS n FROM {people} GROUP BY pid) AS t"
+                )[0][0]
+            ),
         },
     ),
     Workload(
@@ -682,6 +741,13 @@ WORKLOADS = [
             ),
             "spark": spark_truncated_sum,
             "polars": polars_truncated_sum,
+            "postgres": lambda c: float(
+                c.sql(
+                    f"SELECT SUM({CLAMP}) FROM (SELECT income, row_number() OVER "
+                    "(PARTITION BY pid ORDER BY random()) AS rn FROM {people}) AS t "
+                    f"WHERE rn <= {MAX_ROWS}"
+                )[0][0]
+            ),
         },
         tol=1e-6,
         check_range=truncated_sum_range,
@@ -695,6 +761,7 @@ WORKLOADS = [
             "duckdb": duckdb_str_partition,
             "spark": spark_str_partition,
             "polars": lambda c: polars_partition(c, "state", c.keys),
+            "postgres": duckdb_str_partition,  # the same SQL
         },
     ),
     Workload(
@@ -708,7 +775,10 @@ WORKLOADS = [
             "duckdb": lambda c: duckdb_str_partition(c, "people_enum"),
             "polars": lambda c: polars_partition(c, "state", c.keys, c.cat.lazy()),
         },
-        skip={"spark": "skipped: Spark has no categorical type"},
+        skip={
+            "spark": "skipped: Spark has no categorical type",
+            "postgres": "skipped: pinqpy reads a PostgreSQL enum as text (the string partition)",
+        },
     ),
     Workload(
         "object_partition",
@@ -719,6 +789,7 @@ WORKLOADS = [
             "duckdb": "skipped: object columns are a pandas dtype",
             "spark": "skipped: object columns are a pandas dtype",
             "polars": "skipped: object columns are a pandas dtype",
+            "postgres": "skipped: object columns are a pandas dtype",
         },
     ),
     Workload(
@@ -732,6 +803,9 @@ WORKLOADS = [
             ),
             "spark": spark_histogram,
             "polars": lambda c: hist_rows(c.run(c.lf.group_by("state").len()).rows()),
+            "postgres": lambda c: hist_rows(
+                c.sql("SELECT state, COUNT(*) FROM {people} GROUP BY state")
+            ),
         },
     ),
     Workload(
@@ -743,6 +817,7 @@ WORKLOADS = [
             "duckdb": lambda c: sql_rows(c.sql(RAW_SQL)),
             "spark": spark_sql,
             "polars": polars_sql,
+            "postgres": lambda c: sql_rows(c.sql(RAW_SQL)),
         },
         tol=1e-9,
     ),
@@ -854,8 +929,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         (lambda: w.private(ctx)) if spec["impl"] == "pinqpy" else (lambda: w.raw[ctx.engine](ctx))
     )
     jvm = ctx.child_pids()
+    server = ctx.server_pids(spec["impl"]) if isinstance(ctx, PostgresCtx) else []
     out["base_mb"] = _status_kb("self", "VmRSS") / 1024  # data loaded, engine started
-    out["peak_reset"] = reset_peaks(["self", *jvm])
+    out["peak_reset"] = reset_peaks(["self", *jvm, *server])
     t0 = time.perf_counter()
     fn()  # warm-up: caches, JIT, page cache, pinqpy's parser tables
     warm = time.perf_counter() - t0
@@ -892,6 +968,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     out["peak_method"] = "VmHWM"
     if jvm:
         out["jvm_peak_mb"] = sum(peak_mb(p) for p in jvm)
+    if server:
+        out["server_peak_mb"] = sum(peak_mb(p) for p in server)
+    if isinstance(ctx, PostgresCtx) and spec["impl"] == "pinqpy":
+        s0, r0 = ctx.link.statements, ctx.link.round_trips
+        fn()  # once more, counted: what one aggregate sends
+        out["statements"] = ctx.link.statements - s0
+        out["round_trips"] = ctx.link.round_trips - r0
     return out
 
 
@@ -931,8 +1014,9 @@ def measure(spec: dict[str, Any], args: argparse.Namespace, log: Path) -> dict[s
     if len(ok) < len(runs):  # kept in the JSON results, so a failure is not lost
         best["failed_processes"] = [r.get("error", "no result") for r in runs if r not in ok]
     best["peak_mb"] = max(r["peak_mb"] for r in ok)
-    if "jvm_peak_mb" in best:
-        best["jvm_peak_mb"] = max(r.get("jvm_peak_mb", 0.0) for r in ok)
+    for extra in ("jvm_peak_mb", "server_peak_mb"):
+        if extra in best:
+            best[extra] = max(r.get(extra, 0.0) for r in ok)
     return best
 
 
@@ -970,115 +1054,133 @@ def run_all(args: argparse.Namespace, on_result: Callable[[list[dict[str, Any]]]
         plan.insert(0, (DATASETS[0], TINY_ROWS))
     results: list[dict[str, Any]] = []
     for dataset, rows in plan:
-        path = None
+        data = _Data(args, dataset, rows)
         for engine in args.engines:
             for wname in args.workloads:
-                for impl in ("raw", "pinqpy"):
-                    spec: dict[str, Any] = {
-                        "engine": engine,
-                        "dataset": dataset,
-                        "rows": rows,
-                        "workload": wname,
-                        "impl": impl,
-                        "repeat": repeats(rows, args),
-                        "warmup": args.warmup_tiny if rows == TINY_ROWS else args.warmup,
-                        "min_time": args.min_time,
-                        "warmup_time": args.warmup_time,
-                        "time_budget": args.time_budget,
-                        "data_dir": str(data_dir),
-                        "duckdb_memory_limit": args.duckdb_memory_limit,
-                        "duckdb_spill_limit": args.duckdb_spill_limit,
-                        "spark_driver_memory": args.spark_driver_memory,
-                    }
+                specs = [_spec(args, engine, dataset, rows, wname, impl) for impl in IMPLS]
+                got: dict[str, dict[str, Any]] = {}
+                todo = []
+                for spec in specs:
                     reason = skip_reason(engine, rows, wname, args)
                     if reason:
-                        res: dict[str, Any] = {**spec, "skipped": reason}
+                        got[spec["impl"]] = {**spec, "skipped": reason}
                     elif key_of(spec) in done:
-                        res = done[key_of(spec)]
-                    elif args.report_only:
-                        continue
-                    else:
-                        if path is None:
-                            t0 = time.perf_counter()
-                            path = ensure_data(data_dir, dataset, rows)
-                            print(f"data {path} ({time.perf_counter() - t0:.1f} s)", flush=True)
-                        spec["path"] = str(path)
-                        res = {**spec, **measure(spec, args, log)}
-                        with store.open("a") as fh:
-                            fh.write(json.dumps(res) + "\n")
-                    results.append(res)
-                    print(progress_line(res), flush=True)
-                    on_result(results)  # the report so far, in case the run is cut short
+                        got[spec["impl"]] = done[key_of(spec)]
+                    elif not args.report_only:
+                        todo.append(data.ready(spec))
+                got.update(interleaved(todo, args, log, store))
+                for spec in specs:
+                    if spec["impl"] in got:
+                        results.append(got[spec["impl"]])
+                        print(progress_line(got[spec["impl"]]), flush=True)
+                on_result(results)  # the report so far, in case the run is cut short
     return results
 
 
-# -- interleaved rounds (--interleave N): raw and pinqpy alternate -----------------------------
-def interleaved(args: argparse.Namespace) -> int:
-    """Each cell as ``N`` rounds of one fresh raw process then one fresh pinqpy process, the
-    best time and the largest peak of each side kept: on a shared machine the load drifts
-    over minutes, and alternating puts both sides under the same drift. Writes ``--out``."""
-    data_dir: Path = args.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = data_dir / "workers.log"
-    rows_md = []
-    for engine in args.engines:
-        for dataset in args.datasets:
-            for rows in rows_of(dataset, args):
-                path = ensure_data(data_dir, dataset, rows)
-                for wname in args.workloads:
-                    if skip_reason(engine, rows, wname, args):
-                        continue
-                    got = _rounds(engine, dataset, rows, wname, path, args, log)
-                    rows_md.append(_round_line(engine, dataset, rows, wname, got))
-                    print(rows_md[-1], flush=True)
-    head = [
-        "# Interleaved rounds",
-        "",
-        f"{machine()}; {versions()}. Each cell: {args.interleave} rounds of a fresh raw "
-        "process then a fresh pinqpy process (best time, largest peak RSS of each side; "
-        f"{args.repeat} timed runs per process after {args.warmup} warm-up). 1-minute load "
-        "average while it ran in the last column.",
-        "",
-        "| engine | data | rows | workload | raw s | pinqpy s | ratio | raw MB | pinqpy MB "
-        "| peak ratio | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    args.out.write_text("\n".join(head + rows_md) + "\n")
-    print(f"wrote {args.out}")
-    return 0
+IMPLS = ("raw", "pinqpy")
 
 
-def _rounds(
-    engine: str, dataset: str, rows: int, wname: str, path: Path, args: argparse.Namespace,
-    log: Path,
-) -> dict[str, list[dict[str, Any]]]:
-    got: dict[str, list[dict[str, Any]]] = {"raw": [], "pinqpy": []}
-    for _ in range(args.interleave):
-        for impl in ("raw", "pinqpy"):
-            spec = {
-                "engine": engine, "dataset": dataset, "rows": rows, "workload": wname,
-                "impl": impl, "repeat": args.repeat, "warmup": args.warmup, "min_time": 0.0,
-                "warmup_time": 0.0, "time_budget": args.time_budget, "path": str(path),
-                "data_dir": str(path.parent),
-            }  # fmt: skip
-            res = run_worker(spec, args.timeout, log)
-            if "best_s" in res:
-                got[impl].append(res)
-    return got
+def _spec(
+    args: argparse.Namespace, engine: str, dataset: str, rows: int, workload: str, impl: str
+) -> dict[str, Any]:
+    return {
+        "engine": engine,
+        "dataset": dataset,
+        "rows": rows,
+        "workload": workload,
+        "impl": impl,
+        "repeat": repeats(rows, args),
+        "warmup": args.warmup_tiny if rows == TINY_ROWS else args.warmup,
+        "min_time": args.min_time,
+        "warmup_time": args.warmup_time,
+        "time_budget": args.time_budget,
+        "data_dir": str(args.data_dir),
+        "duckdb_memory_limit": args.duckdb_memory_limit,
+        "duckdb_spill_limit": args.duckdb_spill_limit,
+        "spark_driver_memory": args.spark_driver_memory,
+    }
 
 
-def _round_line(
-    engine: str, dataset: str, rows: int, wname: str, got: dict[str, list[dict[str, Any]]]
-) -> str:
-    cells = [engine, dataset, fmt_rows(rows), wname]
-    if not got["raw"] or not got["pinqpy"]:
-        return "| " + " | ".join([*cells, "failed", "", "", "", "", "", ""]) + " |"
-    t = {k: min(r["best_s"] for r in v) for k, v in got.items()}
-    mb = {k: max(r["peak_mb"] for r in v) for k, v in got.items()}
-    load = max(r["load"] for v in got.values() for r in v)
-    cells += [f"{t['raw']:.3f}", f"{t['pinqpy']:.3f}", f"{t['pinqpy'] / t['raw']:.2f}x"]
-    cells += [f"{mb['raw']:,.0f}", f"{mb['pinqpy']:,.0f}", f"{mb['pinqpy'] / mb['raw']:.2f}x"]
-    return "| " + " | ".join([*cells, f"{load:.1f}"]) + " |"
+class _Data:
+    """One dataset at one size: its parquet file, and its PostgreSQL table, made the first
+    time a measurement needs them."""
+
+    def __init__(self, args: argparse.Namespace, dataset: str, rows: int) -> None:
+        self.args, self.dataset, self.rows = args, dataset, rows
+        self.path: Path | None = None
+        self.table: str | None = None
+
+    def ready(self, spec: dict[str, Any]) -> dict[str, Any]:
+        if self.path is None:
+            t0 = time.perf_counter()
+            self.path = ensure_data(self.args.data_dir, self.dataset, self.rows)
+            print(f"data {self.path} ({time.perf_counter() - t0:.1f} s)", flush=True)
+        spec["path"] = str(self.path)
+        if spec["engine"] == "postgres":
+            if self.table is None:
+                t0 = time.perf_counter()
+                self.table = postgres_table(self.args.postgres_url, self.path)
+                print(f"postgres {self.table} ({time.perf_counter() - t0:.1f} s)", flush=True)
+            spec["postgres_url"], spec["postgres_table"] = self.args.postgres_url, self.table
+        return spec
+
+
+def interleaved(
+    specs: list[dict[str, Any]], args: argparse.Namespace, log: Path, store: Path
+) -> dict[str, dict[str, Any]]:
+    """Measure raw and pinqpy in turn, ``--rounds`` times each (on a shared machine the load
+    changes within minutes: each side sees the same), keeping each side's best round (its
+    peak memory the largest of its rounds)."""
+    best: dict[str, dict[str, Any]] = {}
+    for _ in range(max(1, args.rounds)):
+        for spec in specs:
+            res = {**spec, **measure(spec, args, log)}
+            prev = best.get(spec["impl"])
+            if prev is None or ("best_s" in res and res["best_s"] < prev.get("best_s", 1e99)):
+                if prev is not None and "peak_mb" in prev and "peak_mb" in res:
+                    res["peak_mb"] = max(res["peak_mb"], prev["peak_mb"])
+                best[spec["impl"]] = res
+            elif "peak_mb" in res and "peak_mb" in prev:
+                prev["peak_mb"] = max(prev["peak_mb"], res["peak_mb"])
+    for res in best.values():
+        res["rounds"] = max(1, args.rounds)
+        with store.open("a") as fh:
+            fh.write(json.dumps(res) + "\n")
+    return best
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+def postgres_table(url: str, path: Path) -> str:
+    """The parquet file copied into a table of the benchmark's server (once per file; the
+    public table of the SQL workload too), frozen and analyzed so that no measurement
+    writes hint bits or plans without statistics."""
+    import duckdb
+    import psycopg
+
+    name = "bench_" + re.sub(r"\W", "_", path.stem)
+    types = {"BIGINT": "bigint", "INTEGER": "integer", "VARCHAR": "text"}
+    types["DOUBLE"] = "double precision"
+    con = duckdb.connect()
+    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()
+    cols = ", ".join(f'"{c}" {types.get(t, "text")}' for c, t, *_ in described)
+    csv = path.with_suffix(".pg.csv")
+    con.execute(f"COPY (SELECT * FROM read_parquet('{path}')) TO '{csv}' (HEADER false)")
+    con.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(f"CREATE TABLE {name} ({cols})")
+        load = f"COPY {name} FROM STDIN (FORMAT csv)"
+        with conn.cursor().copy(load) as copy, csv.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                copy.write(chunk)
+        conn.execute(f"VACUUM (FREEZE, ANALYZE) {name}")
+        if not conn.execute("SELECT to_regclass('educ_levels')").fetchall()[0][0]:
+            conn.execute("CREATE TABLE educ_levels (educ bigint, level text)")
+            with conn.cursor().copy("COPY educ_levels FROM STDIN") as copy:
+                for row in LEVELS.itertuples(index=False):
+                    copy.write_row(tuple(row))
+    csv.unlink()
+    return name
 
 
 def repeats(rows: int, args: argparse.Namespace) -> int:
@@ -1100,6 +1202,8 @@ def progress_line(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"{head} ERROR {r['error']}"
     jvm = f" jvm {r['jvm_peak_mb']:,.0f} MB" if "jvm_peak_mb" in r else ""
+    if "server_peak_mb" in r:
+        jvm += f" server {r['server_peak_mb']:,.0f} MB"
     return f"{head} {r['best_s']:9.4f} s  peak {r['peak_mb']:,.0f} MB{jvm}"
 
 
@@ -1132,6 +1236,8 @@ def fmt_mem(r: dict[str, Any]) -> str:
         text = "≤ " + text
     if "jvm_peak_mb" in r:
         text += f" + {r['jvm_peak_mb']:,.0f}"
+    if "server_peak_mb" in r:
+        text += f" (server {r['server_peak_mb']:,.0f})"
     return text
 
 
@@ -1149,6 +1255,10 @@ def versions() -> str:
         parts.append(f"Spark {pyspark.__version__}")
     except ImportError:
         pass
+    with contextlib.suppress(ImportError):
+        import psycopg
+
+        parts.append(f"psycopg {psycopg.__version__}")
     try:
         import polars
 
@@ -1186,10 +1296,12 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
             return float(p["best_s"] / r["best_s"])
         return None
 
+    version = getattr(args, "postgres_version", None)
+    server = f", PostgreSQL {version}" if version else ""
     lines = [
         "# Engine benchmark results",
         "",
-        f"`{command}`, {date.today().isoformat()}: {machine()}; {versions()}.",
+        f"`{command}`, {date.today().isoformat()}: {machine()}; {versions()}{server}.",
         "",
         "Times are the best of "
         f"{args.repeat} runs ({args.repeat_large} at 1e8 rows) after at least {args.warmup} "
@@ -1262,10 +1374,37 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
                     ]
                     lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    lines += postgres_section(args, pair)
     lines += scaling_section(results, args, pair)
     lines += overhead_section(results, args, pair, ratio)
     lines += targets_section(results, args, misses, pair)
     return "\n".join(lines) + "\n"
+
+
+def postgres_section(args: argparse.Namespace, pair: Any) -> list:
+    """What pinqpy sends PostgreSQL per aggregate, and the server backend's peak memory."""
+    if "postgres" not in args.engines:
+        return []
+    out = [
+        "## PostgreSQL: statements, round trips and server memory per aggregate",
+        "",
+        "Statements and round trips are those of one run of the pinqpy query; server peak MB "
+        "is the peak RSS of the backend serving the measuring connection (shared buffers it "
+        "touched included; a query's parallel workers are processes of their own, not counted).",
+        "",
+        "| data | rows | workload | statements | round trips | server MB pinqpy | server MB raw |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for dataset in args.datasets:
+        for rows in rows_of(dataset, args):
+            for w in args.workloads:
+                p, r = pair("postgres", dataset, rows, w)
+                if "statements" not in p:
+                    continue
+                cells = [dataset, fmt_rows(rows), w, str(p["statements"]), str(p["round_trips"])]
+                cells += [f"{x.get('server_peak_mb', 0):,.0f}" for x in (p, r)]
+                out.append("| " + " | ".join(cells) + " |")
+    return [*out, ""]
 
 
 def scaling_section(results: list[dict[str, Any]], args: argparse.Namespace, pair: Any) -> list:
@@ -1394,7 +1533,7 @@ def check(args: argparse.Namespace) -> int:
     bad = 0
     log = args.data_dir / "workers.log"
     for dataset in args.datasets:
-        path = ensure_data(args.data_dir, dataset, rows)
+        data = _Data(args, dataset, rows)
         for engine in args.engines:
             spec = {
                 "engine": engine,
@@ -1402,12 +1541,11 @@ def check(args: argparse.Namespace) -> int:
                 "rows": rows,
                 "impl": "check",
                 "workloads": [w for w in args.workloads if engine in BY_NAME[w].raw],
-                "path": str(path),
                 "data_dir": str(args.data_dir),
                 "duckdb_memory_limit": args.duckdb_memory_limit,
                 "spark_driver_memory": args.spark_driver_memory,
             }
-            res = run_worker(spec, args.timeout, log)
+            res = run_worker(data.ready(spec), args.timeout, log)
             if "error" in res:
                 print(f"{engine:<6} {dataset:<9} ERROR {res['error']}")
                 bad += 1
@@ -1498,11 +1636,14 @@ def main() -> int:
         help="stop repeating a measurement once its timed runs took this many seconds",
     )
     ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure each cell this many times, raw and pinqpy in turn (the best is kept)",
+    )
     ap.add_argument("--target", type=float, default=1.3)
     ap.add_argument("--check", action="store_true", help="verify exact answers on 1e4 rows")
-    ap.add_argument(
-        "--interleave", type=int, default=0, help="N rounds of raw then pinqpy per cell"
-    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--as-command", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1520,10 +1661,32 @@ def main() -> int:
             ap.error(f"choose from {', '.join(known)}")
     if not set(args.workloads) <= set(BY_NAME):
         ap.error(f"workloads: choose from {', '.join(BY_NAME)}")
+    with postgres_server(args):
+        return run(args)
+
+
+@contextlib.contextmanager
+def postgres_server(args: argparse.Namespace) -> Any:
+    """A throwaway PostgreSQL server for the run when it measures the postgres engine."""
+    args.postgres_url = None
+    if "postgres" not in args.engines or args.report_only:
+        yield
+        return
+    import psycopg
+
+    sys.path.insert(0, str(HERE.parent))
+    from tests.postgres_server import running_server
+
+    with running_server() as url:
+        args.postgres_url = url
+        with psycopg.connect(url) as conn:
+            args.postgres_version = conn.execute("SHOW server_version").fetchall()[0][0]
+        yield
+
+
+def run(args: argparse.Namespace) -> int:
     if args.check:
         return check(args)
-    if args.interleave:
-        return interleaved(args)
     args.resume |= args.report_only
     command = ("python benchmarks/bench_engines.py " + " ".join(sys.argv[1:])).strip()
     if args.as_command:  # a report rebuilt from stored results names the measuring command

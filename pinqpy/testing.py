@@ -104,11 +104,12 @@ class seed:  # lower case: it is used like a function, ``testing.seed(7)``
 
 
 @contextmanager
-def engine(name: str) -> Iterator[None]:
+def engine(name: str, connection: object = None) -> Iterator[None]:
     """Inside this block a PrivateFrame made from a pandas DataFrame without ``engine=`` runs
-    on ``name`` (``"pandas"``, ``"duckdb"``, ``"spark"`` or ``"polars"``), so one test suite
-    can check that every engine gives the same answers and charges. Frames made before keep
-    their engine.
+    on ``name`` (``"pandas"``, ``"duckdb"``, ``"spark"``, ``"polars"`` or ``"postgres"``), so
+    one test suite can check that every engine gives the same answers and charges. Frames made
+    before keep their engine. On ``"postgres"`` the DataFrame is copied into a temporary table
+    of ``connection`` (a psycopg connection or connection string: the test server's).
 
     >>> import pandas as pd, pinqpy as pq
     >>> with pq.testing.engine("duckdb"):
@@ -116,14 +117,16 @@ def engine(name: str) -> Iterator[None]:
     >>> people.engine
     'duckdb'
     """
-    from pinqpy.engines.registry import set_default_engine
+    from pinqpy.engines.registry import set_default_connection, set_default_engine
 
     _require("engine")
     previous = set_default_engine(name)
+    previous_connection = set_default_connection(connection)
     try:
         yield
     finally:
         set_default_engine(previous)
+        set_default_connection(previous_connection)
 
 
 @contextmanager

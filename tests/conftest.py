@@ -46,14 +46,23 @@ def _fresh_noise_state():
     pq.testing.reset()
 
 
+def _postgres_missing() -> bool:
+    from tests.postgres_server import binaries
+
+    return importlib.util.find_spec("psycopg") is None or binaries() is None
+
+
 def _engine_params() -> list[object]:
-    """pandas always; DuckDB, Spark and Polars where installed (with CI set, a missing one
-    fails)."""
+    """pandas always; DuckDB, Spark, Polars and PostgreSQL where installed (with CI set, a
+    missing one fails)."""
     out: list[object] = ["pandas"]
-    for name, module in (("duckdb", "duckdb"), ("spark", "pyspark"), ("polars", "polars")):
+    engines = (("duckdb", "duckdb"), ("spark", "pyspark"), ("polars", "polars"))
+    for name, module in (*engines, ("postgres", "psycopg")):
         missing = importlib.util.find_spec(module) is None or (
             name == "spark" and shutil.which("java") is None
         )
+        if name == "postgres":
+            missing = _postgres_missing()
         marks = []
         if missing and not os.environ.get("CI"):
             marks.append(pytest.mark.skip(reason=f"the {name} engine is not installed"))
@@ -66,10 +75,30 @@ def _engine_params() -> list[object]:
 _SPARK_HEAVY: tuple[str, ...] = ()
 
 
+@pytest.fixture(scope="session")
+def postgres_url():
+    """The connection string of a real PostgreSQL server started for this test session
+    (tests/postgres_server.py), stopped when the session ends."""
+    from tests.postgres_server import running_server
+
+    if _postgres_missing():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL (initdb and psycopg) is missing in CI")
+        pytest.skip("PostgreSQL is not installed")
+    with running_server() as url:
+        yield url
+
+
 @pytest.fixture(params=_engine_params())
 def engine(request: pytest.FixtureRequest):
-    """Run the test with DataFrames wrapped on each engine in turn (pq.testing.engine)."""
+    """Run the test with DataFrames wrapped on each engine in turn (pq.testing.engine; on
+    postgres they are copied into the session's test server)."""
     import pinqpy as pq
+
+    if request.param == "postgres":
+        with pq.testing.engine("postgres", request.getfixturevalue("postgres_url")):
+            yield request.param
+        return
 
     if (
         request.param == "spark"

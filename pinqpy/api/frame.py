@@ -125,7 +125,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         keys: Mapping[str, Iterable[Hashable]] | None = None,
         allow_callables: bool = False,
         name: str = "table",
-        engine: Literal["pandas", "duckdb", "spark", "polars"] | None = None,
+        engine: Literal["pandas", "duckdb", "spark", "polars", "postgres"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
         public_size: bool = False,
@@ -144,12 +144,48 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         )
 
     @classmethod
+    def from_sql(
+        cls,
+        connection: Any,
+        table: str,
+        budget: Budget,
+        *,
+        privacy_unit: str | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        name: str | None = None,
+        public_size: bool = False,
+    ) -> PrivateFrame:
+        """A private frame over a PostgreSQL table or view, read where it lies: every
+        aggregate is one SQL statement in the database, and only the exact aggregates come
+        back (noise is added here).
+
+        ``connection`` is a psycopg 3 connection or a connection string
+        (``"postgresql://user@host/db"``, for which pinqpy opens and keeps one connection);
+        ``table`` is spelt as PostgreSQL reads it (``"schema.table"``, unquoted parts in
+        lower case). Column types come from the catalog; a column of a type pinqpy does not
+        read is refused now. The other arguments are those of :class:`PrivateFrame`;
+        ``name`` defaults to the table's name. The same as
+        ``PrivateFrame(table, budget, connection=connection)``.
+        """
+        if not isinstance(budget, Budget):
+            raise PinqError("PrivateFrame needs a pq.Budget as its budget")
+        if not isinstance(table, str):
+            raise PinqError(f"from_sql needs a table name, not {type(table).__name__}")
+        wrapped = wrap(table, "postgres", connection)
+        if name is None:
+            stem = table.rsplit(".", 1)[-1].strip('"')
+            name = stem if stem.isidentifier() else "table"
+        rel = Relation.table(wrapped, budget, privacy_unit, bounds, keys, False, name, public_size)
+        return cls._wrap(rel)
+
+    @classmethod
     def from_parquet(
         cls,
         path: str | os.PathLike[str],
         budget: Budget,
         *,
-        engine: Literal["pandas", "duckdb", "spark", "polars"] = "pandas",
+        engine: Literal["pandas", "duckdb", "spark", "polars", "postgres"] = "pandas",
         connection: Any = None,
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -192,7 +228,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         path: str | os.PathLike[str],
         budget: Budget,
         *,
-        engine: Literal["pandas", "duckdb", "spark", "polars"] = "pandas",
+        engine: Literal["pandas", "duckdb", "spark", "polars", "postgres"] = "pandas",
         connection: Any = None,
         privacy_unit: str | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -295,7 +331,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
     @property
     def engine(self) -> str:
         """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"``, ``"spark"`` or
-        ``"polars"``."""
+        ``"polars"`` or ``"postgres"``."""
         return self._rel.engine
 
     @property

@@ -85,7 +85,7 @@ class Session:
         privacy_unit: str | None = None,
         max_rows: int | None = None,
         allow_callables: bool = False,
-        engine: Literal["pandas", "duckdb", "spark", "polars"] | None = None,
+        engine: Literal["pandas", "duckdb", "spark", "polars", "postgres"] | None = None,
         connection: Any = None,
         schema: Mapping[str, str] | None = None,
         public_size: bool = False,
@@ -94,7 +94,8 @@ class Session:
 
         ``data`` is a PrivateFrame (its budget, bounds and keys come along), or anything
         :class:`PrivateFrame` wraps -- a pandas DataFrame, a DuckDB relation or table name, a
-        Spark DataFrame -- with ``budget=`` and optional metadata; ``engine`` and
+        Spark DataFrame, a PostgreSQL table name with ``connection=`` a psycopg connection or
+        connection string -- with ``budget=`` and optional metadata; ``engine`` and
         ``connection`` are passed on. ``privacy_unit`` with ``max_rows=k`` keeps at most k
         rows per person, so queries see a table of stability k. ``schema={"code": "str"}``
         declares column types, converted or cast now (see :class:`PrivateFrame`).

@@ -255,7 +255,8 @@ def _sort_key(v: object) -> tuple[Any, ...]:
     if isinstance(v, str):
         return (1, v)
     if isinstance(v, pd.Timestamp):
-        return (2, v.value)
+        # Compared as Timestamps: .value (nanoseconds) overflows beyond 1677 to 2262.
+        return (2, v)
     return (3, repr(v))
 
 

@@ -1,6 +1,6 @@
 """Engines: which executor runs a plan, and how user data becomes a plan source.
 
-pinqpy runs one plan on four engines:
+pinqpy runs one plan on five engines:
 
 ========  ==========================================================  ==========================
 engine    data a PrivateFrame accepts                                 executor
@@ -13,6 +13,9 @@ spark     a Spark DataFrame, a Spark table name, a parquet or CSV     Spark SQL
 polars    a Polars DataFrame or LazyFrame, a parquet or CSV path      Polars lazy queries
           (scanned lazily), or a pandas DataFrame with
           ``engine="polars"``
+postgres  a table or view name with ``connection=`` a psycopg 3       SQL inside PostgreSQL
+          connection or a connection string, or a pandas DataFrame
+          with ``engine="postgres"`` (copied into a temporary table)
 ========  ==========================================================  ==========================
 
 The engine decides only *where* exact aggregates are computed. Stabilities and charges come
@@ -60,6 +63,7 @@ from pinqpy.engines.pandas.executor import PandasExecutor
 from pinqpy.engines.sources import (
     DuckDBTable,
     PolarsTable,
+    PostgresTable,
     SharedView,
     SparkFile,
     create_hidden_view,
@@ -86,17 +90,20 @@ __all__ = [
     "wrap",
 ]
 
-ENGINES = ("pandas", "duckdb", "spark", "polars")
+ENGINES = ("pandas", "duckdb", "spark", "polars", "postgres")
 
 _PANDAS = PandasExecutor()
 _DUCKDB: dict[int, tuple[Any, Executor]] = {}
 _SPARK: dict[int, tuple[Any, Executor]] = {}
 _POLARS: list[Executor] = []  # one executor: Polars has no connection or session
+_POSTGRES: dict[int, tuple[Any, Executor]] = {}
 _VIEWS = itertools.count()
 _OWN_DUCKDB: list[Any] = []
 # Where a pandas DataFrame given without engine= runs; pinqpy.testing.engine switches it so
 # one test suite runs on every engine.
 _DEFAULT = ["pandas"]
+# The PostgreSQL connection such DataFrames are copied into when they run on postgres.
+_DEFAULT_CONNECTION: list[Any] = [None]
 
 
 def default_engine() -> str:
@@ -107,6 +114,14 @@ def set_default_engine(engine: str) -> str:
     """Set where DataFrames given without ``engine=`` run; returns the previous setting."""
     previous = _DEFAULT[0]
     _DEFAULT[0] = _check_engine(engine)
+    return previous
+
+
+def set_default_connection(connection: Any) -> Any:
+    """Set the PostgreSQL connection (or connection string) a DataFrame given without
+    ``connection=`` is copied into on the postgres engine; returns the previous one."""
+    previous = _DEFAULT_CONNECTION[0]
+    _DEFAULT_CONNECTION[0] = connection
     return previous
 
 
@@ -506,6 +521,8 @@ def wrap(
 def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> Wrapped:
     if engine is not None:
         engine = _check_engine(engine)
+    if engine == "postgres" or (engine is None and _is_postgres(connection)):
+        return _postgres_wrap(data, connection, schema)
     if connection is not None and engine not in (None, "duckdb"):
         raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
     if connection is not None:
@@ -517,6 +534,8 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
         data = declare_pandas(clean_text(data), declared)
         if engine is None:
             engine = "duckdb" if connection is not None else _DEFAULT[0]
+        if engine == "postgres":
+            return _postgres_wrap(data, connection, schema)
         if engine == "pandas":
             if connection is not None:
                 raise PinqError("connection= is a DuckDB connection; it needs engine='duckdb'")
@@ -588,6 +607,71 @@ def _wrap(data: object, engine: str | None, connection: Any, schema: object) -> 
     )
 
 
+def _is_postgres(connection: object) -> bool:
+    from pinqpy.engines.postgres.connection import is_psycopg_connection
+
+    return isinstance(connection, str) or is_psycopg_connection(connection)
+
+
+def _postgres_wrap(data: object, connection: Any, schema: object) -> Wrapped:
+    """A PostgreSQL table or view by name, read where it lies, or a DataFrame copied into a
+    temporary table of the connection (the test hook's default connection when none is
+    given). Column types come from the catalog; declared types are not cast here."""
+    from pinqpy.engines.postgres.connection import link_for
+    from pinqpy.engines.postgres.executor import frame_types
+    from pinqpy.engines.postgres.types import postgres_schema
+
+    if schema is not None and not isinstance(data, pd.DataFrame):
+        raise PinqError(
+            "schema= cannot be declared for a PostgreSQL table; wrap a view that casts the "
+            "columns instead"
+        )
+    if connection is None:
+        connection = _DEFAULT_CONNECTION[0]
+    if connection is None:
+        raise PinqError(
+            "the postgres engine needs connection=: a psycopg 3 connection or a connection "
+            "string ('postgresql://...')"
+        )
+    link = link_for(connection)
+    if isinstance(data, str):
+        source, columns = link.table(data)
+        _check_columns([c for c, _ in columns])
+        table = PostgresTable(link, source, columns)
+        names = [c for c, _ in columns]
+        return Wrapped("postgres", table, postgres_schema(data, names, [t for _, t in columns]))
+    if isinstance(data, pd.DataFrame):
+        _check_columns(list(data.columns))
+        declared = check_declared(schema, list(data.columns))
+        _refuse_declared_any(declared, "postgres")
+        df = declare_pandas(clean_text(data), declared)
+        _refuse_objects(df, "postgres")
+        _refuse_nul(df)
+        types = frame_types(df)
+        source = link.load(df, types)
+        table = PostgresTable(link, source, tuple(zip(map(str, df.columns), types, strict=True)))
+        weakref.finalize(table, link.drop_later, source)
+        got = Wrapped("postgres", table, postgres_schema("the DataFrame", list(df.columns), types))
+        return got.with_sources(declared, "engine")
+    raise PinqError(
+        "the postgres engine takes a table or view name (with connection=) or a pandas "
+        f"DataFrame, not {type(data).__name__}"
+    )
+
+
+def _refuse_nul(df: pd.DataFrame) -> None:
+    """PostgreSQL text cannot hold the character U+0000: refuse it when the table is wrapped."""
+    for c in df.columns:
+        s = df[c]
+        if s.dtype == object or pd.api.types.is_string_dtype(s.dtype):
+            text = s.dropna()
+            if len(text) and text.astype(str).str.contains("\x00", regex=False).any():
+                raise PinqError(
+                    f"column {c!r} holds the character U+0000, which PostgreSQL text cannot "
+                    "hold; remove it first (nothing was charged)"
+                )
+
+
 def _check_path(path: object, kind: str) -> str:
     if not isinstance(path, str | os.PathLike):
         raise PinqError(f"from_{kind} needs a file path, not {type(path).__name__}")
@@ -624,6 +708,12 @@ def _read_file(
     path: object, kind: str, engine: str, connection: Any, sep: str, schema: object
 ) -> Wrapped:
     engine = _check_engine(engine)
+    if engine == "postgres":
+        # Read by pandas (types inferred or declared there), then copied into a temporary
+        # table; a table already in the database is read where it lies with from_sql.
+        got = _read_file(path, kind, "pandas", None, sep, schema)
+        pg = _postgres_wrap(got.data, connection, None)
+        return Wrapped(pg.engine, pg.data, pg.schema, got.type_source)
     text = _check_path(path, kind)
     if "://" not in text:
         # Files read by name in each query must not depend on the directory at query time.
@@ -966,6 +1056,8 @@ def _home(data: Any) -> tuple[str, Any]:
         return "spark", data.session
     if isinstance(data, PolarsTable):
         return "polars", None
+    if isinstance(data, PostgresTable):
+        return "postgres", data.link
     return "spark", data.sparkSession
 
 
@@ -977,7 +1069,7 @@ def _home_of(plan: PlanNode, catalog: Catalog) -> tuple[str, Any]:
 
 
 def engine_name(plan: PlanNode, catalog: Catalog) -> str:
-    """``"pandas"``, ``"duckdb"``, ``"spark"`` or ``"polars"``."""
+    """``"pandas"``, ``"duckdb"``, ``"spark"``, ``"polars"`` or ``"postgres"``."""
     return _home_of(plan, catalog)[0]
 
 
@@ -991,7 +1083,11 @@ def same_engine(left: PlanNode, right: PlanNode, what: str, catalog: Catalog) ->
             f"{re_}; wrap both tables with the same engine"
         )
     if lh is not rh:
-        where = "DuckDB connection" if le == "duckdb" else "Spark session"
+        where = {
+            "duckdb": "DuckDB connection",
+            "spark": "Spark session",
+            "postgres": "PostgreSQL connection",
+        }.get(le, "engine instance")
         raise PinqError(f"{what} needs both frames in the same {where}")
 
 
@@ -1008,13 +1104,17 @@ def executor_for(plan: PlanNode, catalog: Catalog) -> Executor:
 
             _POLARS.append(PolarsExecutor())
         return _bound(_POLARS[0], catalog)
-    cache = _DUCKDB if engine == "duckdb" else _SPARK
+    cache = {"duckdb": _DUCKDB, "spark": _SPARK, "postgres": _POSTGRES}[engine]
     hit = cache.get(id(home))
     if hit is None or hit[0] is not home:
         if engine == "duckdb":
             from pinqpy.engines.duckdb.executor import DuckDBExecutor
 
             hit = (home, DuckDBExecutor(home))
+        elif engine == "postgres":
+            from pinqpy.engines.postgres.executor import PostgresExecutor
+
+            hit = (home, PostgresExecutor(home))
         else:
             from pinqpy.engines.spark.executor import SparkExecutor
 

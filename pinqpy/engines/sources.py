@@ -1,4 +1,4 @@
-"""The engine handles a plan source holds for DuckDB, Spark and Polars data.
+"""The engine handles a plan source holds for DuckDB, Spark, Polars and PostgreSQL data.
 
 The registry makes them when it wraps user data; the executors read them. Both import them
 from here, so the executors never import the registry.
@@ -16,6 +16,7 @@ __all__ = [
     "HIDDEN_SCHEMA",
     "DuckDBTable",
     "PolarsTable",
+    "PostgresTable",
     "SharedView",
     "SparkFile",
     "create_hidden_view",
@@ -64,6 +65,18 @@ class DuckDBTable:
     columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # What keeps the view alive (a SharedView read by several tables), or None.
     keep: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PostgresTable:
+    """A PostgreSQL source: the link (:class:`~pinqpy.engines.postgres.connection.PostgresLink`)
+    it is read through, the FROM item that reads it there (a schema-qualified table or view,
+    or a temporary table pinqpy loaded a DataFrame into), and its (column, catalog type)
+    pairs from when it was wrapped."""
+
+    link: Any = field(repr=False)
+    source: str
+    columns: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,7 +7,8 @@ The convention (the markers a page uses) is in :mod:`tests.e2e.snippets`, in sho
   repository root, without ``PINQPY_TESTING`` (a block that needs the testing hooks sets it
   itself, as the README shows). A first line ``# needs: server`` makes the test start
   ``pinqpy serve --demo`` on 127.0.0.1 (once per run) and set ``PINQPY_URL`` and
-  ``PINQPY_TOKEN`` for the block, which reads them as a reader's session would. No block is
+  ``PINQPY_TOKEN`` for the block, which reads them as a reader's session would; ``# needs:
+  postgres`` sets ``PINQPY_POSTGRES_URL`` to the session's PostgreSQL test server. No block is
   skipped silently: an unknown ``needs`` fails, and so does a missing server extra in CI
   (locally it is a skip that names the extra).
 - ```` ```bash ```` blocks run when the line before the fence is ``<!-- runnable -->``: with
@@ -36,7 +37,7 @@ from tests.e2e.snippets import PINQPY, REPO, Block, Server, blocks, pages, reade
 ALL = [b for page in pages() for b in blocks(page)]
 PYTHON = [b for b in ALL if b.lang == "python"]
 BASH = [b for b in ALL if b.lang == "bash" and b.runnable]
-KNOWN_NEEDS = {"server"}
+KNOWN_NEEDS = {"server", "postgres"}
 
 # Per page: the namespace its blocks share, and how many of its python blocks have run.
 _scopes: dict[str, dict[str, object]] = {}
@@ -76,7 +77,9 @@ def _no_litter() -> Iterator[None]:
 def _run_python(block: Block, request: pytest.FixtureRequest, mp: pytest.MonkeyPatch) -> None:
     mp.chdir(REPO)
     mp.delenv("PINQPY_TESTING", raising=False)
-    if block.needs is not None:
+    if block.needs == "postgres":  # the session's test server, as a curator's database
+        mp.setenv("PINQPY_POSTGRES_URL", request.getfixturevalue("postgres_url"))
+    elif block.needs is not None:
         assert block.needs in KNOWN_NEEDS, f"{block.id}: unknown '# needs: {block.needs}'"
         server: Server = request.getfixturevalue("demo_server")
         mp.setenv("PINQPY_URL", server.url)

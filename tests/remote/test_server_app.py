@@ -493,6 +493,49 @@ def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
         state.close()
 
 
+def test_a_postgres_source_reads_its_connection_string_from_the_environment(
+    tmp_path, monkeypatch, postgres_url
+):
+    import psycopg
+
+    rows = load_pums()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS census")
+        conn.execute("DROP TABLE IF EXISTS census.people")
+        conn.execute("CREATE TABLE census.people (age integer, sex integer, income numeric)")
+        with conn.cursor().copy("COPY census.people FROM STDIN") as copy:
+            for r in rows[["age", "sex", "income"]].itertuples(index=False):
+                copy.write_row(tuple(r))
+    config = """
+[server]
+ledger = "l.db"
+[tables.people]
+source = "postgres"
+table = "census.people"
+connection_env = "PINQPY_TEST_PG"
+bounds = { age = [0, 100] }
+[analysts.alice]
+tables = ["people"]
+budget = { epsilon = 1 }
+"""
+    (tmp_path / "s.toml").write_text(config)
+    cfg = load_config(tmp_path / "s.toml")
+    monkeypatch.delenv("PINQPY_TEST_PG", raising=False)
+    with pytest.raises(pq.PinqError, match="PINQPY_TEST_PG, which is not set"):
+        ServerState(cfg, testing="no-noise")
+    monkeypatch.setenv("PINQPY_TEST_PG", postgres_url)
+    state = ServerState(cfg, testing="no-noise")
+    try:
+        a = state.analysts["alice"]
+        assert a.session.table("people").engine == "postgres"
+        with state.hooks():
+            got = state.sql(a, {"query": "SELECT COUNT(*) AS n FROM people WHERE age >= 65",
+                                "epsilon": 0.5})  # fmt: skip
+        assert int(got["n"][0]) == int((rows["age"] >= 65).sum())
+    finally:
+        state.close()
+
+
 def test_serve_warns_the_curator_of_two_tables_over_one_file_and_of_unstoppable_work(tmp_path):
     config = default_config().replace('tables = ["pums"]', 'tables = ["pums", "again"]') + (
         f'\n[tables.again]\nsource = "csv"\npath = "{PUMS_CSV}"\nengine = "duckdb"\n'

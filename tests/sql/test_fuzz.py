@@ -524,7 +524,7 @@ def test_deeply_nested_queries(fuzz_env: SqlEnv, query: str) -> None:
 # through every kind of expression. Whatever the query: either it is refused before the charge
 # (budget unchanged) or it is answered, with no exception and no warning after the charge, and
 # no query takes more than a generous multiple of a plain scan of the same table.
-ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8, "polars": 400}
+ADVERSARIAL_QUERIES = {"pandas": 600, "duckdb": 400, "spark": 8, "polars": 400, "postgres": 150}
 SLOWEST = 100  # times a plain scan (itself including parsing and planning), retried once
 
 
@@ -753,12 +753,12 @@ class _QueryMaker:
         return f"SELECT {self.aggregate()}, {self.aggregate()} FROM adv{where}"
 
 
-def _fuzz_adversarial(engine: str) -> None:
+def _fuzz_adversarial(engine: str, connection: object = None) -> None:
     import time
     import warnings
 
     budget = pq.Budget(epsilon=10**9)
-    with pq.testing.engine(engine):
+    with pq.testing.engine(engine, connection):
         session = pq.Session()
         schema = {"s": "str"}
         if engine == "pandas":
@@ -828,9 +828,15 @@ def _fuzz_adversarial(engine: str) -> None:
                 reason="a Spark job per query: run with PINQPY_ALL_ENGINES=1",
             ),
         ),
+        "postgres",
     ],
 )
-def test_adversarial_data_never_fails_after_the_charge(engine: str) -> None:
+def test_adversarial_data_never_fails_after_the_charge(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    if engine == "postgres":
+        _fuzz_adversarial(engine, request.getfixturevalue("postgres_url"))
+        return
     if engine != "pandas":
         pytest.importorskip("duckdb" if engine == "duckdb" else "pyspark")
     _fuzz_adversarial(engine)
@@ -892,16 +898,19 @@ AGREEING = [
     "(x > 0) BETWEEN (i > 0) AND 1",
     "(s = 'a') BETWEEN x AND i",
 ]
-AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas, DuckDB and Polars
+AGREE_RANDOM = 300  # expressions from _QueryMaker, compared on pandas, DuckDB, Polars, PostgreSQL
 
 
-def _engine_rows(engine: str, exprs: list[str]) -> pd.DataFrame:
+def _engine_rows(engine: str, exprs: list[str], connection: object = None) -> pd.DataFrame:
     """Each expression's value on every row of the adversarial table, on ``engine`` (read
-    with the test-only executor hook), ordered by row."""
+    with the test-only executor hook; ``connection``: the PostgreSQL test server's), ordered
+    by row."""
     from pinqpy.engines.registry import executor_for
 
     df = adversarial_df("duckdb").assign(b=lambda d: d["x"] > 0, rid=range(300))
-    f = pq.PrivateFrame(df, pq.Budget(1), engine=engine, schema={"s": "str"})
+    f = pq.PrivateFrame(
+        df, pq.Budget(1), engine=engine, schema={"s": "str"}, connection=connection
+    )
     g = f.select("rid", **{f"v{j}": e for j, e in enumerate(exprs)})
     return executor_for(g._plan, g._rel.catalog).rows(g._plan).sort_values("rid")
 
@@ -920,8 +929,10 @@ def _plain(v: object) -> object:
     return float(v)  # type: ignore[arg-type]
 
 
-def _disagreements(exprs: list[str], engines: tuple[str, ...]) -> list[str]:
-    got = {e: _engine_rows(e, exprs) for e in engines}
+def _disagreements(
+    exprs: list[str], engines: tuple[str, ...], connection: object = None
+) -> list[str]:
+    got = {e: _engine_rows(e, exprs, connection if e == "postgres" else None) for e in engines}
     out = []
     first = engines[0]
     for j, expr in enumerate(exprs):
@@ -938,15 +949,27 @@ def _disagreements(exprs: list[str], engines: tuple[str, ...]) -> list[str]:
 _MODULES = {"duckdb": "duckdb", "spark": "pyspark", "polars": "polars"}
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "spark", "polars"])
-def test_the_engines_agree_on_every_value_of_these_expressions(engine: str) -> None:
+def _server(request: pytest.FixtureRequest, engine: str) -> object:
+    """The PostgreSQL test server's connection string on postgres (else None)."""
+    if engine == "postgres":
+        return request.getfixturevalue("postgres_url")
     pytest.importorskip(_MODULES[engine])
-    assert _disagreements(AGREEING, ("pandas", engine)) == []
+    return None
 
 
-@pytest.mark.parametrize("engine", ["duckdb", "polars"])
-def test_the_engines_agree_on_every_value_of_random_expressions(engine: str) -> None:
-    pytest.importorskip(_MODULES[engine])
+@pytest.mark.parametrize("engine", ["duckdb", "spark", "polars", "postgres"])
+def test_the_engines_agree_on_every_value_of_these_expressions(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    url = _server(request, engine)
+    assert _disagreements(AGREEING, ("pandas", engine), url) == []
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "polars", "postgres"])
+def test_the_engines_agree_on_every_value_of_random_expressions(
+    request: pytest.FixtureRequest, engine: str
+) -> None:
+    url = _server(request, engine)
     maker = _QueryMaker(20261202, with_any=False)
     probe = pq.PrivateFrame(adversarial_df("duckdb").assign(b=True), pq.Budget(1))
     exprs: list[str] = []
@@ -958,4 +981,4 @@ def test_the_engines_agree_on_every_value_of_random_expressions(engine: str) -> 
         except pq.PinqError:
             continue
         exprs.append(text)
-    assert _disagreements(exprs, ("pandas", engine)) == []
+    assert _disagreements(exprs, ("pandas", engine), url) == []

@@ -60,10 +60,15 @@ BIG = 10**9
 _ENV = os.environ.get("PINQPY_HARNESS_EXAMPLES")
 # Polars runs half of DuckDB's examples by default, to keep its CI cost near 2 CPU minutes.
 EXAMPLES = (
-    {"pandas": int(_ENV), "duckdb": int(_ENV), "spark": max(1, int(_ENV) // 10)}
-    | {"polars": int(_ENV)}
+    {
+        "pandas": int(_ENV),
+        "duckdb": int(_ENV),
+        "spark": max(1, int(_ENV) // 10),
+        "polars": int(_ENV),
+        "postgres": int(_ENV),
+    }
     if _ENV
-    else {"pandas": 300, "duckdb": 150, "spark": 8, "polars": 75}
+    else {"pandas": 300, "duckdb": 150, "spark": 8, "polars": 75, "postgres": 40}
 )
 SQL_EXAMPLES = {k: max(1, v // 2) for k, v in EXAMPLES.items()}
 

@@ -45,19 +45,25 @@ def _loaded(call) -> list[warnings.WarningMessage]:
     return [w for w in seen if issubclass(w.category, PinqWarning)]
 
 
-@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars"])
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "polars", "postgres"])
 def test_from_csv_warns_once_with_the_schema_that_declares_the_inferred_types(
-    people: Path, engine: str
+    request: pytest.FixtureRequest, people: Path, engine: str
 ) -> None:
-    seen = _loaded(lambda: pq.PrivateFrame.from_csv(people, pq.Budget(1), engine=engine))
+    # On postgres the file is read by pandas and copied into the test server.
+    url = request.getfixturevalue("postgres_url") if engine == "postgres" else None
+    budget = pq.Budget(1)
+    seen = _loaded(
+        lambda: pq.PrivateFrame.from_csv(people, budget, engine=engine, connection=url)
+    )
     assert len(seen) == 1
     (w,) = seen
     assert w.category is InferredTypesWarning
     text = str(w.message)
     assert "inferred from the file's rows" in text and "public facts" in text
     # The declaration names every inferred column with its type, in the Python API's terms;
-    # income holds an empty field: pandas reads it as float, DuckDB as an integer.
-    income = "float" if engine == "pandas" else "int"
+    # income holds an empty field: pandas reads it as float (so PostgreSQL too), DuckDB as an
+    # integer.
+    income = "int" if engine == "duckdb" else "float"
     assert f"schema={{'pid': 'int', 'name': 'str', 'income': '{income}'}}" in text
     assert w.filename == __file__  # pointed at the curator's call
     _shows_no_value(text)

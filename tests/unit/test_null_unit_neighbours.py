@@ -4,10 +4,11 @@ README promises that rows whose unit id is NULL (None, NaN, ``pd.NA``, ``NaT``) 
 known person: every step that groups, bounds or counts by the unit drops them. These tests
 build neighbouring tables that differ by one more NULL-like "person" (two rows whose id is a
 NaN, a NULL, a NaT or ``pd.NA``), from pandas DataFrames, parquet and CSV files written here,
-a DuckDB database file (whose DOUBLE NaN is a real NaN, made with ``'NaN'::DOUBLE``) and
-Spark tables, and check under ``pq.testing.no_noise()`` and one seed that no exact per-unit
-statistic moves, and that the known persons' statistics are those of the table without any
-NULL-like person: no NULL-like rows reach the per-unit steps at all.
+a DuckDB database file (whose DOUBLE NaN is a real NaN, made with ``'NaN'::DOUBLE``), Spark
+tables and PostgreSQL tables and views of the test server (a real ``'NaN'`` there too), and
+check under ``pq.testing.no_noise()`` and one seed that no exact per-unit statistic moves,
+and that the known persons' statistics are those of the table without any NULL-like person:
+no NULL-like rows reach the per-unit steps at all.
 
 A DuckDB engine that kept NaN ids as one shared person moved ``bound_contributions(1).sum``
 by twice the sum's sensitivity when a second NaN-id person replaced the first one's kept row.
@@ -88,6 +89,37 @@ def duckdb_table(con: Any, name: str, id_type: str, recs: Rows) -> None:
     )
     con.execute(f"CREATE OR REPLACE TABLE {name} (pid {sql_type}, x DOUBLE, g VARCHAR)")
     con.execute(f"INSERT INTO {name} VALUES {values}")
+
+
+_PG_TYPES = {"DOUBLE": "double precision", "BIGINT": "bigint", "VARCHAR": "text"}
+_PG_URL: list[str] = []  # the PostgreSQL test server's, while a postgres test runs
+
+
+@pytest.fixture(autouse=True)
+def _postgres_server(request: pytest.FixtureRequest) -> None:
+    if "engine" in request.fixturenames and request.getfixturevalue("engine") == "postgres":
+        _PG_URL[:] = [request.getfixturevalue("postgres_url")]
+
+
+def postgres_table(name: str, id_type: str, recs: Rows, view: bool) -> str:
+    """Table ``name`` (pid, x, g) on the PostgreSQL test server, made in SQL so that a NaN
+    id is a real NaN (``'NaN'::double precision``); with ``view``, a view over it too.
+    Returns the name to wrap."""
+    import psycopg
+
+    sql_type = ID_TYPES[id_type][0]
+    pg = _PG_TYPES.get(sql_type, sql_type.lower())
+    values = ", ".join(
+        f"({_sql_value(v, s, pg).replace('::DOUBLE', '::double precision')}, {x!r}, '{g}')"
+        for v, x, g, s in recs
+    )
+    with psycopg.connect(_PG_URL[0], autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {name} CASCADE")
+        conn.execute(f"CREATE TABLE {name} (pid {pg}, x double precision, g text)")
+        conn.execute(f"INSERT INTO {name} VALUES {values}")
+        if view:
+            conn.execute(f"CREATE VIEW {name}_v AS SELECT * FROM {name}")
+    return f"{name}_v" if view else name
 
 
 def dataframe(id_type: str, recs: Rows) -> pd.DataFrame:
@@ -232,6 +264,9 @@ def open_rows(
         path = tmp / f"{stem}.arrow.parquet"
         write_arrow_parquet(path, id_type, recs)
         return pq.PrivateFrame.from_parquet(path, budget, privacy_unit=unit, engine=engine)
+    if engine == "postgres" and source.startswith("database"):
+        table = postgres_table(f"null_units_{stem}", id_type, recs, source == "database view")
+        return pq.PrivateFrame.from_sql(_PG_URL[0], table, budget, privacy_unit=unit)
     if source in ("database view", "relation"):
         return _duckdb_over_arrow(source, engine, id_type, recs, stem, tmp, unit)
     if source.startswith("csv"):
@@ -399,8 +434,9 @@ def test_one_more_null_like_person_moves_no_per_unit_statistic(
         assert moved(base, one) == {}
     else:
         # Only a type inferred from a CSV file's rows can change with them (pandas reads
-        # integers with an empty field as floats): the curator is warned to declare it.
-        assert source == "csv" and engine == "pandas" and id_type == "bigint"
+        # integers with an empty field as floats, and reads the file for PostgreSQL): the
+        # curator is warned to declare it.
+        assert source == "csv" and engine in ("pandas", "postgres") and id_type == "bigint"
     # Not vacuous: the three known persons are there.
     assert base["groupby(pid).sum"] == sum(x for _, x, _ in KNOWN)
     assert base["COUNT(DISTINCT pid)"] == {"v": {0: 3}}

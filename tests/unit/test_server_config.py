@@ -178,6 +178,25 @@ def test_tls_needs_both_files(tmp_path):
     assert cfg.tls_keyfile == (tmp_path / "k.pem").resolve()
 
 
+def test_a_postgres_source_names_an_environment_variable_never_the_secret(tmp_path):
+    old = 'source = "parquet"\npath = "data/visits.parquet"\nengine = "duckdb"'
+    text = GOOD.replace(old, 'source = "postgres"\ntable = "public.visits"')
+    with pytest.raises(ConfigError, match=r"tables\.visits: a postgres source needs table"):
+        load_config(write(tmp_path, text))
+    leaked = text.replace(
+        'table = "public.visits"',
+        'table = "public.visits"\nconnection_env = "postgresql://alice:secret@db/census"',
+    )
+    with pytest.raises(ConfigError, match=r"connection_env: names an environment variable") as e:
+        load_config(write(tmp_path, leaked))
+    assert "secret" not in str(e.value)
+    named = 'table = "public.visits"\nconnection_env = "CENSUS_PG"'
+    cfg = load_config(write(tmp_path, text.replace('table = "public.visits"', named)))
+    visits = cfg.tables["visits"]
+    assert (visits.source, visits.engine, visits.table) == ("postgres", "postgres", "public.visits")
+    assert visits.connection_env == "CENSUS_PG"
+
+
 def test_the_work_and_connection_limits_are_read(tmp_path):
     text = GOOD.replace(
         "query_timeout_s = 5",
@@ -233,3 +252,32 @@ def test_tables_over_different_files_or_database_tables_are_not(tmp_path):
     where = f"table people of {cfg.tables['again'].database} (also named table PEOPLE of "
     where += f"{cfg.tables['fourth'].database})"
     assert shared_sources(cfg) == [("again", "fourth", where)]
+
+
+def test_two_tables_over_one_postgres_table_are_found(tmp_path, monkeypatch):
+    text = """
+[tables.people]
+source = "postgres"
+table = "census.people"
+connection_env = "PG_A"
+[tables.again]
+source = "postgres"
+table = "CENSUS.PEOPLE"
+connection_env = "PG_B"
+[tables.other]
+source = "postgres"
+table = "census.visits"
+connection_env = "PG_A"
+[analysts.alice]
+tables = ["people"]
+budget = { epsilon = 1 }
+"""
+    cfg = load_config(write(tmp_path, text))
+    monkeypatch.delenv("PG_A", raising=False)
+    monkeypatch.delenv("PG_B", raising=False)
+    assert shared_sources(cfg) == []  # two variables, neither set: not known to be one
+    monkeypatch.setenv("PG_A", "postgresql://db/census")
+    monkeypatch.setenv("PG_B", "postgresql://db/census")
+    (pair,) = shared_sources(cfg)
+    assert pair[:2] == ("people", "again")
+    assert "census.people" in pair[2] and "postgresql://" not in pair[2]

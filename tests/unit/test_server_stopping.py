@@ -88,6 +88,39 @@ def test_a_stop_interrupts_the_duckdb_query_of_that_ticket_only():
     assert con.execute("SELECT 42").fetchall() == [(42,)]  # the next query runs as ever
 
 
+def test_a_stop_cancels_the_postgres_statement_of_that_ticket(postgres_url):
+    import psycopg
+
+    conn = psycopg.connect(postgres_url, autocommit=True)
+    gate = Gate(2, postgres=[conn])
+    running = ticket()
+    outcome: list[str] = []
+
+    def work() -> None:
+        try:
+            with gate.bound(running), gate.hold(shared=True):
+                conn.execute("SELECT count(*) FROM generate_series(1, 10000000000)").fetchall()
+            outcome.append("finished")
+        except psycopg.errors.QueryCanceled:
+            outcome.append("cancelled")
+        finally:
+            running.done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    for _ in range(200):  # bounded: until the query holds the shared engines
+        if running.started:
+            break
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert gate.stop(ticket()) == (False, False)
+    assert gate.stop(running) == (True, True)
+    t.join(30)
+    assert outcome == ["cancelled"]
+    assert conn.execute("SELECT 42").fetchall() == [(42,)]  # the next statement runs as ever
+    conn.close()
+
+
 def test_without_a_ticket_only_the_shared_lock_is_taken():
     gate = Gate(1)  # a worker process's gate: its server holds the slot
     with gate.hold(shared=True), gate.hold(shared=False):

@@ -25,7 +25,7 @@ from pinqpy.engines.registry import executor_for
 # jobs take a fraction of a second each, so it gets fewer examples.
 # Polars runs fewer than DuckDB to keep its CI cost near 2 CPU minutes: its expressions are
 # also checked value by value against pandas (tests/unit/test_polars_expressions.py).
-EXAMPLES = {"pandas": 60, "duckdb": 25, "spark": 4, "polars": 12}
+EXAMPLES = {"pandas": 60, "duckdb": 25, "spark": 4, "polars": 12, "postgres": 15}
 
 row = st.fixed_dictionaries(
     {

@@ -225,7 +225,7 @@ def adversarial_frames(draw: st.DrawFn, with_any: bool) -> pd.DataFrame:
     return df
 
 
-_SETTINGS = {"pandas": 25, "duckdb": 10, "spark": 1, "polars": 10}
+_SETTINGS = {"pandas": 25, "duckdb": 10, "spark": 1, "polars": 10, "postgres": 8}
 
 
 def test_adversarial_values_are_read_without_error_or_warning(engine: str) -> None:

@@ -113,6 +113,14 @@ class Dialect:
     unify_datetime: str | None = None
     # -- plans (see pinqpy.engines.sqlgen.plans) --
     null_safe_eq: str  # the equality under which NULL equals NULL
+    cte_as: str = "AS"  # how a common table expression is introduced
+    # What keeps a projection of lets from being merged into its reader, which would write
+    # each let out again where it is used ("": the engine computes a projection once).
+    let_fence: str = ""
+    double_type: str = "DOUBLE"  # the SQL type of a double
+    # Whether float_op writes each operand several times (guards of an engine that raises
+    # on overflow), so that the operands are bound first.
+    guarded_floats: bool = False
     # The engine type of a computed value of each kind, where the translator tracks types
     # (none: the engine's types are asked for only where needed).
     kind_types: dict[str, str] = {}  # noqa: RUF012 (read only)
@@ -128,6 +136,20 @@ class Dialect:
         ``dtype`` (None: not known): every column enters a row's priority, so that rows of
         one key that differ in any column are ordered by their values, never by the engine."""
         return column
+
+    def join_equal(self, a: str, b: str, kind: str) -> str:
+        """SQL true where the join keys ``a`` and ``b`` (of a column of ``kind``) are equal,
+        NULL matching NULL."""
+        return f"{a} {self.null_safe_eq} {b}"
+
+    # -- conversions that cannot fail ----------------------------------------------------
+    def to_double(self, sql: str, kind: str) -> str:
+        """A value of a numeric kind (``int``, ``float``, ``bool``) as a double."""
+        return f"CAST({sql} AS {self.double_type})"
+
+    def to_bigint(self, sql: str, kind: str) -> str:
+        """A value of kind ``bool`` (or an integer of another width) as a BIGINT."""
+        return f"CAST({sql} AS BIGINT)"
 
     # -- spelling -------------------------------------------------------------------------
     def ident(self, name: str) -> str:
@@ -149,7 +171,7 @@ class Dialect:
         """A NULL of a kind's SQL type."""
         types = {
             "int": "BIGINT",
-            "float": "DOUBLE",
+            "float": self.double_type,
             "bool": "BOOLEAN",
             "str": self.string_type,
             "datetime": "TIMESTAMP",
@@ -187,10 +209,6 @@ class Dialect:
         """ROUND(x, d) of DOUBLEs as numpy rounds; NULL where not finite."""
         raise NotImplementedError
 
-    def power(self, t: ExprSql, x: str, y: str) -> str:
-        """``x`` to the power ``y`` (DOUBLEs) as IEEE 754 and numpy compute it."""
-        return f"pow({x}, {y})"
-
     # -- text -----------------------------------------------------------------------------
     def datetime_text(self, sql: str) -> str:
         """A timestamp as ``YYYY-MM-DD HH:MM:SS``."""
@@ -227,6 +245,29 @@ class Dialect:
         raise NotImplementedError
 
     # -- times ----------------------------------------------------------------------------
+    def float_aggregate(self, fn: str, x: str) -> str:
+        """The aggregate ``fn`` (sum, avg, min, max, median, var_samp, stddev_samp) of the
+        doubles ``x``, never raising (an overflow is an infinity)."""
+        return f"{fn}({x})"
+
+    def math1(self, t: ExprSql, fn: str, x: str) -> str:
+        """``fn(x)`` of a double (``sqrt``, ``ln``, ``log10``, ``exp``), without a fault (the
+        result is then checked for being finite)."""
+        return f"{fn}({x})"
+
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        """``x`` to the power ``y`` of doubles as IEEE 754 and numpy compute it (``1`` and
+        ``-1`` to an infinite power are 1), without a fault (then checked as above)."""
+        return f"pow({x}, {y})"
+
+    def compare_strs(self, op: str, a: str, b: str) -> str:
+        """``a op b`` of texts, ordered by code point."""
+        return f"({a} {op} {b})"
+
+    def extreme(self, least: bool, args: Sequence[str], kind: str) -> str:
+        """LEAST or GREATEST of values of one kind, skipping NULLs (texts by code point)."""
+        return f"{'least' if least else 'greatest'}({', '.join(args)})"
+
     def to_timestamp(self, sql: str, kind: str) -> str:
         """A value of kind "datetime" or "str" as a TIMESTAMP (NULL when it is none); text only
         in pinqpy's form (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`), else NULL. ``sql`` is
@@ -292,7 +333,7 @@ class Lets:
                 if level == lv and n in wanted
             )
             if cols:
-                out = f"(SELECT *, {cols} FROM {out}) AS __pinq_s{lv}"
+                out = f"(SELECT *, {cols} FROM {out}{self.d.let_fence}) AS __pinq_s{lv}"
         return out
 
     def hide(self, uses: Sequence[str]) -> str:
@@ -421,7 +462,7 @@ class ExprSql:
     # -- coercions ------------------------------------------------------------------------
     def as_double(self, v: S) -> str:
         if v.kind in NUMERIC:
-            return f"CAST({v.sql} AS DOUBLE)"
+            return self.d.to_double(v.sql, v.kind)
         if v.kind == "str":
             return self.cast(v, "DOUBLE").sql
         return self.d.null("float")
@@ -430,7 +471,7 @@ class ExprSql:
         if v.kind in ("int", "float", "null"):
             return v
         if v.kind == "bool":
-            return S(f"CAST({v.sql} AS BIGINT)", "int")
+            return S(self.d.to_bigint(v.sql, "bool"), "int")
         if v.kind == "str":
             return self.cast(v, "DOUBLE")
         return self.null("float")
@@ -456,7 +497,7 @@ class ExprSql:
         if kind == "float":
             return S(self.as_double(v), "float")
         if kind == "int" and v.kind == "bool":
-            return S(f"CAST({v.sql} AS BIGINT)", "int")
+            return S(self.d.to_bigint(v.sql, "bool"), "int")
         if kind == "str":
             return self.to_str(v)
         if kind == "null":
@@ -510,6 +551,8 @@ class ExprSql:
             y = b.raw if b.raw is not None else self.as_double(b)
         else:
             x, y = self.as_double(a), self.as_double(b)
+        if self.d.guarded_floats:  # the guards repeat the operands: compute them once
+            x, y = self.bind(S(x, "float")).sql, self.bind(S(y, "float")).sql
         return self.finite(self.d.float_op(op, x, y))
 
     def unary(self, e: Unary) -> S:
@@ -530,7 +573,10 @@ class ExprSql:
         if a.kind in NUMERIC and b.kind in NUMERIC:
             if a.kind != b.kind and "bool" in (a.kind, b.kind):
                 a, b = S(self.as_double(a), "float"), S(self.as_double(b), "float")
-        elif a.kind == b.kind and a.kind in ("str", "datetime"):
+        elif a.kind == b.kind == "str":
+            if op not in ("=", "<>"):
+                return S(self.d.compare_strs(op, a.sql, b.sql), "bool")
+        elif a.kind == b.kind == "datetime":
             pass
         elif {a.kind, b.kind} == {"datetime", "str"}:
             a = self.cast(a, "TIMESTAMP") if a.kind == "str" else a
@@ -601,14 +647,14 @@ class ExprSql:
             base = self.numeric(self.tr(e.args[0]))
             x = base.raw if base.raw is not None else self.as_double(base)
             y = self.as_double(self.numeric(self.tr(e.args[1])))
-            return self.finite(f"pow({x}, {y})")
+            return self.finite(self.d.power(self, x, y))
         fn = _FUNCTIONS.get(name)
         if fn is None:
             raise PinqSyntaxError(f"unknown function '{e.name}'")
         return fn(self, [self.tr(a) for a in e.args])
 
     def math1(self, v: S, fn: str) -> S:
-        return self.finite(f"{fn}({self.as_double(self.numeric(v))})")
+        return self.finite(self.d.math1(self, fn, self.as_double(self.numeric(v))))
 
     def to_int_fn(self, v: S, how: str) -> S:
         """FLOOR/CEIL/ROUND to an integer; NULL outside the int64 range."""
@@ -625,7 +671,7 @@ class ExprSql:
         args = [self.to_kind(v, kind).sql for v in vs]
         if len(args) == 1:
             return S(args[0], kind)
-        return S(f"{'least' if least else 'greatest'}({', '.join(args)})", kind)
+        return S(self.d.extreme(least, args, kind), kind)
 
     def substr(self, e: Call) -> S:
         consts: list[int | None] = []
@@ -664,7 +710,7 @@ class ExprSql:
             if v.kind == "int":
                 return v
             if v.kind == "bool":
-                return S(f"CAST({s} AS BIGINT)", "int")
+                return S(self.d.to_bigint(s, "bool"), "int")
             if v.kind == "float":
                 return self.to_int_fn(v, "round")
             if v.kind == "str":
@@ -675,7 +721,7 @@ class ExprSql:
                 return self.finite(self.d.text_to_float(s))
             if v.kind == "datetime":
                 return self.null("float")
-            return S(f"CAST({s} AS DOUBLE)", "float")
+            return S(self.d.to_double(s, v.kind), "float")
         if target == "str":
             return self.to_str(v)
         if target == "bool":
@@ -724,7 +770,8 @@ def _sign_fn(t: ExprSql, a: list[S]) -> S:
     if v.kind == "null":
         return t.null("float")
     kind = "int" if v.kind == "int" else "float"
-    return S(f"CAST({t.d.sign_fn}({v.sql}) AS {'BIGINT' if kind == 'int' else 'DOUBLE'})", kind)
+    sql_type = "BIGINT" if kind == "int" else t.d.double_type
+    return S(f"CAST({t.d.sign_fn}({v.sql}) AS {sql_type})", kind)
 
 
 def _power_fn(t: ExprSql, a: list[S]) -> S:
@@ -806,7 +853,7 @@ def typed(d: Dialect, v: S) -> str:
 def numeric_value(d: Dialect, v: S) -> str:
     """Values as DOUBLE with NULL for anything that is not a number (as pandas' _numeric)."""
     if v.kind in NUMERIC:
-        return f"CAST({v.sql} AS DOUBLE)"
+        return d.to_double(v.sql, v.kind)
     if v.kind == "str":
         return d.text_to_number(v.sql)
     return d.null("float")
@@ -836,5 +883,5 @@ def aggregate(t: ExprSql, call: Call) -> str:
     if sql_fn is None:
         raise PinqError(f"{func} cannot be used inside groupby().agg()")
     if func == "SUM":  # pandas: the sum of no values is 0
-        return f"coalesce(sum({x}), {t.d.float_lit(0.0)})"
-    return f"CAST({sql_fn}({x}) AS DOUBLE)"
+        return f"coalesce({t.d.float_aggregate('sum', x)}, {t.d.float_lit(0.0)})"
+    return f"CAST({t.d.float_aggregate(sql_fn, x)} AS {t.d.double_type})"

@@ -167,6 +167,7 @@ class CtePlanSql(PlanVisitor[R]):
         # CTE name -> (its query, the CTE names it reads), in the order of definition.
         self.ctes: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._translators: list[ExprSql] = []
+        self.fenced: set[str] = set()  # CTEs of computed columns (Dialect.let_fence)
 
     def visit(self, node: PlanNode) -> R:
         # Once per salt scope: under a partition, random nodes draw the partition's salts
@@ -197,7 +198,13 @@ class CtePlanSql(PlanVisitor[R]):
             if n not in need:
                 need.add(n)
                 stack.extend(self.ctes[n][1])
-        defs = [f"{n} AS ({sql})" for n, (sql, _) in self.ctes.items() if n in need]
+        # A projection's computed columns are fenced like lets: written out at each use, a
+        # chain of them would grow exponentially.
+        defs = [
+            f"{n} {self.d.cte_as} ({sql}{self.d.let_fence if n in self.fenced else ''})"
+            for n, (sql, _) in self.ctes.items()
+            if n in need
+        ]
         return f"WITH {', '.join(defs)} {text}" if defs else text
 
     # -- what each engine gives -----------------------------------------------------------
@@ -303,6 +310,11 @@ class CtePlanSql(PlanVisitor[R]):
         decides)."""
         raise NotImplementedError
 
+    def set_sides(self, left: R, right: R) -> tuple[R, R]:
+        """The two sides of a set operation as it reads them: an engine whose SQL does not
+        find a common type itself converts columns to :meth:`set_column`'s here."""
+        return left, right
+
     # -- shared pieces --------------------------------------------------------------------
     def listed(self, cols: Sequence[Col], qual: str = "") -> str:
         return ", ".join(qual + self.d.ident(c.name) for c in cols)
@@ -363,7 +375,9 @@ class CtePlanSql(PlanVisitor[R]):
         if not sqls:
             sqls, cols = ["1 AS __pinq_empty"], [Col("__pinq_empty", "int")]
         sql = f"SELECT {', '.join(sqls)} FROM {src_sql}"
-        return self.add(sql, cols, [child], not t.unchecked)
+        rel = self.add(sql, cols, [child], not t.unchecked)
+        self.fenced.add(self.name(rel))
+        return rel
 
     def visit_distinct(self, node: Distinct) -> R:
         child = self.visit(node.child)
@@ -493,8 +507,11 @@ class CtePlanSql(PlanVisitor[R]):
             items.append(f"r.{self.d.ident(c.name)} AS {self.d.ident(out)}")
             cols.append(replace(c, name=out))
         safe = nulls if nulls is not None else [True] * len(on)
+        kinds = {c.name: c.kind for c in lcols}
         cond = " AND ".join(
-            f"l.{self.d.ident(c)} {self.d.null_safe_eq if n else '='} r.{self.d.ident(c)}"
+            self.d.join_equal(f"l.{self.d.ident(c)}", f"r.{self.d.ident(c)}", kinds[c])
+            if n
+            else f"l.{self.d.ident(c)} = r.{self.d.ident(c)}"
             for c, n in zip(on, safe, strict=True)
         )
         join = "JOIN" if how == "inner" else "LEFT JOIN"
@@ -572,6 +589,7 @@ class CtePlanSql(PlanVisitor[R]):
             left, right = self.normalized(left), self.normalized(right)
         else:
             left, right = self.concat_ready(left), self.concat_ready(right)
+        left, right = self.set_sides(left, right)
         lcols = self.columns(left)
         rcols = {c.name: c for c in self.columns(right)}
         out: list[Col | None] = []

@@ -111,7 +111,10 @@ __all__ = [
     "shared_sources",
 ]
 
-SOURCES = ("csv", "parquet", "duckdb", "spark")
+SOURCES = ("csv", "parquet", "duckdb", "spark", "postgres")
+# The name of an environment variable (the connection string is read from it, never written
+# in the config file).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Analyst and group names appear in ledger names and in the tokens file: plain text only.
 _PERSON = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
@@ -190,6 +193,8 @@ class TableSpec:
     keys: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     schema: Mapping[str, str] | None = None
     public_size: bool = False
+    # A postgres source: the environment variable holding its connection string.
+    connection_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,33 @@ class _Reader:
                     f"{key}.{k}" if key else k,
                     f"is not a setting here; the settings are {', '.join(allowed)}",
                 )
+
+    def postgres(self, d: dict[str, Any], key: str) -> tuple[str, str]:
+        """A postgres source's table and the environment variable naming its connection
+        string (the secret stays out of the file)."""
+        for k in ("path", "database", "format", "schema"):
+            if k in d:
+                raise self.fail(
+                    f"{key}.{k}",
+                    'is not for postgres sources, which name table = and connection_env = '
+                    "(types come from the catalog)",
+                )
+        if "table" not in d or "connection_env" not in d:
+            raise self.fail(
+                key,
+                'a postgres source needs table = "<schema.table>" and connection_env = '
+                '"<NAME of the environment variable holding the connection string>"',
+            )
+        env = self.text(d["connection_env"], f"{key}.connection_env")
+        if not _ENV_NAME.match(env):
+            raise self.fail(
+                f"{key}.connection_env",
+                "names an environment variable (letters, digits, _); the connection string "
+                "itself, which may hold a password, never goes in the config file",
+            )
+        if self.text(d.get("engine", "postgres"), f"{key}.engine") != "postgres":
+            raise self.fail(f"{key}.engine", "a postgres source runs on the postgres engine")
+        return self.text(d["table"], f"{key}.table"), env
 
     def text(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not value:
@@ -389,6 +421,7 @@ class _Reader:
                 "keys",
                 "schema",
                 "public_size",
+                "connection_env",
             ),
         )
         if not _NAME.match(name):
@@ -400,8 +433,11 @@ class _Reader:
         source = d.get("source")
         if source not in SOURCES:
             raise self.fail(f"{key}.source", f"must be one of {', '.join(SOURCES)}")
-        path = database = table = fmt = None
-        if source == "duckdb":
+        path = database = table = fmt = env = None
+        if source == "postgres":
+            table, env = self.postgres(d, key)
+            engine = "postgres"
+        elif source == "duckdb":
             for k in ("path", "format"):
                 if k in d:
                     raise self.fail(f"{key}.{k}", "a duckdb source names database = and table =")
@@ -506,6 +542,7 @@ class _Reader:
             keys=MappingProxyType(keys),
             schema=schema,
             public_size=public_size,
+            connection_env=env,
         )
 
 
@@ -628,13 +665,22 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
 def shared_sources(config: ServerConfig) -> list[tuple[str, str, str]]:
     """Pairs of tables that read the same data, ``(first, second, what)``: the same file or
     folder (by its identity on disk, so a symbolic or hard link counts too; by its resolved
-    name when it does not exist, such as a glob), or the same table of one DuckDB database.
+    name when it does not exist, such as a glob), the same table of one DuckDB database, or
+    the same table of one PostgreSQL connection string (by its environment variable's value
+    where it is set, else by the variable's name).
 
     Each table has budgets of its own, so two tables over one file are two budgets over the
     same people: ``pinqpy serve`` warns the curator at load."""
     seen: list[tuple[str, object, str]] = []
     pairs = []
     for name, spec in config.tables.items():
+        if spec.source == "postgres":
+            # One database by its connection string when it is set (compared, never shown).
+            env = spec.connection_env or ""
+            ident = ("postgres", os.environ.get(env) or env, (spec.table or "").lower())
+            shown = f"table {spec.table} of the database in ${env}"
+            _pair(pairs, seen, name, ident, shown)
+            continue
         where = spec.database if spec.source == "duckdb" else spec.path
         assert where is not None
         try:
@@ -645,12 +691,22 @@ def shared_sources(config: ServerConfig) -> list[tuple[str, str, str]]:
         shown = str(where)
         if spec.source == "duckdb":
             ident, shown = (ident, (spec.table or "").lower()), f"table {spec.table} of {where}"
-        for other, other_ident, other_shown in seen:
-            if other_ident == ident:
-                also = "" if other_shown == shown else f" (also named {shown})"
-                pairs.append((other, name, other_shown + also))
-        seen.append((name, ident, shown))
+        _pair(pairs, seen, name, ident, shown)
     return pairs
+
+
+def _pair(
+    pairs: list[tuple[str, str, str]],
+    seen: list[tuple[str, object, str]],
+    name: str,
+    ident: object,
+    shown: str,
+) -> None:
+    for other, other_ident, other_shown in seen:
+        if other_ident == ident:
+            also = "" if other_shown == shown else f" (also named {shown})"
+            pairs.append((other, name, other_shown + also))
+    seen.append((name, ident, shown))
 
 
 def load_config(path: str | Path) -> ServerConfig:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -149,6 +150,14 @@ def open_table(spec: TableSpec) -> Wrapped:
         return read_file(str(spec.path), spec.source, spec.engine, schema=schema)
     if spec.source == "spark":
         return read_file(str(spec.path), spec.format or "parquet", "spark", schema=schema)
+    if spec.source == "postgres":
+        url = os.environ.get(spec.connection_env or "")
+        if not url:
+            raise PinqError(
+                f"table {spec.name!r} reads its PostgreSQL connection string from the "
+                f"environment variable {spec.connection_env}, which is not set"
+            )
+        return wrap(spec.table or "", "postgres", url)
     import duckdb
 
     # The database is attached read-only to a connection of the server's own, where pinqpy
@@ -207,11 +216,12 @@ class AnalystState:
         return self.sources
 
 
-def _engines(handles: Any) -> tuple[list[Any], list[Any]]:
-    """The DuckDB connections and Spark contexts the tables live in (what a request past
-    its limit is interrupted in)."""
+def _engines(handles: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """The DuckDB connections, Spark contexts and PostgreSQL connections the tables live in
+    (what a request past its limit is interrupted in)."""
     duckdb: dict[int, Any] = {}
     spark: dict[int, Any] = {}
+    postgres: dict[int, Any] = {}
     for h in handles:
         if h.engine == "duckdb":
             con = getattr(h.data, "connection", None)
@@ -221,7 +231,10 @@ def _engines(handles: Any) -> tuple[list[Any], list[Any]]:
             session = getattr(h.data, "session", None) or getattr(h.data, "sparkSession", None)
             if session is not None:
                 spark[id(session.sparkContext)] = session.sparkContext
-    return list(duckdb.values()), list(spark.values())
+        elif h.engine == "postgres":
+            conn = h.data.link.connection
+            postgres[id(conn)] = conn
+    return list(duckdb.values()), list(spark.values()), list(postgres.values())
 
 
 def base_relation(rel: Relation) -> Relation:

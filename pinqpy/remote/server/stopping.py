@@ -11,11 +11,13 @@ At the deadline the server calls :meth:`Gate.stop`:
 
 * a request that has **not started** never will: it checks its ticket when its turn comes,
   under the same lock, and gives up uncharged (:class:`NotStarted`);
-* a request that has started on **DuckDB or Spark** is interrupted: every DuckDB connection
-  the server's tables live on is interrupted (``connection.interrupt()``) and every Spark job
-  cancelled (``cancelAllJobs``), now and every :data:`INTERRUPT_EVERY` seconds until its
-  work returns. Only the request holding the shared engines is ever interrupted (the gate
-  lets one at a time in, and the interrupt is sent under the lock that records which one);
+* a request that has started on **DuckDB, Spark or PostgreSQL** is interrupted: every
+  DuckDB connection the server's tables live on is interrupted (``connection.interrupt()``),
+  every Spark job cancelled (``cancelAllJobs``) and every PostgreSQL connection's statement
+  cancelled (psycopg's ``cancel_safe``, PostgreSQL's cancel request), now and every
+  :data:`INTERRUPT_EVERY` seconds until its work returns. Only the request holding the
+  shared engines is ever interrupted (the gate lets one at a time in, and the interrupt is
+  sent under the lock that records which one);
   an interrupted read fails inside that request's thread, after its charge, and its
   failure reaches nobody: the analyst was answered 504 at the deadline.
 
@@ -64,10 +66,16 @@ class Ticket:
 
 class Gate:
     """At most ``max_running`` requests reading data at once, one at a time on the shared
-    engines; ``duckdb`` and ``spark`` are what :meth:`stop` interrupts (see the module
-    docstring)."""
+    engines; ``duckdb``, ``spark`` and ``postgres`` (psycopg connections) are what
+    :meth:`stop` interrupts (see the module docstring)."""
 
-    def __init__(self, max_running: int, duckdb: Iterable[Any] = (), spark: Iterable[Any] = ()):
+    def __init__(
+        self,
+        max_running: int,
+        duckdb: Iterable[Any] = (),
+        spark: Iterable[Any] = (),
+        postgres: Iterable[Any] = (),
+    ):
         self._slots = threading.BoundedSemaphore(max_running)
         self._shared = threading.Lock()
         self._guard = threading.Lock()  # orders start, stop and interrupts
@@ -75,6 +83,7 @@ class Gate:
         self._local = threading.local()
         self._duckdb = list(duckdb)
         self._spark = list(spark)
+        self._postgres = list(postgres)
 
     @contextlib.contextmanager
     def bound(self, ticket: Ticket) -> Iterator[None]:
@@ -172,6 +181,9 @@ class Gate:
         for sc in self._spark:
             with contextlib.suppress(Exception):
                 sc.cancelAllJobs()
+        for conn in self._postgres:
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=1.0)
 
 
 def not_started() -> NotStarted:
