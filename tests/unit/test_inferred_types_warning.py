@@ -61,9 +61,9 @@ def test_from_csv_warns_once_with_the_schema_that_declares_the_inferred_types(
     text = str(w.message)
     assert "inferred from the file's rows" in text and "public facts" in text
     # The declaration names every inferred column with its type, in the Python API's terms;
-    # income holds an empty field: pandas reads it as float (so PostgreSQL too), DuckDB as an
-    # integer.
-    income = "int" if engine == "duckdb" else "float"
+    # income holds an empty field: pandas reads it as float (so PostgreSQL too), DuckDB and
+    # Polars as an integer.
+    income = "int" if engine in ("duckdb", "polars") else "float"
     assert f"schema={{'pid': 'int', 'name': 'str', 'income': '{income}'}}" in text
     assert w.filename == __file__  # pointed at the curator's call
     _shows_no_value(text)
