@@ -155,3 +155,18 @@ def test_synthesize_charges_its_total_and_scores_have_sensitivity_one(engine: st
     one_way = m.measurements  # a public estimate, the same for both neighbours
     scores = [ps._scores(p, {c[0]: one_way[c] for c in m.cliques[:3]}) for p in plans]
     assert np.abs(scores[0] - scores[1]).max() <= 1
+
+
+def test_synthesize_delta_is_a_total() -> None:
+    """delta= is split over the d + r counts, as epsilon is: the call charges delta, once."""
+    cols = ["age", "sex", "emp"]
+    budget = pq.Budget(3, Fraction(1, 1000))
+    f = pq.PrivateFrame(base(), budget, keys=KEYS)
+    text = f.synthesize(1, columns=cols, cuts=CUTS, delta=1e-6, explain=True)
+    assert "Charges Cost(epsilon=1, delta=0.000001)" in str(text)
+    f.synthesize(1, columns=cols, cuts=CUTS, delta=1e-6)
+    assert budget.spent == pq.Cost(1, Fraction(1, 10**6))
+    zcdp_read = pq.Budget(10, Fraction(1, 1000))
+    g = pq.PrivateFrame(base(), zcdp_read, keys=KEYS)
+    g.synthesize(rho=0.1, columns=cols, cuts=CUTS, delta=1e-6)
+    assert zcdp_read.spent.delta == Fraction(1, 10**6)
