@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Literal
@@ -39,8 +40,9 @@ from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error
 from pinqpy.api.panels import frame_panel
 from pinqpy.api.partition import Partition
 from pinqpy.api.previews import preview
-from pinqpy.engines.registry import read_file, wrap
-from pinqpy.errors import PandasHabitTypeError, PinqError, PrivacyError
+from pinqpy.engines.inferred import inferred_types, inferred_types_message
+from pinqpy.engines.registry import Wrapped, read_file, wrap
+from pinqpy.errors import InferredTypesWarning, PandasHabitTypeError, PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation, positive_int
@@ -202,9 +204,10 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         """A private frame over a CSV file (with a header row), read by ``engine``.
 
         Column types are inferred from the file, once, by the engine that reads it (DESCRIBE
-        shows them as ``inferred``); ``schema={"code": "str"}`` declares a column's type
-        instead, reading it as text and converting it. Arguments are those of
-        :meth:`from_parquet`.
+        shows them as ``inferred``), and an :class:`~pinqpy.errors.InferredTypesWarning`
+        says so, with the ``schema=`` that declares them: inferred types are public facts
+        that follow the rows. ``schema={"code": "str"}`` declares a column's type instead,
+        reading it as text and converting it. Arguments are those of :meth:`from_parquet`.
 
         >>> import pinqpy as pq
         >>> from pinqpy.demo import PUMS_PATH
@@ -246,6 +249,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
         wrapped = read_file(path, kind, engine, connection, schema=schema)
+        _warn_inferred(wrapped, path)
         if name is None:
             stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
             name = stem if stem.isidentifier() else "table"
@@ -665,8 +669,8 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         >>> df = pd.DataFrame({"age": [23, 35, 47, 71], "sex": [1, 2, 2, 1]})
         >>> people = pq.PrivateFrame(df, pq.Budget(1.0), keys={"sex": [1, 2]})
         >>> m = people.marginals([("age", "sex")], epsilon=0.5, cuts={"age": [30, 60]})
-        >>> m.domain["age"]
-        ['(-inf, 30)', '[30, 60)', '[60, inf)']
+        >>> " | ".join(m.domain["age"])
+        '(-inf, 30) | [30, 60) | [60, inf)'
         """
         from pinqpy.api.marginals import measure_marginals
 
@@ -900,6 +904,17 @@ class GroupedFrame:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def _warn_inferred(wrapped: Wrapped, path: Any) -> None:
+    """Warn the curator (once per table, as it is loaded) that column types were inferred
+    from a file's rows, and how to declare them (:mod:`pinqpy.engines.inferred`)."""
+    types = inferred_types(wrapped)
+    if types:
+        where = f"from_csv({os.fspath(path)!r})"
+        message = inferred_types_message(where, f"schema={types!r}")
+        # Level 4: the curator's call of from_csv (through _from_file).
+        warnings.warn(InferredTypesWarning(message), stacklevel=4)
+
+
 def _fmt(k: Fraction | float) -> str:
     v = _stability_value(k)
     return "inf" if v == math.inf else str(v)

@@ -44,7 +44,7 @@ from pinqpy.interfaces.errors import CliError, one_line
 from pinqpy.interfaces.output import FORMATS, format_result
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
-from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, load_session
+from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, LoadedSession, load_session
 
 __all__ = ["COMMANDS", "USAGE", "build_parser", "main"]
 
@@ -421,6 +421,11 @@ def _warn_no_ledger(args: argparse.Namespace) -> None:
         )
 
 
+def _warn_loaded(loaded: LoadedSession) -> None:
+    for line in loaded.warnings:
+        print(f"pinqpy: warning: {line}", file=sys.stderr)
+
+
 def _query(args: argparse.Namespace) -> int:
     text = _query_text(args)
     if args.connect is not None:
@@ -429,6 +434,7 @@ def _query(args: argparse.Namespace) -> int:
             return _answer(session, text, epsilon, delta, args.format)
     _warn_no_ledger(args)
     loaded = load_session(args)
+    _warn_loaded(loaded)
     epsilon = args.epsilon_per_query if args.epsilon_per_query is not None else args.epsilon
     delta = args.delta_per_query if args.delta_per_query is not None else args.delta
     return _answer(loaded.session, text, epsilon, delta, args.format)
@@ -459,6 +465,7 @@ def _shell(args: argparse.Namespace) -> int:
             return _run_shell(shell, args)
     _warn_no_ledger(args)
     loaded = load_session(args)
+    _warn_loaded(loaded)
     epsilon = args.epsilon_per_query
     if epsilon is None:
         epsilon = tenth(args.epsilon)

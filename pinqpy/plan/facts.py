@@ -335,3 +335,13 @@ _VISITOR = FactsVisitor()
 def facts_of(plan: PlanNode) -> FrameMeta:
     """The public facts of ``plan`` (computed once per node)."""
     return _VISITOR.visit(plan)
+
+
+def on_unit(child: PlanNode, columns: tuple[str, ...]) -> bool:
+    """Whether ``columns`` are exactly ``child``'s privacy unit column. A row whose id there
+    is NULL-like (None, NaN, ``pd.NA``, ``NaT``) belongs to no known person, so every step
+    that deduplicates, groups or caps rows by exactly the unit drops it, on every engine:
+    ``bound_contributions``, ``bound_groups``, ``bound_degree`` and ``distinct`` on the
+    unit, and a groupby by it (whose node says so itself, ``GroupBy.by_unit``)."""
+    facts = facts_of(child)
+    return facts.unit is not None and len(columns) == 1 and facts.privacy_unit == columns[0]

@@ -30,7 +30,7 @@ from typing import IO
 from pinqpy.errors import PinqError
 from pinqpy.remote.server.auth import TokenStore
 from pinqpy.remote.server.config import ServerConfig, load_config, shared_sources
-from pinqpy.remote.server.state import ServerState, parse_testing
+from pinqpy.remote.server.state import ServerState, inferred_type_warnings, parse_testing
 from pinqpy.remote.server.workers import WorkerPool
 
 __all__ = ["demo_config", "serve_command"]
@@ -182,6 +182,8 @@ def _serve(
                 f"({type(e).__name__}: {e}); check the certificate and key files"
             ) from None
         _banner(cfg, url, testing, demo_token, set(state.tokens.load()), out)
+        for line in inferred_type_warnings(state):
+            print(f"pinqpy serve: warning: {line}", file=err)
         server = uvicorn.Server(config)
         server.run(sockets=[sock])
         return 0

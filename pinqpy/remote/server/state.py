@@ -56,7 +56,8 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
 from pinqpy.core.version import __version__
-from pinqpy.engines.registry import Wrapped, read_file, wrap
+from pinqpy.engines.inferred import inferred_types_message
+from pinqpy.engines.registry import Wrapped, read_file, type_sources, wrap
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.pipeline.relation import Relation
@@ -85,6 +86,7 @@ __all__ = [
     "ServerState",
     "base_relation",
     "cost_doc",
+    "inferred_type_warnings",
     "open_table",
     "parse_testing",
 ]
@@ -147,6 +149,21 @@ def open_table(spec: TableSpec) -> Wrapped:
             f"opened ({type(err).__name__})"
         ) from None
     return wrap(f"curated.{spec.table}", "duckdb", con, schema)
+
+
+def inferred_type_warnings(state: ServerState) -> list[str]:
+    """One line per served table whose column types were inferred from its file's rows (a
+    CSV table without ``schema``), with the config line that declares them."""
+    out: dict[str, str] = {}
+    for analyst in state.analysts.values():
+        for name, rel in analyst.sources.items():
+            found = type_sources(rel.plan)
+            types = {c: t for c, t in rel.schema.items() if found.get(c) == "inferred"}
+            if types and name not in out:
+                listed = ", ".join(f'{c} = "{t}"' for c, t in types.items())
+                declare = f"schema = {{ {listed} }} under [tables.{name}]"
+                out[name] = inferred_types_message(f"table {name}", declare)
+    return list(out.values())
 
 
 @dataclass
