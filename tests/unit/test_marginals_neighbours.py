@@ -170,3 +170,28 @@ def test_synthesize_delta_is_a_total() -> None:
     g = pq.PrivateFrame(base(), zcdp_read, keys=KEYS)
     g.synthesize(rho=0.1, columns=cols, cuts=CUTS, delta=1e-6)
     assert zcdp_read.spent.delta == Fraction(1, 10**6)
+
+
+def test_synthesize_user_level_charge_covers_every_measurement(engine: str) -> None:
+    """A person of 4 rows, bounded to 2: synthesize charges 2 x its total, each released
+    count (1-way and chosen pairs) moves by at most 2 in L1, and each selection score too."""
+    cols = ["age", "sex", "emp"]
+    person = pd.DataFrame([{"uid": 99, **r} for r in ADDED[:4]])
+    data = (base(), pd.concat([base(), person], ignore_index=True))
+    budgets = [pq.Budget(10), pq.Budget(10)]
+    frames = [
+        pq.PrivateFrame(d, b, privacy_unit="uid", keys=KEYS).bound_contributions(2)
+        for d, b in zip(data, budgets, strict=True)
+    ]
+    with pq.testing.no_noise():
+        small, big = (f.synthesize(1, columns=cols, cuts=CUTS) for f in frames)
+    assert budgets[0].spent == budgets[1].spent == pq.Cost(2)
+    assert small.cliques[:3] == big.cliques[:3] == [(c,) for c in cols]
+    for clique in set(small.cliques) & set(big.cliques):
+        moved = np.abs(np.asarray(small.measurements[clique], dtype=float)
+                       - np.asarray(big.measurements[clique], dtype=float)).sum()
+        assert moved <= 2, clique
+    plans = [ps.plan_synthesis(f._rel, cols, epsilon=1, cuts=CUTS) for f in frames]
+    one_way = {c[0]: small.measurements[c] for c in small.cliques[:3]}  # public, shared
+    scores = [ps._scores(p, one_way) for p in plans]
+    assert np.abs(scores[0] - scores[1]).max() <= 2
