@@ -1,6 +1,7 @@
 """Accuracy and time of marginals, against OpenDP's contingency_table on the same marginals.
 
     python benchmarks/bench_marginals.py [--reps 10] [--lfs PATH] [--opendp PYTHON]
+        [--smartnoise PYTHON] [--only adult|lfs|synth]
 
 For each table (Adult, ``tests/data/adult.csv``: sex, race, income, workclass, age cut at
 25/35/45/55/65; the Eurostat LFS sample, ``--lfs``: SEX, AGE cut at 20/40/60, HWUSUAL cut at
@@ -19,8 +20,9 @@ estimate exactly the same cells, with the same noise per cell (discrete Gaussian
 tables come from pinqpy with the noise off and are checked against a count of the codes.
 
 OpenDP runs in its own interpreter (``--opendp``: a virtualenv with ``opendp[mbi,polars]``;
-it is not a pinqpy dependency) through ``benchmarks/opendp_marginals.py``. ``--synth`` adds
-the synthesize comparison (``benchmarks/smartnoise_synth.py`` with ``--smartnoise``).
+it is not a pinqpy dependency) through ``benchmarks/opendp_marginals.py``. The synthesize
+comparison (Adult; ``--only synth`` runs it alone) adds SmartNoise's MST through
+``benchmarks/smartnoise_synth.py`` when ``--smartnoise`` names an interpreter that has it.
 Keys of the categorical columns are the values found in the file: a benchmark's public
 domain, never something pinqpy reads off private data.
 """

@@ -1385,7 +1385,7 @@ MARGINALS = [
         pair = ("AGE", "ILOSTAT")
         t = m.table(pair)
         ages = t["AGE"].astype(str).replace("nan", "NULL")
-        labels = [f"{a} / {b}" for a, b in zip(ages, t["ILOSTAT"])]
+        labels = [f"{a} / {b}" for a, b in zip(ages, t["ILOSTAT"], strict=True)]
         x = np.arange(len(t))
         fig, ax = plt.subplots(figsize=(11, 4))
         ax.bar(x - 0.27, table_of(TRUE, pair), width=0.27, label="true", color="#9e9e9e")
@@ -1496,7 +1496,7 @@ MARGINALS = [
 
         fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True, sharey=True)
         shares = []
-        for ax, p in zip(axes.flat, PAIRS):
+        for ax, p in zip(axes.flat, PAIRS, strict=True):
             true = table_of(TRUE, p) / len(lfs)
             synthetic = table_of(FAKE, p) / len(fake)
             ax.scatter(true, synthetic, s=12, color="#3b75af")
