@@ -736,7 +736,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         ``epsilon`` (Laplace) or ``rho`` (zCDP) is the **total**, split in thirds between
         the 1-way marginals, the choices and the chosen pairs (derivation and the scores'
         sensitivity in :mod:`pinqpy.pipeline.synthesize`), and charged times the stability
-        in one transaction before any data is read. Domains as for :meth:`marginals`.
+        in one transaction before any data is read. ``delta`` is a total too, shared by the
+        counts: with ``epsilon`` it makes them Gaussian; with ``rho`` it is their (epsilon,
+        delta) reading on a budget that is not zCDP. Domains as for :meth:`marginals`.
         ``explain=True`` returns the split and the charge, charging nothing.
         """
         from pinqpy.api.marginals import synthesize

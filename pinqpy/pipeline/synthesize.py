@@ -16,6 +16,11 @@ partition count (:mod:`pinqpy.pipeline.marginals`), over the same public domain 
   Steinke 2016, Proposition 1.4); each chosen 2-way marginal gets ``rho/(3r)``. Total: rho.
 * Laplace (``epsilon=``, a total): each 1-way marginal ``epsilon/(3d)``, each selection
   ``epsilon/(3r)``, each 2-way marginal ``epsilon/(3r)``. Total: epsilon (basic composition).
+* ``delta=`` is a total too. With ``epsilon=`` it makes the ``d + r`` counts Gaussian, each
+  at its share of epsilon above and ``delta/(d + r)``; the selections are pure. With ``rho=``
+  it is only the (epsilon, delta) reading of the counts on a budget that is not zCDP
+  (needed there): each count is read at ``delta/(d + r)``. Either way the deltas sum to
+  ``delta`` (basic composition).
 
 All of it is charged at once, in one transaction, before any data is read: ``epsilon ×
 stability`` (or ``stability²·rho``) to the frame's budgets, like any measurement of it.
@@ -47,7 +52,7 @@ import numpy as np
 
 from pinqpy.accounting.agents import charge_all, flatten
 from pinqpy.accounting.charges import PureCharge, _sqrt_down, usage_of
-from pinqpy.accounting.cost import check_epsilon
+from pinqpy.accounting.cost import check_delta, check_epsilon
 from pinqpy.accounting.models import Usage
 from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError
@@ -121,14 +126,16 @@ def plan_synthesis(
     cols = _columns(columns)
     d, r = len(cols), len(cols) - 1
     one, two, sel = _split(epsilon, rho, d, r)
-    kw = {"keys": keys or {}, "cuts": cuts or {}, "delta": delta}
+    # delta is a total: one share for each of the d + r counts (module docstring)
+    each = None if delta is None else check_delta(delta, "delta") / (d + r)
+    kw = {"keys": keys or {}, "cuts": cuts or {}, "delta": each}
     one_way = plan_marginals(rel, [(c,) for c in cols], **one, **kw)
     pairs = list(itertools.combinations(cols, 2))
     candidates = plan_marginals(rel, pairs, **two, **kw)
     selection = ScoreSelectionMechanism(sel, len(pairs))
     return SynthesisPlan(
         rel, cols, one_way, candidates, selection, pairs, r, kw["keys"], kw["cuts"],
-        {**two, "delta": delta},
+        {**two, "delta": each},
     )
 
 

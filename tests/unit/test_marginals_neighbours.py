@@ -155,3 +155,88 @@ def test_synthesize_charges_its_total_and_scores_have_sensitivity_one(engine: st
     one_way = m.measurements  # a public estimate, the same for both neighbours
     scores = [ps._scores(p, {c[0]: one_way[c] for c in m.cliques[:3]}) for p in plans]
     assert np.abs(scores[0] - scores[1]).max() <= 1
+
+
+def test_synthesize_delta_is_a_total() -> None:
+    """delta= is split over the d + r counts, as epsilon is: the call charges delta, once."""
+    cols = ["age", "sex", "emp"]
+    budget = pq.Budget(3, Fraction(1, 1000))
+    f = pq.PrivateFrame(base(), budget, keys=KEYS)
+    text = f.synthesize(1, columns=cols, cuts=CUTS, delta=1e-6, explain=True)
+    assert "Charges Cost(epsilon=1, delta=0.000001)" in str(text)
+    f.synthesize(1, columns=cols, cuts=CUTS, delta=1e-6)
+    assert budget.spent == pq.Cost(1, Fraction(1, 10**6))
+    zcdp_read = pq.Budget(10, Fraction(1, 1000))
+    g = pq.PrivateFrame(base(), zcdp_read, keys=KEYS)
+    g.synthesize(rho=0.1, columns=cols, cuts=CUTS, delta=1e-6)
+    assert zcdp_read.spent.delta == Fraction(1, 10**6)
+
+
+def test_synthesize_user_level_charge_covers_every_measurement(engine: str) -> None:
+    """A person of 4 rows, bounded to 2: synthesize charges 2 x its total, each released
+    count (1-way and chosen pairs) moves by at most 2 in L1, and each selection score too."""
+    cols = ["age", "sex", "emp"]
+    person = pd.DataFrame([{"uid": 99, **r} for r in ADDED[:4]])
+    data = (base(), pd.concat([base(), person], ignore_index=True))
+    budgets = [pq.Budget(10), pq.Budget(10)]
+    frames = [
+        pq.PrivateFrame(d, b, privacy_unit="uid", keys=KEYS).bound_contributions(2)
+        for d, b in zip(data, budgets, strict=True)
+    ]
+    with pq.testing.no_noise():
+        small, big = (f.synthesize(1, columns=cols, cuts=CUTS) for f in frames)
+    assert budgets[0].spent == budgets[1].spent == pq.Cost(2)
+    assert small.cliques[:3] == big.cliques[:3] == [(c,) for c in cols]
+    for clique in set(small.cliques) & set(big.cliques):
+        moved = np.abs(np.asarray(small.measurements[clique], dtype=float)
+                       - np.asarray(big.measurements[clique], dtype=float)).sum()
+        assert moved <= 2, clique
+    plans = [ps.plan_synthesis(f._rel, cols, epsilon=1, cuts=CUTS) for f in frames]
+    one_way = {c[0]: small.measurements[c] for c in small.cliques[:3]}  # public, shared
+    scores = [ps._scores(p, one_way) for p in plans]
+    assert np.abs(scores[0] - scores[1]).max() <= 2
+
+
+def _sources(df: pd.DataFrame, tmp, stem: str, budget: pq.Budget) -> dict[str, pq.PrivateFrame]:
+    """The same rows as a DataFrame, a pyarrow parquet file (NaN kept NaN) and a CSV file."""
+    import pyarrow as pa
+    import pyarrow.parquet as papq
+
+    parquet, csv = tmp / f"{stem}.parquet", tmp / f"{stem}.csv"
+    # From numpy arrays, not from_pandas (which would write a NaN as a parquet NULL).
+    papq.write_table(pa.table({c: pa.array(df[c].to_numpy()) for c in df.columns}), parquet)
+    df.to_csv(csv, index=False)
+    schema = {"age": "float", "sex": "float", "emp": "int"}
+    return {
+        "dataframe": pq.PrivateFrame(df, budget),
+        "parquet": pq.PrivateFrame.from_parquet(parquet, budget),
+        "csv": pq.PrivateFrame.from_csv(csv, budget, schema=schema),
+    }
+
+
+@pytest.mark.parametrize("engine_name", ["pandas", "duckdb"])
+def test_every_source_gives_the_same_cells_and_one_row_moves_them_by_one(
+    engine_name: str, tmp_path
+) -> None:
+    """NaN, -0.0 and ±inf in a cut column and NaN in a key column, read from a DataFrame, a
+    parquet file and a CSV file: the same exact marginals, and one added row (a NaN age)
+    moves each by at most 1."""
+    rows = pd.DataFrame(ADDED).astype({"age": float, "sex": float, "emp": int})
+    bigger = pd.concat([rows, pd.DataFrame([ADDED[5]])], ignore_index=True)
+    found = {}
+    with pq.testing.engine(engine_name):
+        for stem, df in (("small", rows), ("big", bigger)):
+            for source, frame in _sources(df, tmp_path, stem, pq.Budget(10)).items():
+                with pq.testing.no_noise():
+                    found[stem, source] = frame.marginals(
+                        MARGINALS, epsilon=0.5, keys=KEYS, cuts={"age": [20, 40, 60, None]}
+                    )
+    for stem in ("small", "big"):
+        counts = [[found[stem, s].measurements[c].tolist() for c in MARGINALS]
+                  for s in ("dataframe", "parquet", "csv")]
+        assert counts[0] == counts[1] == counts[2], stem
+    for source in ("dataframe", "parquet", "csv"):
+        small, big = found["small", source], found["big", source]
+        moved = [np.abs(np.asarray(small.measurements[c])
+                        - np.asarray(big.measurements[c])).sum() for c in MARGINALS]
+        assert moved == [1, 1, 1], source  # the NaN age has a cell: one in each marginal
