@@ -146,6 +146,8 @@ __all__ = [
 ]
 
 _LOG_MARGIN = 1e-11
+#: Light keys' noise is drawn this many at a time (:meth:`KeySelectionMechanism.draw_light`).
+_CHUNK = 1 << 16
 
 
 def _log(x: Fraction) -> float:
@@ -346,6 +348,25 @@ class KeySelectionMechanism:
             delta=self.delta + (self.noise_delta or 0),
             mechanism=self.describe(),
         )
+
+    def heavy_from(self) -> int:
+        """The count from which keys are read one by one (module docstring, "Reading the
+        keys"): the threshold; 1 (every key) while noise is disabled for tests."""
+        return 1 if _noise.noise_disabled() else self.threshold
+
+    def draw_light(self, classes: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """The noise of light keys, given ``(c, n_c)``: ``n_c`` keys have exact count ``c``.
+        The ``i``-th of them (from 1) gets the ``i``-th of ``n_c`` independent draws ``X``;
+        returned are those that pass, as ``(c, i, c + X)`` (``c + X >= threshold``). Drawn
+        in chunks, so memory stays bounded by the chunk and the keys that pass."""
+        out: list[tuple[int, int, int]] = []
+        for c, n in classes:
+            c, n = int(c), int(n)
+            for start in range(0, n, _CHUNK):
+                x = _count_noise_sample(self.noise, min(_CHUNK, n - start))
+                passed = np.flatnonzero(x >= self.threshold - c)
+                out.extend((c, start + int(i) + 1, c + int(x[i])) for i in passed)
+        return out
 
     def release(
         self, keys: list[Hashable], counts: np.ndarray
