@@ -31,11 +31,11 @@ from pinqpy.plan.nodes import PlanNode, PyFunc
 __all__ = [
     "NO_MATCH",
     "Executor",
+    "KeySplit",
     "LatticeSums",
+    "LightDraw",
     "Read",
     "canonical_key",
-    "KeySplit",
-    "LightDraw",
     "canonical_key_counts",
     "canonical_light_keys",
     "column_key",
