@@ -114,6 +114,33 @@ chain gives the charge at stability 2: ``(2·epsilon, delta)`` for the Laplace
 (:func:`pinqpy.pipeline.run.key_structure`). Over a frame derived from such a table (a
 filter, a join...) a changed row is ``2·s`` rows of stability ``s``, the unstructured case.
 
+Reading the keys
+----------------
+The mechanism above noises every key that occurs; an engine need not hand every key to
+Python for that (:meth:`~pinqpy.engines.base.Executor.split_key_counts`). It returns the
+*heavy* keys (count ``>= tau``, :meth:`KeySelectionMechanism.heavy_from`; at most
+``rows/tau`` of them) with their counts, and for the *light* ones only ``n_c``, how many
+keys have count ``c``, for each ``c < tau``. :meth:`KeySelectionMechanism.draw_light`
+draws ``n_c`` independent noises ``X_1..X_{n_c}`` for each ``c`` (with the sampler every
+count uses) and keeps the positions ``i`` with ``c + X_i >= tau``; the engine then numbers
+the light keys of each count ``1..n_c`` (one-to-one, in an order fixed before and apart
+from the draws) and returns those at the kept positions, released with ``c + X_i``. Given
+the data, the numbering is a fixed bijection and the draws are i.i.d., so the vector of
+noises the keys receive is i.i.d. with the noise's law, exactly as when every key is read
+and noised: the release has *the same distribution* as the mechanism above, so its
+guarantee and its charge are unchanged (no delta is added) and every engine releases the
+same distribution. Only heavy keys, the ``< tau`` class sizes and the picked light keys
+reach Python; the noise is drawn in bounded chunks.
+
+Why not a margin. Dropping in the engine every key below ``tau - margin``, with a margin
+the noise exceeds with probability ``p <= 2^-64``, would need ``delta`` for the keys whose
+count crosses ``tau - margin`` between neighbours (at most ``2G`` keys, one of up to ``k``
+rows more, so ``p`` must bound ``P(X >= margin + 1 - k)``); but a key of one row already
+passes with probability about ``delta/G``, far above ``2^-64`` for any usual ``delta``,
+so no key at all could be dropped: for the discrete Laplace of scale 1 and
+``delta = 10^-6``, ``tau = 15`` and the margin is 44. The split above drops nothing and
+reads light keys only where their noise passes.
+
 The released noisy counts are unbiased for keys far above the threshold; a key near it was
 released because its noise was high, so its released count is biased upward (the intervals
 describe the noise as drawn, not this selection effect).
