@@ -214,12 +214,13 @@ def _values_table(names: Sequence[str], columns: Sequence[Sequence[str]]) -> str
     return f"(SELECT * FROM VALUES {rows} AS __pinq_t({cols}))"
 
 
-def _key_column(name: str, kind: str) -> KeyColumn | None:
+def _key_column(name: str, kind: str, utf8_test: bool) -> KeyColumn | None:
     """How key selection groups a Spark column in the engine (keycounts docstring), or None
     for a kind whose groups are not read one to one. Timestamps are grouped by the wall
-    time they are read as (two instants of a autumn clock change read alike); text that is
+    time they are read as (two instants of an autumn clock change read alike); text that is
     not valid UTF-8 reads with U+FFFD for its bad bytes, so it and any text holding U+FFFD
-    are loose."""
+    are loose. Spark before 4.0 has no ``is_valid_utf8`` (``utf8_test`` false): text is
+    then read whole."""
     q = SPARK.ident(name)
     if kind in ("int", "bool"):
         return KeyColumn(q)
@@ -227,7 +228,7 @@ def _key_column(name: str, kind: str) -> KeyColumn | None:
         return KeyColumn(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)")
     if kind == "datetime":
         return KeyColumn(f"CAST({q} AS TIMESTAMP_NTZ)")
-    if kind == "str":
+    if kind == "str" and utf8_test:
         bad = f"NOT is_valid_utf8({{0}}) OR instr({{0}}, {SPARK.str_lit(chr(0xFFFD))}) > 0"
         return KeyColumn(q, loose=bad)
     return None
@@ -888,7 +889,8 @@ class SparkExecutor(Executor):
         with self._call("counting keys") as (call, p):
             rel = p.visit(plan)
             kinds = [rel.kinds.get(c, "other") for c in columns]
-            specs = [_key_column(c, k) for c, k in zip(columns, kinds, strict=True)]
+            utf8 = int(str(self.spark.version).split(".")[0]) >= 4
+            specs = [_key_column(c, k, utf8) for c, k in zip(columns, kinds, strict=True)]
             cols = [s for s in specs if s is not None]
             if len(cols) == d:
                 made = [Col(f"__pinq_k{j}", k) for j, k in enumerate(kinds)]
