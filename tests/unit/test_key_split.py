@@ -212,3 +212,28 @@ def test_the_charge_is_the_threshold_delta_alone() -> None:
     f = pq.PrivateFrame(con.table("t"), b, connection=con)
     f.select_keys("k", epsilon=1, delta=1e-6)
     assert b.spent == pq.Cost(1, 1e-6)
+
+
+@pytest.mark.parametrize("name", ["pandas", "duckdb"])
+def test_a_neighbours_lone_key_passes_as_the_charged_delta_allows(name: str) -> None:
+    # D' = D + one row of a new key: the event "x is released" tells D' from D. Read light
+    # through the split, x passes with the exact pass probability of a one-row key, which
+    # the threshold keeps at most delta (the charge's delta, nothing added); under D never.
+    delta = Fraction(1, 32)
+    m = KeySelectionMechanism(Fraction(1), delta)
+    base = ["Oslo"] * 60 + [f"id{i}" for i in range(200)]
+    runs = 400
+    with pq.testing.engine(name), pq.testing.seed(8):
+        for rows, lone in ((base, False), ([*base, "x"], True)):
+            data = pd.DataFrame({"k": rows})
+            seen = 0
+            for _ in range(runs):  # a budget each (a budget's delta stays below 1)
+                b = pq.Budget(epsilon=1, delta=1 / 32)
+                seen += "x" in pq.PrivateFrame(data, b).select_keys("k", 1, 1 / 32)
+                assert b.spent == pq.Cost(1, 1 / 32)  # the threshold's delta, nothing added
+            if not lone:
+                assert seen == 0
+                continue
+            p = m.pass_probability(1)
+            assert p <= float(delta)
+            assert _within(seen, runs * p, math.sqrt(runs * p * (1 - p)))
