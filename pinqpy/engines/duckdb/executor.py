@@ -234,7 +234,7 @@ _EXACT_KEY_TYPES = frozenset(
 )
 
 
-def _key_column(col: Col) -> KeyColumn | None:
+def _split_column(col: Col) -> KeyColumn | None:
     """How key selection groups a DuckDB column in the engine, or None where the type is
     not one whose groups are read one to one (``DECIMAL`` reads as a float two decimals may
     share; ``TIMESTAMP_NS`` loses its nanoseconds): such columns read every key."""
@@ -1086,7 +1086,7 @@ class DuckDBExecutor(Executor):
         p = self._translation()
         rel = p.visit(plan)
         by_name = {c.name: c for c in p.columns(rel)}
-        specs = [_key_column(by_name[c]) for c in columns]
+        specs = [_split_column(by_name[c]) for c in columns]
         if any(s is None for s in specs):
             return super().split_key_counts(plan, columns, heavy_from, draw)
         cols = [s for s in specs if s is not None]

@@ -214,7 +214,7 @@ def _values_table(names: Sequence[str], columns: Sequence[Sequence[str]]) -> str
     return f"(SELECT * FROM VALUES {rows} AS __pinq_t({cols}))"
 
 
-def _key_column(name: str, kind: str, utf8_test: bool) -> KeyColumn | None:
+def _split_column(name: str, kind: str, utf8_test: bool) -> KeyColumn | None:
     """How key selection groups a Spark column in the engine (keycounts docstring), or None
     for a kind whose groups are not read one to one. Timestamps are grouped by the wall
     time they are read as (two instants of an autumn clock change read alike); text that is
@@ -890,7 +890,7 @@ class SparkExecutor(Executor):
             rel = p.visit(plan)
             kinds = [rel.kinds.get(c, "other") for c in columns]
             utf8 = int(str(self.spark.version).split(".")[0]) >= 4
-            specs = [_key_column(c, k, utf8) for c, k in zip(columns, kinds, strict=True)]
+            specs = [_split_column(c, k, utf8) for c, k in zip(columns, kinds, strict=True)]
             cols = [s for s in specs if s is not None]
             if len(cols) == d:
                 made = [Col(f"__pinq_k{j}", k) for j, k in enumerate(kinds)]
