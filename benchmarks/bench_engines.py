@@ -822,12 +822,32 @@ WORKLOADS = [
         tol=1e-9,
     ),
 ]
+
+
+def id_histogram_workload() -> Workload:
+    """A histogram over unknown keys of high cardinality: ``pid``, about rows/10 distinct
+    values (10^6 keys at 1e7 rows), most below the threshold. The engines split the keys
+    in the engine (pinqpy.engines.sqlgen.keycounts), so the driver's peak memory shows
+    whether the keys that cannot pass stay out of Python; the raw side reads every key."""
+    return Workload(
+        "id_hist",
+        "histogram, unknown high-cardinality keys (`pid`, ~rows/10 keys, delta 1e-6)",
+        lambda c: c.frame(budget(delta=0.5)).histogram("pid", epsilon=EPS, delta=1e-6),
+        {
+            "pandas": lambda c: hist_rows(c.df["pid"].value_counts().items()),
+            "duckdb": lambda c: hist_rows(c.sql("SELECT pid, COUNT(*) FROM {people} GROUP BY pid")),
+            "spark": lambda c: hist_rows(c.read().groupBy("pid").count().collect()),
+        },
+    )
+
+
+WORKLOADS.append(id_histogram_workload())
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
 def exact_value(workload: str, value: Any) -> Any:
     """A pinqpy answer or raw result as plain JSON values, comparable across the two."""
-    if workload == "unknown_hist" and isinstance(value, pd.Series):  # key -> count
+    if workload in ("unknown_hist", "id_hist") and isinstance(value, pd.Series):  # key -> count
         return hist_rows(value.items())
     if isinstance(value, pd.DataFrame):  # SQL: level, n, avg_income
         return sql_rows(value[["level", "n", "avg_income"]].itertuples(index=False))

@@ -803,7 +803,10 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
           (at most G keys of at most k rows per unit) is released with probability at most
           ``delta`` in all; the noisy counts cost what the public-key count costs. Charged
           ``epsilon`` times the stability, and ``delta``: the same epsilon as with public
-          keys, with no budget spent on choosing keys separately.
+          keys, with no budget spent on choosing keys separately. On DuckDB and Spark the
+          keys below the threshold stay in the engine unless their drawn noise passes
+          (:mod:`pinqpy.noise.keyselect`, "Reading the keys"): same distribution, same
+          charge, and memory that does not grow with the number of distinct keys.
 
         ``max_groups=G`` (user-level frames) first keeps at most G distinct keys per person
         and counts people; the stability is then G.

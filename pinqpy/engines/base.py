@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -31,15 +31,20 @@ from pinqpy.plan.nodes import PlanNode, PyFunc
 __all__ = [
     "NO_MATCH",
     "Executor",
+    "KeySplit",
     "LatticeSums",
+    "LightDraw",
     "Read",
     "canonical_key",
     "canonical_key_counts",
+    "canonical_light_keys",
     "column_key",
     "column_key_rows",
     "is_hashable",
     "is_null_key",
+    "key_sort_key",
     "prefetched",
+    "split_in_memory",
 ]
 
 #: Per group: exact ``Σd``, exact ``Σd²`` (zeros unless asked for), the count (``int64``).
@@ -205,6 +210,18 @@ class Executor(ABC):
         """The distinct keys of ``columns`` that occur in the plan's rows, and their row
         counts. Private: only for key selection, which releases a noisy subset."""
 
+    def split_key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...], heavy_from: int, draw: LightDraw
+    ) -> KeySplit:
+        """The keys of ``columns`` split at ``heavy_from`` rows (:class:`KeySplit`): the
+        light keys' noise is drawn by ``draw`` from how many keys have each count, and only
+        the light keys it picks are read. Private: only for key selection. This default
+        reads every key (:meth:`key_counts`); the SQL engines split in the engine
+        (:mod:`pinqpy.engines.sqlgen.keycounts`), so their memory is bounded by the heavy
+        and the picked keys."""
+        keys, counts = self.key_counts(plan, columns)
+        return split_in_memory(keys, counts, heavy_from, draw)
+
     @abstractmethod
     def candidate_counts(
         self,
@@ -285,19 +302,84 @@ def canonical_key_counts(
     single = len(kinds) == 1
     merged: dict[Any, int] = {}
     for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
-        parts = (key,) if single else tuple(key)  # type: ignore[arg-type]
-        if not all(is_hashable(v) for v in parts):
-            # A value that cannot be hashed (a list) is no key, as the pandas engine drops
-            # it: decided per key from its type alone, and never a failure after the charge.
-            continue
-        canon = tuple(canonical_key(v, k) for v, k in zip(parts, kinds, strict=True))
-        # A value of the column cannot fail to match its own column's type; if an engine
-        # gave one anyway it is kept as untyped rather than lost.
-        canon = tuple(
-            canonical_key(v, "any") if c is NO_MATCH else c
-            for c, v in zip(canon, parts, strict=True)
-        )
-        merged[canon] = merged.get(canon, 0) + int(n)
-    order = sorted(merged, key=lambda t: tuple(_sort_key(v) for v in t))
+        canon = _canonical_parts(key, kinds)
+        if canon is not None:
+            merged[canon] = merged.get(canon, 0) + int(n)
+    order = sorted(merged, key=key_sort_key)
     out: list[Hashable] = [t[0] if single else t for t in order]
     return out, np.array([merged[t] for t in order], dtype=np.int64)
+
+
+def _canonical_parts(key: Hashable, kinds: Sequence[str]) -> tuple[Any, ...] | None:
+    """A key's values in their canonical spelling, or None if it is no key."""
+    parts = (key,) if len(kinds) == 1 else tuple(key)  # type: ignore[arg-type]
+    if not all(is_hashable(v) for v in parts):
+        # A value that cannot be hashed (a list) is no key, as the pandas engine drops
+        # it: decided per key from its type alone, and never a failure after the charge.
+        return None
+    canon = tuple(canonical_key(v, k) for v, k in zip(parts, kinds, strict=True))
+    # A value of the column cannot fail to match its own column's type; if an engine
+    # gave one anyway it is kept as untyped rather than lost.
+    return tuple(
+        canonical_key(v, "any") if c is NO_MATCH else c for c, v in zip(canon, parts, strict=True)
+    )
+
+
+def key_sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The order of released keys (canonical values as a tuple): of the keys alone."""
+    return tuple(_sort_key(v) for v in key)
+
+
+def canonical_light_keys(
+    keys: Sequence[Hashable], noisy: Sequence[int], kinds: Sequence[str]
+) -> tuple[list[Hashable], np.ndarray]:
+    """Light keys an engine read (each its own key, never equal to another under the
+    columns' types: :mod:`pinqpy.engines.sqlgen.keycounts`) in their canonical spelling,
+    with their noisy counts; a key that cannot be hashed is dropped, as everywhere."""
+    out: list[Hashable] = []
+    values: list[int] = []
+    for key, y in zip(keys, noisy, strict=True):
+        canon = _canonical_parts(key, kinds)
+        if canon is not None:
+            out.append(canon[0] if len(kinds) == 1 else canon)
+            values.append(int(y))
+    return out, np.array(values, dtype=np.int64)
+
+
+#: Draws the noise of light keys (:mod:`pinqpy.noise.keyselect`): given ``[(count c, how
+#: many keys have count c)]`` for the counts below the split, the drawn positions that pass,
+#: as ``(c, position from 1 among the keys of count c, noisy count)``.
+LightDraw = Callable[[list[tuple[int, int]]], list[tuple[int, int, int]]]
+
+
+@dataclass(frozen=True)
+class KeySplit:
+    """Key counts split for key selection: every heavy key (count at least the split, or
+    one an engine could not group exactly) with its exact count, to be noised and
+    thresholded; and the light keys already drawn to pass, with their noisy counts."""
+
+    heavy_keys: list[Hashable]
+    heavy_counts: np.ndarray
+    light_keys: list[Hashable]
+    light_noisy: np.ndarray
+
+
+def split_in_memory(
+    keys: list[Hashable], counts: np.ndarray, heavy_from: int, draw: LightDraw
+) -> KeySplit:
+    """:class:`KeySplit` of keys and counts already read (the light keys of each count
+    numbered in the order given)."""
+    c = np.asarray(counts, dtype=np.int64)
+    heavy = c >= heavy_from
+    light = np.flatnonzero(~heavy)
+    order = light[np.argsort(c[light], kind="stable")]  # by count, then as given
+    values, starts, sizes = np.unique(c[order], return_index=True, return_counts=True)
+    first = dict(zip(values.tolist(), starts.tolist(), strict=True))
+    picked = draw(list(zip(values.tolist(), sizes.tolist(), strict=True)))
+    where = [int(order[first[n] + r - 1]) for n, r, _ in picked]
+    return KeySplit(
+        [k for k, h in zip(keys, heavy, strict=True) if h],
+        c[heavy],
+        [keys[i] for i in where],
+        np.array([y for _, _, y in picked], dtype=np.int64),
+    )

@@ -114,6 +114,33 @@ chain gives the charge at stability 2: ``(2·epsilon, delta)`` for the Laplace
 (:func:`pinqpy.pipeline.run.key_structure`). Over a frame derived from such a table (a
 filter, a join...) a changed row is ``2·s`` rows of stability ``s``, the unstructured case.
 
+Reading the keys
+----------------
+The mechanism above noises every key that occurs; an engine need not hand every key to
+Python for that (:meth:`~pinqpy.engines.base.Executor.split_key_counts`). It returns the
+*heavy* keys (count ``>= tau``, :meth:`KeySelectionMechanism.heavy_from`; at most
+``rows/tau`` of them) with their counts, and for the *light* ones only ``n_c``, how many
+keys have count ``c``, for each ``c < tau``. :meth:`KeySelectionMechanism.draw_light`
+draws ``n_c`` independent noises ``X_1..X_{n_c}`` for each ``c`` (with the sampler every
+count uses) and keeps the positions ``i`` with ``c + X_i >= tau``; the engine then numbers
+the light keys of each count ``1..n_c`` (one-to-one, in an order fixed before and apart
+from the draws) and returns those at the kept positions, released with ``c + X_i``. Given
+the data, the numbering is a fixed bijection and the draws are i.i.d., so the vector of
+noises the keys receive is i.i.d. with the noise's law, exactly as when every key is read
+and noised: the release has *the same distribution* as the mechanism above, so its
+guarantee and its charge are unchanged (no delta is added) and every engine releases the
+same distribution. Only heavy keys, the ``< tau`` class sizes and the picked light keys
+reach Python; the noise is drawn in bounded chunks.
+
+Why not a margin. Dropping in the engine every key below ``tau - margin``, with a margin
+the noise exceeds with probability ``p <= 2^-64``, would need ``delta`` for the keys whose
+count crosses ``tau - margin`` between neighbours (at most ``2G`` keys, one of up to ``k``
+rows more, so ``p`` must bound ``P(X >= margin + 1 - k)``); but a key of one row already
+passes with probability about ``delta/G``, far above ``2^-64`` for any usual ``delta``,
+so no key at all could be dropped: for the discrete Laplace of scale 1 and
+``delta = 10^-6``, ``tau = 15`` and the margin is 44. The split above drops nothing and
+reads light keys only where their noise passes.
+
 The released noisy counts are unbiased for keys far above the threshold; a key near it was
 released because its noise was high, so its released count is biased upward (the intervals
 describe the noise as drawn, not this selection effect).
@@ -146,6 +173,8 @@ __all__ = [
 ]
 
 _LOG_MARGIN = 1e-11
+#: Light keys' noise is drawn this many at a time (:meth:`KeySelectionMechanism.draw_light`).
+_CHUNK = 1 << 16
 
 
 def _log(x: Fraction) -> float:
@@ -346,6 +375,25 @@ class KeySelectionMechanism:
             delta=self.delta + (self.noise_delta or 0),
             mechanism=self.describe(),
         )
+
+    def heavy_from(self) -> int:
+        """The count from which keys are read one by one (module docstring, "Reading the
+        keys"): the threshold; 1 (every key) while noise is disabled for tests."""
+        return 1 if _noise.noise_disabled() else self.threshold
+
+    def draw_light(self, classes: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """The noise of light keys, given ``(c, n_c)``: ``n_c`` keys have exact count ``c``.
+        The ``i``-th of them (from 1) gets the ``i``-th of ``n_c`` independent draws ``X``;
+        returned are those that pass, as ``(c, i, c + X)`` (``c + X >= threshold``). Drawn
+        in chunks, so memory stays bounded by the chunk and the keys that pass."""
+        out: list[tuple[int, int, int]] = []
+        for c, n in classes:
+            c, n = int(c), int(n)
+            for start in range(0, n, _CHUNK):
+                x = _count_noise_sample(self.noise, min(_CHUNK, n - start))
+                passed = np.flatnonzero(x >= self.threshold - c)
+                out.extend((c, start + int(i) + 1, c + int(x[i])) for i in passed)
+        return out
 
     def release(
         self, keys: list[Hashable], counts: np.ndarray

@@ -19,7 +19,7 @@ import pandas as pd
 
 from pinqpy.accounting.agents import charge_all, flatten
 from pinqpy.accounting.cost import check_delta
-from pinqpy.engines.base import Executor, Read
+from pinqpy.engines.base import Executor, Read, key_sort_key
 from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.noise.keyselect import KeySelectionMechanism, structure_for
@@ -31,11 +31,21 @@ from pinqpy.plan.canonical import NotCanonical, canonical_plan
 from pinqpy.plan.describe import plan_label
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import is_null_key
+from pinqpy.plan.nodes import PlanNode
 from pinqpy.plan.stability import INF, unit_spread
 from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.tables import NoisySeries
 
-__all__ = ["Target", "audit_label", "reading", "run", "run_each", "run_one", "select_keys"]
+__all__ = [
+    "Target",
+    "audit_label",
+    "reading",
+    "released_keys",
+    "run",
+    "run_each",
+    "run_one",
+    "select_keys",
+]
 
 #: Where aggregates are taken: None for the whole relation, or (grouping, lineage) for all
 #: parts of a partition at once.
@@ -193,8 +203,7 @@ def select_keys(
     ex.validate(base.plan)
     charge_all([(lin, m.charge)], label=f"{label}({', '.join(cols)}) over {plan_label(base.plan)}")
     with reading(label):
-        keys, counts = ex.key_counts(base.plan, cols)
-        selected, noisy = m.release(keys, counts)
+        selected, noisy = released_keys(ex, base.plan, cols, m)
     order = _key_order(selected)
     selected = [selected[i] for i in order]
     acc = m.released_accuracy(np.asarray(noisy, dtype=np.int64)[order])
@@ -203,6 +212,27 @@ def select_keys(
     else:
         index = pd.MultiIndex.from_tuples(selected, names=list(cols))
     return SelectedKeys(selected, NoisySeries.from_release(acc, index=index))
+
+
+def released_keys(
+    ex: Executor, plan: PlanNode, cols: tuple[str, ...], m: KeySelectionMechanism
+) -> tuple[list[Hashable], np.ndarray]:
+    """The keys of ``cols`` that key selection ``m`` releases and their noisy counts, in the
+    canonical order of the keys. The engine splits the keys at the threshold
+    (:meth:`~pinqpy.engines.base.Executor.split_key_counts`): heavy keys are noised here,
+    light keys by ``m.draw_light`` before any of them is read, so the law of the release is
+    that of noising every key (:mod:`pinqpy.noise.keyselect`, "Reading the keys")."""
+    split = ex.split_key_counts(plan, cols, m.heavy_from(), m.draw_light)
+    heavy, noisy = m.release(split.heavy_keys, split.heavy_counts)
+    keys = heavy + split.light_keys
+    values = np.concatenate([np.asarray(noisy, dtype=np.int64), split.light_noisy])
+    single = len(cols) == 1
+    order = sorted(range(len(keys)), key=lambda i: key_sort_key(_parts(keys[i], single)))
+    return [keys[i] for i in order], values[order]
+
+
+def _parts(key: Hashable, single: bool) -> tuple[Any, ...]:
+    return (key,) if single else tuple(key)  # type: ignore[arg-type]
 
 
 def _counted(

@@ -10,7 +10,7 @@ from pinqpy.accounting.agents import charge_all
 from pinqpy.engines.registry import executor_for
 from pinqpy.expr.pandas_eval import evaluate, predicate_mask
 from pinqpy.pipeline.prepare import Prepared
-from pinqpy.pipeline.run import reading, run
+from pinqpy.pipeline.run import reading, released_keys, run
 from pinqpy.plan.batch import batch
 from pinqpy.plan.grouping import Grouping
 from pinqpy.results.accuracy import Accuracy
@@ -95,8 +95,7 @@ def _select_then_aggregate(
     requests += [(rel.target_lineage, p.mechanism.charge) for p in others]
     charge_all(requests, label=label)
     with reading("GROUP BY key selection"):
-        keys, counts = ex.key_counts(relation.plan, columns)
-        selected, noisy = mechanism.release(keys, counts)
+        selected, noisy = released_keys(ex, relation.plan, columns, mechanism)
     grouping = Grouping(columns, tuple(selected))
     if not selected:
         out = [(np.zeros(0), _empty(p)) for p in others]

@@ -32,9 +32,12 @@ import pandas as pd
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     Executor,
+    KeySplit,
     LatticeSums,
+    LightDraw,
     Read,
     canonical_key_counts,
+    canonical_light_keys,
     column_key_rows,
     prefetched,
 )
@@ -50,6 +53,7 @@ from pinqpy.engines.sqlgen.expressions import (
     numeric_value,
     typed,
 )
+from pinqpy.engines.sqlgen.keycounts import KeyColumn, grouped_sql, picked_sql, split_sql
 from pinqpy.engines.sqlgen.plans import (
     Col,
     CtePlanSql,
@@ -219,6 +223,28 @@ class _PlanSql(CtePlanSql[str]):
     def set_column(self, a: Col, b: Col) -> Col | None:
         # Columns of the same names and types keep them; otherwise DuckDB decides.
         return a if a.dtype == b.dtype else Col(a.name, a.kind)
+
+
+# DuckDB types whose grouped values Python reads one to one as keys (keycounts docstring).
+_EXACT_KEY_TYPES = frozenset(
+    {
+        "BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "USMALLINT",
+        "UTINYINT", "HUGEINT", "UHUGEINT", "BOOLEAN", "VARCHAR", "DATE", "TIMESTAMP",
+    }
+)
+
+
+def _split_column(col: Col) -> KeyColumn | None:
+    """How key selection groups a DuckDB column in the engine, or None where the type is
+    not one whose groups are read one to one (``DECIMAL`` reads as a float two decimals may
+    share; ``TIMESTAMP_NS`` loses its nanoseconds): such columns read every key."""
+    t = str(col.dtype).upper()
+    q = DUCKDB.ident(col.name)
+    if _is_enum(col.dtype):  # grouped by its codes, read as its text
+        return KeyColumn(q, "CAST({} AS VARCHAR)")
+    if t in ("DOUBLE", "FLOAT", "REAL"):  # NaN and NULL are one key; -0.0 groups with 0.0
+        return KeyColumn(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)")
+    return KeyColumn(q) if t in _EXACT_KEY_TYPES else None
 
 
 def _is_enum(dtype: object) -> bool:
@@ -1050,6 +1076,45 @@ class DuckDBExecutor(Executor):
         kinds = p.kinds(rel)
         counts = np.array([int(r[-1]) for r in rows], dtype=np.int64)
         return canonical_key_counts(keys, counts, [kinds[c] for c in columns])
+
+    def split_key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...], heavy_from: int, draw: LightDraw
+    ) -> KeySplit:
+        """Split in DuckDB (:mod:`pinqpy.engines.sqlgen.keycounts`): one query reads the
+        heavy keys and how many light keys have each count, a second only the light keys
+        ``draw`` picks. Columns of a type not vetted there read every key."""
+        p = self._translation()
+        rel = p.visit(plan)
+        by_name = {c.name: c for c in p.columns(rel)}
+        specs = [_split_column(by_name[c]) for c in columns]
+        if any(s is None for s in specs):
+            return super().split_key_counts(plan, columns, heavy_from, draw)
+        cols = [s for s in specs if s is not None]
+        g = p.cte(grouped_sql(rel, cols), [rel])
+        rows = self._fetch(p.query(split_sql(g, cols, heavy_from), g))
+        kinds = [p.kinds(rel)[c] for c in columns]
+        d = len(columns)
+        heavy = [r for r in rows if r[0] == 0]
+        classes = [(int(r[d + 1]), int(r[d + 2])) for r in rows if r[0] == 1]
+        del rows
+        keys, counts = canonical_key_counts(
+            [r[1] if d == 1 else tuple(r[1 : d + 1]) for r in heavy],
+            np.array([int(r[d + 1]) for r in heavy], dtype=np.int64),
+            kinds,
+        )
+        picked = draw(classes)
+        if not picked:
+            return KeySplit(keys, counts, [], np.zeros(0, dtype=np.int64))
+        noisy = {(c, r): y for c, r, y in picked}
+        where = [(c, r) for c, r, _ in picked]
+        with self._rows(["__pinq_c", "__pinq_r"], ["int", "int"], where) as table:
+            found = self._fetch(p.query(picked_sql(g, cols, heavy_from, table), g))
+        light, values = canonical_light_keys(
+            [r[0] if d == 1 else tuple(r[:d]) for r in found],
+            [noisy[(int(r[d]), int(r[d + 1]))] for r in found],
+            kinds,
+        )
+        return KeySplit(keys, counts, light, values)
 
     def candidate_counts(
         self,

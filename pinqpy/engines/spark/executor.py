@@ -54,9 +54,12 @@ import pandas as pd
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     Executor,
+    KeySplit,
     LatticeSums,
+    LightDraw,
     Read,
     canonical_key_counts,
+    canonical_light_keys,
     column_key_rows,
     prefetched,
 )
@@ -84,6 +87,7 @@ from pinqpy.engines.sqlgen.expressions import (
     numeric_value,
     typed,
 )
+from pinqpy.engines.sqlgen.keycounts import KeyColumn, grouped_sql, picked_sql, split_sql
 from pinqpy.engines.sqlgen.plans import (
     Col,
     CtePlanSql,
@@ -208,6 +212,46 @@ def _values_table(names: Sequence[str], columns: Sequence[Sequence[str]]) -> str
     rows = ", ".join("(" + ", ".join(r) + ")" for r in zip(*columns, strict=True))
     cols = ", ".join(SPARK.ident(n) for n in names)
     return f"(SELECT * FROM VALUES {rows} AS __pinq_t({cols}))"
+
+
+def _split_column(name: str, kind: str, utf8_test: bool) -> KeyColumn | None:
+    """How key selection groups a Spark column in the engine (keycounts docstring), or None
+    for a kind whose groups are not read one to one. Timestamps are grouped by the wall
+    time they are read as (two instants of an autumn clock change read alike); text that is
+    not valid UTF-8 reads with U+FFFD for its bad bytes, so it and any text holding U+FFFD
+    are loose. Spark before 4.0 has no ``is_valid_utf8`` (``utf8_test`` false): text is
+    then read whole."""
+    q = SPARK.ident(name)
+    if kind in ("int", "bool"):
+        return KeyColumn(q)
+    if kind == "float":
+        return KeyColumn(f"(CASE WHEN isnan({q}) THEN NULL ELSE {q} END)")
+    if kind == "datetime":
+        return KeyColumn(f"CAST({q} AS TIMESTAMP_NTZ)")
+    if kind == "str" and utf8_test:
+        bad = f"NOT is_valid_utf8({{0}}) OR instr({{0}}, {SPARK.str_lit(chr(0xFFFD))}) > 0"
+        return KeyColumn(q, loose=bad)
+    return None
+
+
+def _restored(values: Sequence[Any], kinds: Sequence[str]) -> tuple[Any, ...]:
+    """Key values as collected, timestamps (read as wall times) as pandas Timestamps."""
+    return tuple(
+        pd.Timestamp(v) if v is not None and k == "datetime" else v
+        for v, k in zip(values, kinds, strict=True)
+    )
+
+
+def _picks(call: _Call, picked: Sequence[tuple[int, int, int]]) -> str:
+    """The drawn (count, position) pairs as a FROM item (``__pinq_c``, ``__pinq_r``)."""
+    cs = [c for c, _, _ in picked]
+    rs = [r for _, r, _ in picked]
+    if len(picked) <= _INLINE_ROWS:
+        lits = [[SPARK.int_lit(c) for c in cs], [SPARK.int_lit(r) for r in rs]]
+        return _values_table(["__pinq_c", "__pinq_r"], lits)
+    tz = "UTC"
+    arrays = [arrow_values(pd.Series(v, dtype="int64"), "int", tz) for v in (cs, rs)]
+    return call.table(["__pinq_c", "__pinq_r"], arrays)
 
 
 class _Call:
@@ -834,6 +878,45 @@ class SparkExecutor(Executor):
         # Released as canonical spellings, in an order of the keys alone (NULL last).
         counts = np.array([int(kv[1]) for kv in keyed], dtype=np.int64)
         return canonical_key_counts(keys, counts, [kinds[c] for c in columns])
+
+    def split_key_counts(
+        self, plan: PlanNode, columns: tuple[str, ...], heavy_from: int, draw: LightDraw
+    ) -> KeySplit:
+        """Split in Spark (:mod:`pinqpy.engines.sqlgen.keycounts`): one job reads the heavy
+        keys and how many light keys have each count, a second only the light keys ``draw``
+        picks. Columns of a kind not vetted there read every key."""
+        d = len(columns)
+        with self._call("counting keys") as (call, p):
+            rel = p.visit(plan)
+            kinds = [rel.kinds.get(c, "other") for c in columns]
+            utf8 = int(str(self.spark.version).split(".")[0]) >= 4
+            specs = [_split_column(c, k, utf8) for c, k in zip(columns, kinds, strict=True)]
+            cols = [s for s in specs if s is not None]
+            if len(cols) == d:
+                made = [Col(f"__pinq_k{j}", k) for j, k in enumerate(kinds)]
+                g = p.add(grouped_sql(rel.name, cols), [*made, Col("__pinq_n", "int")], [rel])
+                rows = call.collect(p.query(split_sql(g.name, cols, heavy_from), g))
+                heavy = [_restored(r[1 : d + 1], kinds) for r in rows if r[0] == 0]
+                counts = np.array([int(r[d + 1]) for r in rows if r[0] == 0], dtype=np.int64)
+                classes = [(int(r[d + 1]), int(r[d + 2])) for r in rows if r[0] == 1]
+                del rows
+                single = [k[0] for k in heavy] if d == 1 else heavy
+                keys, counts = canonical_key_counts(single, counts, kinds)
+                picked = draw(classes)
+                found = []
+                if picked:
+                    text = picked_sql(g.name, cols, heavy_from, _picks(call, picked))
+                    found = call.collect(p.query(text, g))
+        if len(cols) < d:
+            return super().split_key_counts(plan, columns, heavy_from, draw)
+        noisy = {(c, r): y for c, r, y in picked}
+        read = [_restored(r[:d], kinds) for r in found]
+        light, values = canonical_light_keys(
+            read if d > 1 else [k[0] for k in read],
+            [noisy[(int(r[d]), int(r[d + 1]))] for r in found],
+            kinds,
+        )
+        return KeySplit(keys, counts, light, values)
 
     def candidate_counts(
         self,
