@@ -16,10 +16,10 @@ unknown column 'agee'; did you mean 'age'?
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 
+from pinqpy.core.names import closest
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -560,8 +560,7 @@ def _suggest(name: str, candidates: list[str]) -> str | None:
     for c in candidates:
         if c.lower() == name.lower():
             return c
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return close[0] if close else None
+    return closest(name, candidates)
 
 
 def _arity_ok(allowed: tuple[int, ...] | tuple[int, None], n: int) -> bool:

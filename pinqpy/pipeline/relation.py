@@ -15,7 +15,6 @@ plan node; nothing is read. The stability of each node is derived in
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 from collections import Counter
@@ -28,6 +27,7 @@ import pandas as pd
 
 from pinqpy.accounting.agents import PartAgent, PartitionAgent, flatten
 from pinqpy.accounting.budget import Budget
+from pinqpy.core.names import closest
 from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
@@ -244,8 +244,8 @@ class Relation:
     def unknown_column(self, name: object) -> PinqError:
         if not isinstance(name, str):
             return PinqError(f"column names must be strings, not {type(name).__name__}")
-        hint = difflib.get_close_matches(name, self.columns, n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        hint = closest(name, self.columns)
+        extra = f"; did you mean {hint!r}?" if hint else ""
         return PinqSyntaxError(f"unknown column {name!r}{extra}", text=name, line=1, column=1)
 
     # -- stable transformations -----------------------------------------------------------
