@@ -38,6 +38,9 @@ class PinqError(Exception):
     """
 
     hints: Mapping[str, str] = MappingProxyType({})
+    #: The columns whose types a type mismatch is about (empty for other errors), so that a
+    #: layer that knows where each column's type came from can say how to declare it.
+    typed_columns: tuple[str, ...] = ()
 
     def __init__(self, *args: object, hints: Mapping[str, str] | None = None):
         super().__init__(*args)
@@ -48,8 +51,15 @@ class PinqError(Exception):
 class BudgetExceededError(PinqError):
     """A charge does not fit the remaining budget; nothing was charged and no data was read."""
 
-    def __init__(self, message: str, *, requested: object = None, remaining: object = None):
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        requested: object = None,
+        remaining: object = None,
+        hints: Mapping[str, str] | None = None,
+    ):
+        super().__init__(message, hints=hints)
         self.requested = requested
         self.remaining = remaining
 

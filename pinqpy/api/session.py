@@ -34,6 +34,7 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.panels import session_panel
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.nodes import Source
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
@@ -289,14 +290,19 @@ class Session:
             statement = parse_statement(query, positions=True)
             self._compile_statement(statement, query, epsilon, delta, force_explain)
         except (PinqSyntaxError, PrivacyError) as err:
-            raise err from None
+            raise self._typed(err) from None
         except PinqError as err:
             raise PinqSyntaxError(str(err), text=query) from None
         except Exception as err:  # an internal fault must not surface as a raw error
             raise _internal(err, query) from None
         if isinstance(first, PinqSyntaxError | PrivacyError):
-            raise first from None
+            raise self._typed(first) from None
         raise PinqSyntaxError(str(first), text=query) from None
+
+    def _typed(self, err: PinqError) -> PinqError:
+        """``err``, saying how to declare a column's type when it is a type mismatch on a
+        column whose type was inferred from a file (:mod:`pinqpy.pipeline.typenotes`)."""
+        return note_inferred(err, [f._plan for f in self._private.values()])
 
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool

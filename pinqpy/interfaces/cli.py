@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 from pinqpy.core.version import __version__
 from pinqpy.demo import main as demo
 from pinqpy.errors import PinqError
+from pinqpy.interfaces.charges import charge_footer, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, one_line
 from pinqpy.interfaces.output import FORMATS, format_result
@@ -266,7 +267,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             ),
             epilog=_EPILOG,
         )
-        per_query = "the epsilon the query spends unless it says otherwise (default: --epsilon)"
+        per_query = (
+            "the epsilon the query spends unless it says otherwise (default: a tenth of "
+            "--epsilon, as in the shell; with --connect, the server's default)"
+        )
     else:
         raise CliError(f"unknown command {command!r}", 2)
     parser.add_argument(
@@ -429,17 +433,26 @@ def _query(args: argparse.Namespace) -> int:
             return _answer(session, text, epsilon, delta, args.format)
     _warn_no_ledger(args)
     loaded = load_session(args)
-    epsilon = args.epsilon_per_query if args.epsilon_per_query is not None else args.epsilon
-    delta = args.delta_per_query if args.delta_per_query is not None else args.delta
+    # A tenth of each budget per query, as the shell spends: one run never empties a budget
+    # by default (the ledger keeps what it spent for the next run).
+    epsilon = args.epsilon_per_query
+    if epsilon is None:
+        epsilon = tenth(args.epsilon)
+    delta = args.delta_per_query if args.delta_per_query is not None else tenth(args.delta)
     return _answer(loaded.session, text, epsilon, delta, args.format)
 
 
 def _answer(session: SqlSession, text: str, epsilon: Any, delta: Any, fmt: str) -> int:
+    """Print the answer on standard output and, for a noisy answer, what it charged on
+    standard error (in every format, so csv and json stay clean)."""
+    before = read_budgets(session)
     try:
         result = run_statement(session, text, epsilon, delta)
     except PinqError as err:
         raise CliError(one_line(err, "cli")) from None
-    print(format_result(result, fmt))
+    print(format_result(result, fmt), flush=True)
+    if getattr(result, "accuracy", None):
+        print(charge_footer(before, read_budgets(session)), file=sys.stderr, flush=True)
     return 0
 
 

@@ -70,7 +70,7 @@ from pinqpy.interfaces.editing import (
     split_statements,
     statement_ready,
 )
-from pinqpy.interfaces.errors import one_line
+from pinqpy.interfaces.errors import for_interface, one_line
 from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds
 from pinqpy.interfaces.statements import run_statement
 
@@ -305,7 +305,7 @@ class Shell:
             # Read before anything else asks the session (SHOW BUDGET would replace it).
             note = getattr(self.session, "last_note", None)
         except PinqSyntaxError as err:
-            self._error(str(err), where)
+            self._error(for_interface(err, "shell"), where)
             return False
         except PinqError as err:
             self._error(one_line(err, "shell"), where)

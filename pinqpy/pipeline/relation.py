@@ -35,6 +35,7 @@ from pinqpy.expr.bounds import MAX_DERIVED_KEYS, derive_bounds, derive_keys
 from pinqpy.expr.check import check_expression, parse_and_check
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import ColumnType
+from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.catalog import Catalog, agent_name, new_id
 from pinqpy.plan.facts import declare_public_size, facts_of
 from pinqpy.plan.keys import is_null_key
@@ -187,12 +188,8 @@ class Relation:
     # -- expressions and columns ----------------------------------------------------------
     def expression(self, value: object, what: str, *, want_bool: bool = False) -> Expr | PyFunc:
         """``value`` (text, a parsed expression or a callable) checked against the schema."""
-        if isinstance(value, str):
-            text: str | None = value
-            e, ctype = parse_and_check(value, self.meta.schema)
-        elif isinstance(value, Expr):
-            e, text = value, None
-            ctype = check_expression(e, self.meta.schema)
+        if isinstance(value, str | Expr):
+            e, ctype, text = self._checked(value)
         elif callable(value):
             if not self.meta.allow_callables:
                 raise PrivacyError(
@@ -216,6 +213,19 @@ class Relation:
                 column=e.pos.column if (text and e.pos) else None,
             )
         return e
+
+    def _checked(self, value: str | Expr) -> tuple[Expr, ColumnType, str | None]:
+        """``value`` parsed (if text) and checked: the expression, its type and its text. A
+        type mismatch on a column whose type was inferred from a file says how to declare it."""
+        try:
+            if isinstance(value, str):
+                return (*parse_and_check(value, self.meta.schema), value)
+            return value, check_expression(value, self.meta.schema), None
+        except PinqError as err:
+            noted = note_inferred(err, [self.plan])
+            if noted is err:
+                raise
+        raise noted from None
 
     def column_expr(self, column: object, what: str) -> Expr | PyFunc:
         """A column name or an expression over columns."""

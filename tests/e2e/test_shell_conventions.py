@@ -227,8 +227,9 @@ def test_demo_data_needs_no_file_and_keeps_no_ledger(tmp_path: Path) -> None:
     # With --ledger the budget is kept: a second query finds it spent.
     ledger = tmp_path / "demo.db"
     args = ["query", "--demo-data", "--ledger", str(ledger)]
-    assert pinqpy(*args, "SELECT COUNT(*) FROM pums").returncode == 0
-    proc = pinqpy(*args, "SELECT COUNT(*) FROM pums WHERE age > 30")
+    kept = pinqpy(*args, "SELECT COUNT(*) FROM pums")
+    assert kept.returncode == 0 and kept.stderr == "charged epsilon 0.1 to pums; 0.9 of 1 left\n"
+    proc = pinqpy(*args, "--epsilon-per-query", "0.95", "SELECT COUNT(*) FROM pums WHERE age > 30")
     assert proc.returncode == 1 and "budget exceeded" in proc.stderr
 
 
@@ -244,9 +245,10 @@ def test_demo_data_with_other_flags(bare_csv: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     [record] = json.loads(proc.stdout)
-    # --epsilon 2 is the budget and the query's epsilon: a discrete Laplace of scale 1/2,
-    # whose 95% half-width is 1 (it is 3 at the default epsilon 1).
-    assert record["n_ci_high"] - record["n"] == 1
+    # --epsilon 2 is the budget, and the query spends a tenth of it: a discrete Laplace of
+    # scale 5, whose 95% half-width is 15 (it is 30 at the default budget of epsilon 1).
+    assert record["n_ci_high"] - record["n"] == 15
+    assert proc.stderr == "charged epsilon 0.2 to pums; 1.8 of 2 left\n"
     proc = pinqpy("query", "--demo-data", f"pums={bare_csv}", "--epsilon", "1", "SHOW TABLES")
     assert proc.returncode == 2
     assert "table name 'pums' is given twice (--demo-data names its table pums)" in proc.stderr
