@@ -42,6 +42,7 @@ from pinqpy.errors import PinqError
 from pinqpy.interfaces.charges import charge_footer, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, one_line
+from pinqpy.interfaces.ledger_cmd import ledger_command
 from pinqpy.interfaces.output import FORMATS, format_result
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
@@ -54,10 +55,11 @@ COMMANDS = {
     "shell": "an interactive SQL shell over private CSV/parquet files or a pinqpy server",
     "query": "answer one SQL query over private CSV/parquet files or a pinqpy server",
     "serve": "serve private tables to analysts over HTTP (needs pinqpy[server])",
+    "ledger": "show who spent what in a ledger file (read-only)",
 }
 
 USAGE = (
-    "usage: pinqpy {demo,shell,query,serve} ...\n\n"
+    "usage: pinqpy {demo,shell,query,serve,ledger} ...\n\n"
     + "\n".join(f"  {name:<7} {text}" for name, text in COMMANDS.items())
     + "\n\nexamples:\n"
     "  pinqpy demo\n"
@@ -66,9 +68,11 @@ USAGE = (
     "  pinqpy shell people=people.csv --epsilon 1 --bounds age=0:100 --keys sex=0,1\n"
     '  pinqpy query people=people.csv --epsilon 1 "SELECT COUNT(*) FROM people"\n'
     "  pinqpy serve server.toml\n"
-    "  PINQPY_TOKEN=... pinqpy shell --connect http://127.0.0.1:8765\n\n"
+    "  PINQPY_TOKEN=... pinqpy shell --connect http://127.0.0.1:8765\n"
+    "  pinqpy ledger --charges\n\n"
     "Budgets of local files are kept in a ledger between runs (--ledger PATH chooses it).\n"
-    "Run pinqpy shell --help, pinqpy query --help or pinqpy serve --help for every option."
+    "Run pinqpy shell --help, pinqpy query --help, pinqpy serve --help or pinqpy ledger "
+    "--help for every option."
 )
 
 
@@ -578,7 +582,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _dispatch(argv: Sequence[str]) -> int:
     if not argv:
-        raise CliError("choose a command: demo, shell, query or serve (see pinqpy --help)", 2)
+        raise CliError(
+            "choose a command: demo, shell, query, serve or ledger (see pinqpy --help)", 2
+        )
     command, rest = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
         print(USAGE)
@@ -593,8 +599,12 @@ def _dispatch(argv: Sequence[str]) -> int:
         if rest:
             raise CliError(f"demo takes no arguments, got {' '.join(rest)!r}", 2)
         return demo()
+    if command == "ledger":
+        return ledger_command(rest)
     if command not in COMMANDS:
-        raise CliError(f"unknown command {command!r}; choose demo, shell, query or serve", 2)
+        raise CliError(
+            f"unknown command {command!r}; choose demo, shell, query, serve or ledger", 2
+        )
     args = _parse(command, rest)
     if command == "serve":
         return _serve(args)

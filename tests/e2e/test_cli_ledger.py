@@ -237,3 +237,57 @@ def test_a_ledger_from_before_file_names_goes_on_spending(people_csv: Path, tmp_
     with Ledger(old) as ledger:
         assert list(ledger.budgets()["budget"]) == ["people"]
         assert ledger.spent("people").epsilon == 1
+
+
+# -- pinqpy ledger: who spent what ------------------------------------------------------------
+
+
+def test_pinqpy_ledger_shows_each_budget_and_every_charge(people_csv: Path, state: Path) -> None:
+    for sql in ("SELECT COUNT(*) FROM people", "SELECT COUNT(*) FROM people WHERE age > 30"):
+        assert pinqpy(*query(people_csv, sql)).returncode == 0
+    before = (state / "ledger.db").read_bytes()
+    table = pinqpy("ledger")  # the command line's own ledger, in the state directory
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "table", "file", "epsilon", "spent", "remaining", "queries", "last_query",
+    ]  # fmt: skip
+    cells = lines[2].split()
+    assert cells[:6] == ["people", str(people_csv.resolve()), "1", "0.2", "0.8", "2"]
+    assert cells[-1] == "UTC"
+    [record] = json.loads(pinqpy("ledger", "--format", "json").stdout)
+    assert record["spent"] == pytest.approx(0.2) and record["queries"] == 2
+    assert record["last_query"].endswith("+00:00")  # programs get the ISO 8601 time
+    charges = pinqpy("ledger", str(state / "ledger.db"), "--charges", "--format", "csv")
+    assert charges.returncode == 0, charges.stderr
+    rows = charges.stdout.splitlines()
+    assert rows[0] == "query,time,table,budget,epsilon,label"
+    assert rows[2].endswith(",0.1,SELECT COUNT(*) FROM people WHERE age > 30")
+    assert (state / "ledger.db").read_bytes() == before  # read-only
+
+
+def test_pinqpy_ledger_of_a_server_file_names_the_analysts(tmp_path: Path) -> None:
+    from pinqpy.accounting.cost import Cost
+    from pinqpy.accounting.ledger import ChargeRecord
+
+    path = tmp_path / "server.db"
+    with Ledger(path) as led:
+        led.open_budget("analyst:ada/adult", Cost(epsilon=1))
+        led.open_budget("group:team/adult", Cost(epsilon=2))
+        led.charge([("group:team/adult", Cost(Fraction(1, 2)))], ChargeRecord("count"), {})
+    proc = pinqpy("ledger", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:2] == ["analyst", "table"]
+    assert lines[2].split()[:7] == ["analyst", "ada", "adult", "1", "0", "1", "0"]
+    assert lines[3].split()[:7] == ["group", "team", "adult", "2", "0.5", "1.5", "1"]
+
+
+def test_pinqpy_ledger_errors_are_one_line(tmp_path: Path) -> None:
+    missing = pinqpy("ledger", str(tmp_path / "nope.db"))
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("pinqpy: error: ledger ") and "no ledger file" in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1
+    assert not (tmp_path / "nope.db").exists()
+    bad = pinqpy("ledger", "--format", "xml")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
