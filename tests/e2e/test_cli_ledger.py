@@ -286,7 +286,8 @@ def test_pinqpy_ledger_of_a_server_file_names_the_analysts(tmp_path: Path) -> No
 def test_pinqpy_ledger_errors_are_one_line(tmp_path: Path) -> None:
     missing = pinqpy("ledger", str(tmp_path / "nope.db"))
     assert missing.returncode == 1
-    assert missing.stderr.startswith("pinqpy: error: ledger ") and "no ledger file" in missing.stderr
+    assert missing.stderr.startswith("pinqpy: error: ledger ")
+    assert "no ledger file" in missing.stderr
     assert len(missing.stderr.splitlines()) == 1
     assert not (tmp_path / "nope.db").exists()
     bad = pinqpy("ledger", "--format", "xml")
