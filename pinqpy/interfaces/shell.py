@@ -71,8 +71,8 @@ from pinqpy.interfaces.editing import (
     statement_ready,
 )
 from pinqpy.interfaces.errors import for_interface, one_line
-from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds
-from pinqpy.interfaces.statements import run_statement
+from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds, summary_text
+from pinqpy.interfaces.statements import run_statement, summarize_statement
 
 __all__ = ["BudgetLine", "Shell", "SqlSession", "history_path", "tenth"]
 
@@ -387,6 +387,8 @@ class Shell:
         if name == ".budget":
             self._emit(self._budget_text())
             return True
+        if name == ".summarize":
+            return self._summarize(arg, where)
         if name in (".epsilon", ".delta"):
             return self._set_default(name[1:], arg, where)
         if name == ".mode":
@@ -399,6 +401,32 @@ class Shell:
             return self._set_bail(arg, where)
         self._error(f"unknown command {name}; type .help for the list", where)
         return False
+
+    def _summarize(self, arg: str, where: str) -> bool:
+        """``.summarize SELECT ...``: the query's planned measurements, their mechanisms and
+        errors (:meth:`pinqpy.Session.summarize`); reads no data and charges nothing."""
+        if not arg:
+            self._error(".summarize needs a query: .summarize SELECT ...", where)
+            return False
+        if not callable(getattr(self.session, "summarize", None)):
+            self._error(
+                ".summarize needs a local session; over a server, EXPLAIN SELECT ... states "
+                "the same figures",
+                where,
+            )
+            return False
+        try:
+            table = summarize_statement(self.session, arg, self.epsilon, self.delta)
+        except PinqError as err:
+            self._error(for_interface(err, "shell"), where)
+            return False
+        self._emit(format_result(summary_text(table), self.mode, self.level))
+        footer = "(charged nothing; OPTIONS (n = ...) states means and quantiles in values)"
+        if self.mode == "table":
+            self._emit(footer)
+        else:
+            print(footer, file=self.err, flush=True)
+        return True
 
     def _set_default(self, which: str, arg: str, where: str) -> bool:
         if not arg:
@@ -505,6 +533,7 @@ class Shell:
             f"epsilon (now {_fmt(self.epsilon)})\n"
             "  SELECT ... OPTIONS (epsilon = 0.5);   spend another epsilon on this query\n"
             "  EXPLAIN SELECT ...;                   the plan, noise and cost; spends nothing\n"
+            "  .summarize SELECT ...                 each measurement's error, as a table\n"
             "  SHOW TABLES;  SHOW BUDGET;  DESCRIBE table;\n"
             "Commands:\n"
             f"{commands}\n"
