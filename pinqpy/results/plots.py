@@ -24,7 +24,7 @@ import numpy as np
 
 from pinqpy.errors import PinqError
 
-__all__ = ["curve_plot", "release_plot", "require_matplotlib", "spending_plot"]
+__all__ = ["curve_plot", "noisy_plot", "release_plot", "require_matplotlib", "spending_plot"]
 
 _BAR = "#4c78a8"
 _SPENT = "#e07b39"
@@ -46,7 +46,7 @@ def _axes(ax: Any) -> Any:
     if ax is not None:
         return ax
     plt = require_matplotlib()
-    _fig, new = plt.subplots(figsize=(6.4, 3.6))
+    _fig, new = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
     return new
 
 
@@ -59,6 +59,7 @@ def release_plot(
     count: bool,
     title: str,
     ylabel: str,
+    xlabel: str = "",
     level: float = 0.95,
     ax: Any = None,
 ) -> Any:
@@ -83,6 +84,7 @@ def release_plot(
     ax.set_xticks(x)
     ax.set_xticklabels([str(k) for k in labels])
     ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.legend(loc="best", fontsize="small")
     return ax
@@ -148,3 +150,55 @@ def curve_plot(
     ax.set_title(title)
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def _series_parts(series: Any, level: float) -> tuple[Any, Any, Any, str]:
+    """``(values, low, high, note)`` of a released Series (no interval: low/high None)."""
+    acc = series._acc()
+    values = series.to_numpy()
+    if not acc.has_interval:
+        ranks = acc.rank_error(level)
+        at = f"{level * 100:g}%"
+        note = f" (within {ranks:.4g} ranks at {at}; no value interval)" if ranks else ""
+        return values, None, None, note
+    ci = series.ci(level)
+    return values, ci["low"].to_numpy(), ci["high"].to_numpy(), ""
+
+
+def noisy_plot(result: Any, *, y: object = None, x: object = None, level: float = 0.95,
+               title: str | None = None, ax: Any = None) -> Any:  # fmt: skip
+    """``result.plot()`` of a NoisySeries (one bar per key) or a NoisyFrame (the noisy
+    column ``y``, or its only one; bars labelled by the other columns, or by ``x``)."""
+    if hasattr(result, "_acc"):  # a NoisySeries
+        series, labels = result, [_key_text(k) for k in result.index]
+        name = str(result.name) if result.name is not None else "value"
+        xlabel = ", ".join(str(n) for n in result.index.names if n is not None)
+    else:
+        noisy = [c for c in result.accuracy if c in result.columns]
+        if y is None:
+            if len(noisy) != 1:
+                raise PinqError(
+                    f"this result has {len(noisy)} noisy columns: choose one with y= "
+                    f"({', '.join(map(repr, noisy))})"
+                )
+            y = noisy[0]
+        if y not in noisy:
+            raise PinqError(f"y={y!r} is not a noisy column of this result ({', '.join(noisy)})")
+        series, name = result[y], str(y)
+        keys = [x] if x is not None else [c for c in result.columns if c not in result.accuracy]
+        xlabel = ", ".join(map(str, keys))
+        labels = [_key_text(tuple(r)) for r in result[keys].itertuples(index=False)] if keys \
+            else [str(i) for i in result.index]  # fmt: skip
+    values, low, high, note = _series_parts(series, level)
+    count = bool(series._acc().integer)
+    return release_plot(
+        labels, values, low, high, count=count, level=level, ax=ax,
+        title=title or f"{name}: noisy, epsilon {series._acc().epsilon}{note}",
+        ylabel=name + (" (count)" if count else ""), xlabel=xlabel,
+    )  # fmt: skip
+
+
+def _key_text(key: object) -> str:
+    if isinstance(key, tuple):
+        return ", ".join(str(k) for k in key) if len(key) != 1 else str(key[0])
+    return str(key)
