@@ -16,9 +16,10 @@ from pinqpy.core.exact import Exact
 from pinqpy.errors import PinqError
 from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.format import _same_values
-from pinqpy.results.html import LEVEL, noisy_frame_html, noisy_series_html, result_html
+from pinqpy.results.html import LEVEL, result_html
 from pinqpy.results.noise import check_level
 from pinqpy.results.plots import noisy_plot
+from pinqpy.results.release_html import noisy_frame_html, noisy_series_html
 from pinqpy.results.text import noisy_frame_text, noisy_series_text
 
 __all__ = ["NoisyFrame", "NoisyPlot", "NoisySeries"]
