@@ -44,6 +44,7 @@ from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_rem
 from pinqpy.interfaces.errors import CliError, one_line
 from pinqpy.interfaces.ledger_cmd import ledger_command
 from pinqpy.interfaces.output import FORMATS, format_result
+from pinqpy.interfaces.progress import terminal_progress
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
 from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, load_session
@@ -451,7 +452,8 @@ def _answer(session: SqlSession, text: str, epsilon: Any, delta: Any, fmt: str) 
     standard error (in every format, so csv and json stay clean)."""
     before = read_budgets(session)
     try:
-        result = run_statement(session, text, epsilon, delta)
+        with terminal_progress(sys.stderr):  # "running query…" if it takes a while
+            result = run_statement(session, text, epsilon, delta)
     except PinqError as err:
         raise CliError(one_line(err, "cli")) from None
     print(format_result(result, fmt), flush=True)

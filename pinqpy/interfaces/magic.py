@@ -97,6 +97,7 @@ from pinqpy.interfaces.charges import charged, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_env_name, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, for_interface
 from pinqpy.interfaces.parameters import ParameterError, bind, substitute
+from pinqpy.interfaces.progress import notebook_progress, terminal_progress
 
 if TYPE_CHECKING:
     from pinqpy.interfaces.shell import SqlSession
@@ -401,7 +402,8 @@ class PinqMagic:
         if not opts.quiet and not hasattr(session, "last_note"):
             before = None if first in _NO_STATEMENT_CHARGE else read_budgets(session)
         try:
-            result = session.sql(query, epsilon=opts.epsilon, delta=opts.delta)
+            with self.progress():
+                result = session.sql(query, epsilon=opts.epsilon, delta=opts.delta)
         except PinqError as err:
             raise refused(self.failure(err, session, note)) from None
         if opts.out is not None:
@@ -411,6 +413,14 @@ class PinqMagic:
         if first not in _NO_STATEMENT_CHARGE:  # EXPLAIN's own text already says it is free
             self.note_charge(session, result, before)
         return result
+
+    def progress(self) -> contextlib.AbstractContextManager[None]:
+        """"running query…" while a statement takes more than about a second: a line in the
+        cell that clears when the answer comes (in a notebook), or a spinner on a terminal's
+        standard error (terminal IPython)."""
+        if getattr(self.shell, "kernel", None) is not None:
+            return notebook_progress()
+        return terminal_progress(sys.stderr)
 
     def failure(self, err: PinqError, session: object, note: str | None = None) -> str:
         """The message a failed call shows: the error's (its caret lines kept, its fix-it hint

@@ -72,6 +72,7 @@ from pinqpy.interfaces.editing import (
 )
 from pinqpy.interfaces.errors import for_interface, one_line
 from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds, summary_text
+from pinqpy.interfaces.progress import terminal_progress
 from pinqpy.interfaces.statements import run_statement, summarize_statement
 
 __all__ = ["BudgetLine", "Shell", "SqlSession", "history_path", "tenth"]
@@ -301,7 +302,8 @@ class Shell:
             return self.command(text, where)
         before = self.read_budgets()
         try:
-            result = run_statement(self.session, text, self.epsilon, self.delta)
+            with terminal_progress(self.err):  # "running query…" if it takes a while
+                result = run_statement(self.session, text, self.epsilon, self.delta)
             # Read before anything else asks the session (SHOW BUDGET would replace it).
             note = getattr(self.session, "last_note", None)
         except PinqSyntaxError as err:

@@ -80,3 +80,37 @@ def test_a_cell_tagged_raises_exception_lets_the_run_go_on(
     after = nb.cells[2]
     assert after.execution_count is not None
     assert "the cell after the failing one ran" in after.outputs[0]["text"]
+
+
+def test_a_running_query_shows_progress_that_clears(
+    kernel_of_this_python: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With PINQPY_PROGRESS_AFTER=0 (a real cell waits about a second) the cell shows
+    "running query…" while the statement runs; when the answer comes the line is cleared
+    (its display updated to nothing), and the answer and the charge note follow."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("PINQPY_PROGRESS_AFTER", "0")  # the kernel inherits it
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, GOOD)]
+    seen: list[dict] = []
+    client = NotebookClient(
+        nb, timeout=120, kernel_name=kernel_of_this_python,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )  # fmt: skip
+    original = client.output
+
+    def record(outs, msg, display_id, cell_index):  # type: ignore[no-untyped-def]
+        if msg["msg_type"] in ("display_data", "update_display_data"):
+            seen.append(msg["content"]["data"])
+        return original(outs, msg, display_id, cell_index)
+
+    client.output = record  # type: ignore[method-assign]
+    client.execute()
+    good = nb.cells[1]
+    assert any("running query" in d.get("text/plain", "") for d in seen)  # it was shown ...
+    [spinner] = [o for o in good.outputs if o.output_type == "display_data"]
+    assert spinner["data"] == {"text/plain": "", "text/html": ""}  # ... and cleared
+    kinds = [o.output_type for o in good.outputs]
+    assert kinds.index("display_data") < kinds.index("execute_result")
