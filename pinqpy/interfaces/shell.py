@@ -345,7 +345,8 @@ class Shell:
         rows = len(result)
         parts = [f"{rows} row{'s' if rows != 1 else ''}"]
         if getattr(result, "accuracy", None):
-            parts.append(self._how_to_read(interval_kinds(result, self.level)))
+            if self.mode in ("table", "markdown"):  # csv and json hold intervals as columns
+                parts.append(self._how_to_read(interval_kinds(result, self.level)))
             self.budgets = self.read_budgets()
             charges = charged(before, self.budgets)
             if note and note.strip():  # the note names what each budget has left

@@ -61,7 +61,10 @@ def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     try:
         tokens = server.tokens()
         assert len(tokens) == 1, server.output()
-        assert f'pq.connect("{server.url}", token="{tokens[0]}")' in server.output()
+        # the token is shown for the analyst's shell, never inside a paste-able connect line
+        assert f"\nexport PINQPY_TOKEN={tokens[0]}\n" in server.output()
+        assert f'pq.connect("{server.url}")' in server.output()
+        assert f'token="{tokens[0]}"' not in server.output()
         yield server, tokens[0]
     finally:
         server.stop()

@@ -118,6 +118,9 @@ def test_mode_csv_has_interval_columns_and_the_footer_on_stderr() -> None:
         assert low < n < high and n - low == high - n
     # What the query spent is still shown, apart from the data.
     assert "charged epsilon 0.1 on pums: " in proc.stderr and "; 0.9 left)" in proc.stderr
+    # and no word on how to read '±' cells, which csv has none of
+    assert "±" not in proc.stderr and "interval" not in proc.stderr
+    assert proc.stderr.startswith("(2 rows; charged epsilon 0.1 on pums")
 
 
 def test_mode_json_and_the_format_flag() -> None:
