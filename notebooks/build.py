@@ -888,7 +888,7 @@ SERVING = [
         4. the curator reads the ledger: every charge, and whose budget paid it;
         5. the server is shut down.
 
-        Running it needs the server extra: `pip install 'pinqpy[server]'`.
+        Running it needs the server extra: `pip install '.[server]'` in pinqpy's clone.
         """
     ),
     md(

@@ -55,7 +55,7 @@ def commands(block: str) -> list[list[str]]:
 def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     (quick,) = [b for b in blocks("bash") if "--demo" in b]
     install, serve = commands(quick)
-    assert install == ["pip", "install", "'pinqpy[server]'"]
+    assert install == ["pip", "install", "'.[server]'"]
     assert serve == [*PINQPY, "serve", "--demo"]
     server = Server(serve, tmp_path)
     try:
