@@ -48,6 +48,10 @@ ENGINES = ("pandas", "duckdb", "spark")
 DATASETS = ("generated", "pums")
 EPS = 1.0
 INCOME = (0, 200_000)
+# The float columns `wage` (DOUBLE) and `wage32` (FLOAT) and their bounds, which are not on a
+# power-of-two grid: every value is scaled and rounded onto pinqpy's exact grid.
+FLOAT_BOUNDS = (-50.0, 200_000.0)
+FLOAT_COLUMNS = {"float64": "wage", "float32": "wage32"}
 AGE_KEYS = list(range(18, 68))  # the 50 public keys of the partition count
 # The string key column `state`: generated data picks one of the 50 US states per row; the
 # PUMS extract has no string column, so there it is the text label of the education code
@@ -69,7 +73,7 @@ EDUC_LABELS = [  # PUMS education codes 1..16
     "bachelor's degree", "master's degree", "professional degree", "doctorate",
 ]  # fmt: skip
 STATE_KEYS = {"generated": STATES, "pums": EDUC_LABELS}
-DATA_VERSION = 2  # in the file names: files written before `state` existed are never reused
+DATA_VERSION = 3  # in the file names: files written before `state` and `wage` are never reused
 MAX_ROWS = 5  # bound_contributions(max_rows=...)
 MEDIAN_STEP = (INCOME[1] - INCOME[0]) / 1000  # pinqpy's candidate grid over the bounds
 TINY_ROWS = 100
@@ -118,6 +122,13 @@ def sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
+def wages(i: str, cents: str) -> str:
+    """SQL of the float columns from ``cents`` (an integer) and the row number ``i``: a few
+    hundredths added so values are not whole, some of them beyond the bounds."""
+    wage = f"(CAST({cents} AS DOUBLE) + {i} % 97) / 100.0 - 100.0"
+    return f"{wage} AS wage, CAST({wage} AS FLOAT) AS wage32"
+
+
 def data_path(data_dir: Path, dataset: str, rows: int) -> Path:
     if dataset == "pums":  # named by the extract's size, so a new bundled extract is not stale
         return data_dir / f"pums{DATA_VERSION}_{len(pums_extract())}_{rows}.parquet"
@@ -147,8 +158,8 @@ def ensure_data(data_dir: Path, dataset: str, rows: int) -> Path:
             f"SELECT {h(1, 100)} AS age, {h(2, 2)} AS sex, 1 + {h(3, 6)} AS race, "
             f"1 + {h(4, 16)} AS educ, {h(5, 250_000)} AS income, {h(6, 2)} AS latino, "
             f"{h(7, 2)} AS black, {h(8, 2)} AS asian, {h(9, 2)} AS married, "
-            f"[{sql_list(STATES)}][1 + {h(11, len(STATES))}] AS state, {pid} "
-            f"FROM range({rows}) AS t(i)"
+            f"[{sql_list(STATES)}][1 + {h(11, len(STATES))}] AS state, {pid}, "
+            f"{wages('i', h(12, 25_000_000))} FROM range({rows}) AS t(i)"
         )
     else:
         src = pums_extract()
@@ -157,7 +168,8 @@ def ensure_data(data_dir: Path, dataset: str, rows: int) -> Path:
         cols = ", ".join(f'p."{c}"' for c in src.columns if c != "__rid")
         state = f"[{sql_list(EDUC_LABELS)}][p.educ] AS state"
         select = (
-            f"SELECT {cols}, {state}, {pid} FROM range({rows}) AS t(i) "
+            f"SELECT {cols}, {state}, {pid}, {wages('i', 'p.income * 100')} "
+            f"FROM range({rows}) AS t(i) "
             f"JOIN pums_src AS p ON p.__rid = i % {len(src)}"
         )
     con.execute(f"COPY ({select}) TO '{tmp}' (FORMAT parquet)")
@@ -356,10 +368,10 @@ def spark_sql(ctx: Any) -> list[list[Any]]:
     return sql_rows(ctx.spark.sql(RAW_SQL.format(people="people")).collect())
 
 
-def spark_clamped(ctx: Any, agg: str) -> float:
+def spark_clamped(ctx: Any, agg: str, column: str = "income", bounds: tuple = INCOME) -> float:
     from pyspark.sql import functions as F
 
-    x = F.least(F.greatest(F.col("income"), F.lit(INCOME[0])), F.lit(INCOME[1]))
+    x = F.least(F.greatest(F.col(column), F.lit(bounds[0])), F.lit(bounds[1]))
     return float(ctx.read().select(getattr(F, agg)(x)).collect()[0][0])
 
 
@@ -457,6 +469,39 @@ class Workload:
     check_range: Callable[[str], list[float]] | None = None
 
 
+# Pinqpy's quantisation, which the --check comparison allows for: a SUM moves each value by
+# less than its grid step, a mean by at most half the lattice step q = w·2**-21 (up to
+# 2**-20·w), and a variance by at most w·q.
+_W = FLOAT_BOUNDS[1] - FLOAT_BOUNDS[0]
+FLOAT_TOL = {"sum": 0.0, "mean": _W * 2.0**-20, "variance": _W * _W * 2.0**-20}
+# pandas sums a float32 column in float32: on --check's 10,000 rows its pairwise sum errs by
+# up to about 2**-24 · log2(n) · n · max|x|.
+FLOAT32_SUM_TOL = 2.0**-24 * 14 * 10_000 * FLOAT_BOUNDS[1]
+_RAW_AGG = {
+    "sum": ("sum", "SUM", "sum"),
+    "mean": ("mean", "AVG", "avg"),
+    "variance": ("var", "VAR_SAMP", "var_samp"),
+}
+
+
+def float_workload(agg: str, dtype: str) -> Workload:
+    """A bounded sum, mean or variance of the float column of ``dtype``."""
+    col = FLOAT_COLUMNS[dtype]
+    pandas_agg, sql_agg, spark_agg = _RAW_AGG[agg]
+    clamp = f"LEAST(GREATEST({col}, {FLOAT_BOUNDS[0]}), {FLOAT_BOUNDS[1]})"
+    return Workload(
+        f"{dtype}_{agg}",
+        f"{agg} of a {dtype} column (`{col}` in [{FLOAT_BOUNDS[0]:g}, {FLOAT_BOUNDS[1]:g}])",
+        lambda c: getattr(c.frame(budget()), agg)(col, epsilon=EPS, bounds=FLOAT_BOUNDS),
+        {
+            "pandas": lambda c: float(getattr(c.df[col].clip(*FLOAT_BOUNDS), pandas_agg)()),
+            "duckdb": lambda c: float(c.sql(f"SELECT {sql_agg}({clamp}) FROM {{people}}")[0][0]),
+            "spark": lambda c: spark_clamped(c, spark_agg, col, FLOAT_BOUNDS),
+        },
+        tol=FLOAT32_SUM_TOL if (dtype, agg) == ("float32", "sum") else FLOAT_TOL[agg],
+    )
+
+
 WORKLOADS = [
     Workload(
         "filtered_count",
@@ -502,6 +547,11 @@ WORKLOADS = [
             "spark": lambda c: spark_clamped(c, "avg"),
         },
     ),
+    *[
+        float_workload(agg, dtype)
+        for dtype in FLOAT_COLUMNS
+        for agg in ("sum", "mean", "variance")
+    ],
     Workload(
         "median",
         "median (`income`, same bounds; raw: exact median)",

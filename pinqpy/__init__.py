@@ -32,6 +32,7 @@ from pinqpy.interfaces.magic import load_ipython_extension as load_ipython_exten
 from pinqpy.interfaces.magic import unload_ipython_extension as unload_ipython_extension
 from pinqpy.remote.client.session import connect
 from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.marginals import Marginals
 from pinqpy.results.tables import NoisyFrame, NoisySeries
 from pinqpy.results.values import NoisyCount, NoisyValue
 
@@ -41,6 +42,7 @@ __all__ = [
     "Cost",
     "Expression",
     "GroupedFrame",
+    "Marginals",
     "NoisyCount",
     "NoisyFrame",
     "NoisyLabel",

@@ -15,10 +15,12 @@ from types import MappingProxyType
 
 __all__ = [
     "BudgetExceededError",
+    "InferredTypesWarning",
     "PandasHabitError",
     "PandasHabitTypeError",
     "PinqError",
     "PinqSyntaxError",
+    "PinqWarning",
     "PrivacyError",
 ]
 
@@ -116,3 +118,15 @@ class PinqSyntaxError(PinqError):
         if self.expected and len(self.expected) <= 8:
             parts.append("expected one of: " + ", ".join(sorted(self.expected)))
         return "\n".join(parts)
+
+
+class PinqWarning(UserWarning):
+    """Root of the warnings pinqpy gives on purpose (``warnings.warn``). Like the errors,
+    they never contain a value read from the private data."""
+
+
+class InferredTypesWarning(PinqWarning):
+    """A table's column types were inferred from its rows (a CSV file read without
+    ``schema=``). Column types are public facts: every analyst sees them, and inferred ones
+    follow the rows (on pandas an empty field makes an integer column float). The message
+    says how to declare them. Given once per table, when it is loaded."""

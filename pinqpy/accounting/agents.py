@@ -22,6 +22,9 @@ the partition agent more: one unit touches at most ``G`` parts, at most ``k`` ro
 its parent is charged the composition of ``G`` parts at stability ``k`` rather than one part
 at ``G·k`` (:meth:`PartitionAgent.parent_usage`): the same under pure DP, ``G`` times less in
 zCDP.
+
+A table whose row count is public draws on its budget through a :class:`ChangedRowView`: its
+neighbours differ in one changed row, two rows of stability.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pinqpy.errors import BudgetExceededError
 
 __all__ = [
     "AllParts",
+    "ChangedRowView",
     "Charge",
     "PartAgent",
     "PartitionAgent",
@@ -253,6 +257,36 @@ class Scaled:
 
     def _prepare(self, usage: Usage, txn: Transaction) -> None:
         self.agent._prepare(usage.at(self.factor), txn)
+
+
+@dataclass(frozen=True, eq=False)
+class ChangedRowView(Scaled):
+    """A table whose row count its curator declared public, as its budget sees it.
+
+    Declaring the count public changes the table's neighbour relation to bounded DP's:
+    neighbouring tables have the same number of rows and differ in **one row changed** (on a
+    user-level table, one person's rows replaced by one person's rows, the row count
+    kept), never in one row added or removed. Every stability rule
+    (:mod:`pinqpy.plan.stability`) counts rows added or removed, and a changed row is one
+    row removed and one added: two such steps. So the view is its budget at factor 2: a
+    frame of stability ``s`` over the table is charged as stability ``2·s`` (each
+    mechanism's own ``charge.at(2·s)``: ``2·s·epsilon``, ``(2·s)²·rho``, group privacy for
+    delta). A partition of it charges its parent PINQ's largest part at ``K = 2·s``
+    (:meth:`PartitionAgent.parent_usage`): the removal changes at most ``s`` rows of the
+    parts and the addition at most ``s``, anywhere. When they fall in two parts (a row moved
+    from part A to part B, ``s = 1``) the loss is ``2·part_max.at(1)``; when they fall in one
+    part it is ``part_max.at(2)``, which is at least that (each component of ``Usage.at`` is
+    convex and 0 at 0), so the largest-part rule at 2 bounds both: exact under pure DP
+    (``2·epsilon``, a histogram's L1 of 2), and in zCDP the ``4·rho`` of one part moved by two
+    rows (a histogram alone, whose L2 is ``√2``, would need ``2·rho``). Spreading the rule as
+    ``max_parts_per_unit`` ``(G=2, k=s)`` would miss the one-part case. Mechanisms that read
+    exactly the table's rows calibrate their noise to their own change-one-row sensitivity
+    (:func:`pinqpy.pipeline.prepare.changed_row_frame`), which the factor 2 then charges
+    exactly."""
+
+    def __post_init__(self) -> None:
+        if self.factor != 2:
+            raise ValueError("a changed row is two rows of stability: the factor is 2")
 
 
 @dataclass(frozen=True, eq=False)

@@ -43,8 +43,11 @@ AGGREGATIONS = ("count", "sum", "mean", "median", "quantile", "variance", "std",
 PREVIEWS = ("summarize", "accuracy_curve")
 #: Other names of those aggregations (pandas spells the variance ``var``).
 ALIASES = {"var": "variance"}
-#: A frame's aggregations: the shared ones and those only a whole frame has (its own methods).
-FRAME_AGGREGATIONS = (*AGGREGATIONS, "select_keys", "histogram", "accuracy")
+#: A frame's aggregations: the shared ones and those only a whole frame has (its own methods;
+#: ``marginals`` and ``synthesize`` release a :class:`~pinqpy.Marginals`).
+FRAME_AGGREGATIONS = (
+    *AGGREGATIONS, "select_keys", "histogram", "accuracy", "marginals", "synthesize",
+)
 
 #: What one aggregation releases: a NoisyValue for a frame, a NoisySeries (by key) for a
 #: partition.
@@ -168,9 +171,18 @@ class Aggregations(Generic[Result, Label]):
         NULLs are ignored; ±inf are clamped like any value. Adding or removing a row changes
         the clamped sum by at most ``max(|lo|, |hi|)``: that is the sensitivity the noise is
         scaled to (Laplace scale ``max(|lo|, |hi|)/epsilon``).
+
+        **Public row count.** On the rows of a table whose count is public (only
+        select/assign/rename since) neighbours differ in one changed row, which moves the sum
+        by at most ``max(hi, 0) - min(lo, 0)``; the frame's stability is 2, and the noise is
+        for half of that per row of stability (see
+        :class:`pinqpy.noise.mechanisms.SumMechanism`).
         """
         need_epsilon("sum", epsilon, column)
-        return self._release(prepare.prepare_sum(self._rel, unwrap(column), epsilon, bounds, delta))
+        rel, value = self._rel, unwrap(column)
+        return self._release(
+            prepare.prepare_sum(rel, value, epsilon, bounds, delta, whole=self._whole)
+        )
 
     def mean(
         self,
@@ -188,11 +200,13 @@ class Aggregations(Generic[Result, Label]):
 
         **Public row count.** On a frame with a public row count ``n`` (``public_size=True``,
         only select/assign/rename since) the mean is ``noisy_sum(x - c)/n + c`` with ``c`` the
-        midpoint of the bounds and all of epsilon on the centred sum. It is epsilon-DP under
-        adding or removing a row: the clamped, centred sum changes by at most ``(hi - lo)/2``
-        (its sensitivity), and dividing by the public constant ``n`` and adding ``c`` are
-        post-processing. Its error is Laplace of scale ``(hi - lo)/(2·n·epsilon)`` (about a
-        quarter of the two-measurement mean's). NULL values count as ``c`` here (``n``
+        midpoint of the bounds and all of epsilon on the centred sum. The table's neighbours
+        differ in one changed row, which moves the clamped, centred sum by at most
+        ``hi - lo``: its noise is for ``(hi - lo)/2`` per row of stability and the frame's
+        stability is 2, so the mean costs ``2·epsilon``; dividing by the public constant
+        ``n`` and adding ``c`` are post-processing. Its error is Laplace of scale
+        ``(hi - lo)/(2·n·epsilon)`` (about a quarter of the two-measurement mean's at the same
+        epsilon). NULL values count as ``c`` here (``n``
         counts every row), so on a column with NULLs it is not SQL's AVG over the non-NULL
         values; EXPLAIN and the result's mechanism say so. See
         :class:`pinqpy.noise.mechanisms.PublicSizeMeanMechanism`.
@@ -225,7 +239,14 @@ class Aggregations(Generic[Result, Label]):
         """
         need_epsilon("variance", epsilon, column)
         prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=False, ddof=ddof
+            self._rel,
+            unwrap(column),
+            epsilon,
+            bounds,
+            delta,
+            stddev=False,
+            ddof=ddof,
+            whole=self._whole,
         )
         return self._release(prep)
 
@@ -244,7 +265,14 @@ class Aggregations(Generic[Result, Label]):
         the same charge), SQL's ``STDDEV`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``)."""
         need_epsilon("std", epsilon, column)
         prep = prepare.prepare_variance(
-            self._rel, unwrap(column), epsilon, bounds, delta, stddev=True, ddof=ddof
+            self._rel,
+            unwrap(column),
+            epsilon,
+            bounds,
+            delta,
+            stddev=True,
+            ddof=ddof,
+            whole=self._whole,
         )
         return self._release(prep)
 
@@ -283,7 +311,9 @@ class Aggregations(Generic[Result, Label]):
         """
         need_epsilon("quantile", epsilon, column)
         rel = self._rel
-        prep = prepare.prepare_quantile(rel, unwrap(column), q, epsilon, bounds, candidates, ci)
+        prep = prepare.prepare_quantile(
+            rel, unwrap(column), q, epsilon, bounds, candidates, ci, whole=self._whole
+        )
         return self._release(prep)
 
     def argmax(self, column: ExprLike, candidates: Iterable[Hashable], epsilon: float) -> Label:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Literal
@@ -39,8 +40,9 @@ from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error
 from pinqpy.api.panels import frame_panel
 from pinqpy.api.partition import Partition
 from pinqpy.api.previews import preview
-from pinqpy.engines.registry import read_file, wrap
-from pinqpy.errors import PandasHabitTypeError, PinqError, PrivacyError
+from pinqpy.engines.inferred import inferred_types, inferred_types_message
+from pinqpy.engines.registry import Wrapped, read_file, wrap
+from pinqpy.errors import InferredTypesWarning, PandasHabitTypeError, PinqError, PrivacyError
 from pinqpy.expr.types import ColumnType
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation, positive_int
@@ -49,6 +51,7 @@ from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
+from pinqpy.results.marginals import Marginals
 from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
 from pinqpy.sql.explain import Explanation
@@ -91,7 +94,11 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         it once, at its first use; :meth:`count` then releases it exactly and free, and
         :meth:`mean` divides by it. It holds only while the rows are the table's own (through
         select/assign/rename, not where, joins, groupby, distinct, bound_* or partitions).
-        Only the curator sets it, here; a derived frame cannot.
+        It also changes the neighbour relation to one row changed (one person's rows
+        replaced, on a user-level table): one row removed and one added, so every frame over
+        the table, derived ones too, is charged at twice its stability, and aggregations of
+        the table's own rows calibrate to one changed row (see the README). Only the curator
+        sets it, here; a derived frame cannot.
     schema:
         Declared column types, ``{"code": "str"}`` (``int``, ``float``, ``str``, ``bool``,
         ``datetime``, ``any``). Each declared column is converted (pandas) or cast (DuckDB,
@@ -197,9 +204,10 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         """A private frame over a CSV file (with a header row), read by ``engine``.
 
         Column types are inferred from the file, once, by the engine that reads it (DESCRIBE
-        shows them as ``inferred``); ``schema={"code": "str"}`` declares a column's type
-        instead, reading it as text and converting it. Arguments are those of
-        :meth:`from_parquet`.
+        shows them as ``inferred``), and an :class:`~pinqpy.errors.InferredTypesWarning`
+        says so, with the ``schema=`` that declares them: inferred types are public facts
+        that follow the rows. ``schema={"code": "str"}`` declares a column's type instead,
+        reading it as text and converting it. Arguments are those of :meth:`from_parquet`.
 
         >>> import pinqpy as pq
         >>> from pinqpy.demo import PUMS_PATH
@@ -241,6 +249,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         if not isinstance(budget, Budget):
             raise PinqError("PrivateFrame needs a pq.Budget as its budget")
         wrapped = read_file(path, kind, engine, connection, schema=schema)
+        _warn_inferred(wrapped, path)
         if name is None:
             stem = os.path.basename(os.fspath(path).rstrip("/")).split(".")[0]
             name = stem if stem.isidentifier() else "table"
@@ -298,7 +307,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
 
         The multiplier is how many of this frame's rows one privacy unit of that budget's
         table can change; a query of epsilon on this frame costs that budget at most
-        ``epsilon × multiplier``.
+        ``epsilon × multiplier``. Over a table whose row count is public (``public_size``)
+        neighbours differ in one changed row, one row removed and one added, so the
+        multiplier is twice what it would be (2 for the table itself).
         """
         return {b: _stability_value(k) for b, k in self._rel.stabilities().items()}
 
@@ -325,7 +336,9 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
         noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
         multiplying steps are where a query's cost comes from: a public join whose key
-        repeats, a groupby (2), an explode, a bound of ``k`` rows per person.
+        repeats, a groupby (2), an explode, a bound of ``k`` rows per person. A frame over a
+        table whose row count is public says so ("Neighbours: one row changed, n public"):
+        its stabilities count a changed row twice (one row removed, one added).
 
         >>> import pandas as pd, pinqpy as pq
         >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
@@ -338,6 +351,7 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         """
         from pinqpy.accounting.agents import flatten
         from pinqpy.accounting.cost import Cost
+        from pinqpy.pipeline.neighbours import changed_row_note, changed_row_reasons
         from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
 
         rel = self._rel
@@ -352,10 +366,13 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
                 tree(child, depth + 1)
 
         tree(rel.plan, 0)
-        steps = multipliers(rel.plan)
+        neighbours = changed_row_note(rel)
+        if neighbours is not None:
+            lines += ["", neighbours]
+        reasons = [step.reason for step in multipliers(rel.plan)] + changed_row_reasons(rel)
         lines.append("")
-        if steps:
-            lines += [f"Multiplies the charge: {step.reason}" for step in steps]
+        if reasons:
+            lines += [f"Multiplies the charge: {reason}" for reason in reasons]
         else:
             lines.append("No step multiplies the charge.")
         charges: dict[str, object] = {}
@@ -621,6 +638,76 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         ref, rel = self._rel.partition(columns, keys)
         return Partition(self, rel, ref, PrivateFrame._wrap)
 
+    def marginals(
+        self,
+        marginals: Iterable[str | tuple[str, ...]],
+        epsilon: float | None = None,
+        *,
+        delta: float | None = None,
+        rho: float | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        cuts: Mapping[str, Iterable[float | None]] | None = None,
+        explain: bool = False,
+    ) -> Marginals | Explanation:
+        """Noisy counts of several marginals over a public domain, in one charge: a
+        :class:`~pinqpy.Marginals`, from which ``.table(...)`` estimates any table over the
+        measured columns (consistent, non-negative) and ``.sample(n)`` draws synthetic rows.
+
+        Each marginal (a tuple of columns) is exactly ``partition(columns, keys).count(...)``
+        over every cell of its domain: ``epsilon`` (Laplace) or ``epsilon`` and ``delta``
+        (Gaussian) or ``rho`` (discrete Gaussian of variance ``1/(2·rho)``, a zCDP charge) is
+        **per marginal**, so ``m`` marginals charge ``m × epsilon × stability`` (``m ×
+        stability² × rho``). Each column's cells are public: ``keys={col: [...]}``, the
+        declared keys, or ``cuts={col: [20, 40, 60]}`` for numeric columns (intervals closed
+        on the left; add ``None`` to the list for a cell of NULLs). A value outside its
+        column's cells, and a NULL without a declared cell, is dropped from the marginals
+        over that column on every engine. A column with no public domain is refused before
+        any charge. ``explain=True`` returns what would be measured and charged, charging
+        nothing. See :mod:`pinqpy.pipeline.marginals`.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> df = pd.DataFrame({"age": [23, 35, 47, 71], "sex": [1, 2, 2, 1]})
+        >>> people = pq.PrivateFrame(df, pq.Budget(1.0), keys={"sex": [1, 2]})
+        >>> m = people.marginals([("age", "sex")], epsilon=0.5, cuts={"age": [30, 60]})
+        >>> " | ".join(m.domain["age"])
+        '(-inf, 30) | [30, 60) | [60, inf)'
+        """
+        from pinqpy.api.marginals import measure_marginals
+
+        return measure_marginals(
+            self._rel, marginals, epsilon=epsilon, delta=delta, rho=rho, keys=keys,
+            cuts=cuts, explain=explain,
+        )
+
+    def synthesize(
+        self,
+        epsilon: float | None = None,
+        *,
+        columns: Iterable[str],
+        rho: float | None = None,
+        delta: float | None = None,
+        keys: Mapping[str, Iterable[Hashable]] | None = None,
+        cuts: Mapping[str, Iterable[float | None]] | None = None,
+        max_degree: int = 2,
+        explain: bool = False,
+    ) -> Marginals | Explanation:
+        """Choose and measure marginals for synthetic data (MST): every 1-way marginal of
+        ``columns``, then ``d - 1`` pairs chosen privately (a spanning tree of the pairs the
+        1-way marginals explain worst), measured; returns a :class:`~pinqpy.Marginals`.
+
+        ``epsilon`` (Laplace) or ``rho`` (zCDP) is the **total**, split in thirds between
+        the 1-way marginals, the choices and the chosen pairs (derivation and the scores'
+        sensitivity in :mod:`pinqpy.pipeline.synthesize`), and charged times the stability
+        in one transaction before any data is read. Domains as for :meth:`marginals`.
+        ``explain=True`` returns the split and the charge, charging nothing.
+        """
+        from pinqpy.api.marginals import synthesize
+
+        return synthesize(
+            self._rel, columns, epsilon=epsilon, rho=rho, delta=delta, keys=keys, cuts=cuts,
+            max_degree=max_degree, explain=explain,
+        )
+
     def select_keys(
         self,
         columns: str | Iterable[str],
@@ -815,6 +902,17 @@ class GroupedFrame:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def _warn_inferred(wrapped: Wrapped, path: Any) -> None:
+    """Warn the curator (once per table, as it is loaded) that column types were inferred
+    from a file's rows, and how to declare them (:mod:`pinqpy.engines.inferred`)."""
+    types = inferred_types(wrapped)
+    if types:
+        where = f"from_csv({os.fspath(path)!r})"
+        message = inferred_types_message(where, f"schema={types!r}")
+        # Level 4: the curator's call of from_csv (through _from_file).
+        warnings.warn(InferredTypesWarning(message), stacklevel=4)
+
+
 def _fmt(k: Fraction | float) -> str:
     v = _stability_value(k)
     return "inf" if v == math.inf else str(v)
@@ -829,7 +927,7 @@ def _tables_on(rel: Relation, budget: Budget) -> str:
     stack = [rel.plan]
     while stack:
         node = stack.pop()
-        if isinstance(node, Source) and rel.catalog.agent(node.table.agent) is budget:
+        if isinstance(node, Source) and rel.catalog.root_agent(node.table.agent) is budget:
             names.append(node.table.name)
         stack.extend(node.children)
     return ", ".join(dict.fromkeys(names))

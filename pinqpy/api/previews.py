@@ -12,6 +12,7 @@ frame's public row count (``public_size``) is the curator's published fact.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
@@ -24,6 +25,7 @@ from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.noise import mechanisms as mech
 from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.pipeline import prepare, run
+from pinqpy.pipeline.neighbours import neighbours_text
 from pinqpy.pipeline.relation import Relation
 from pinqpy.results.accuracy import (
     AccuracyPreview,
@@ -113,7 +115,30 @@ def preview(
 ) -> AccuracyPreview:
     """The preview of ``aggregation`` over ``rel``; ``whole=False`` for each part of a
     partition (a part never uses the frame's public row count: a public total says nothing
-    public about a part's rows). See :class:`~pinqpy.results.accuracy.AccuracyPreview`."""
+    public about a part's rows). See :class:`~pinqpy.results.accuracy.AccuracyPreview`; its
+    ``neighbours`` names the neighbour relation the charge protects
+    (:mod:`pinqpy.pipeline.neighbours`)."""
+    found = _preview(
+        rel, aggregation, column, epsilon, level, bounds, delta, q, n, whole, max_groups,
+        declared_keys,
+    )  # fmt: skip
+    return dataclasses.replace(found, neighbours=neighbours_text(rel))
+
+
+def _preview(
+    rel: Relation,
+    aggregation: str,
+    column: object,
+    epsilon: object,
+    level: float,
+    bounds: tuple[float, float] | None,
+    delta: object,
+    q: float,
+    n: object,
+    whole: bool,
+    max_groups: int | None,
+    declared_keys: Iterable[str],
+) -> AccuracyPreview:
     if not isinstance(aggregation, str):
         raise PinqError(f"accuracy() knows {', '.join(KINDS)}")
     kind = aggregation.lower()
@@ -128,7 +153,7 @@ def preview(
         prep = prepare.prepare_count(rel, epsilon, delta, whole=whole)
     elif kind == "sum":
         _needs_column(kind, column)
-        prep = prepare.prepare_sum(rel, column, epsilon, bounds, delta)
+        prep = prepare.prepare_sum(rel, column, epsilon, bounds, delta, whole=whole)
     elif kind == "mean":
         _needs_column(kind, column)
         prep = prepare.prepare_mean(rel, column, epsilon, bounds, delta, whole=whole)
@@ -136,12 +161,12 @@ def preview(
     elif kind in ("median", "quantile"):
         _needs_column(kind, column)
         qq = 0.5 if kind == "median" else q
-        prep = prepare.prepare_quantile(rel, column, qq, epsilon, bounds, None)
+        prep = prepare.prepare_quantile(rel, column, qq, epsilon, bounds, None, whole=whole)
         fig = quantile_figure(prep.mechanism, level=lv, n=n, column=name)
     elif kind in ("variance", "stddev"):
         _needs_column(kind, column)
         prep = prepare.prepare_variance(
-            rel, column, epsilon, bounds, delta, stddev=kind == "stddev"
+            rel, column, epsilon, bounds, delta, stddev=kind == "stddev", whole=whole
         )
     else:
         raise PinqError(f"accuracy() knows {', '.join(KINDS)}")

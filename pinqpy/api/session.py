@@ -38,6 +38,7 @@ from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.nodes import Source
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
+from pinqpy.results.marginals import Marginals
 from pinqpy.results.noise import check_level
 from pinqpy.results.summary import PlannedMeasurement, summary_frame
 from pinqpy.results.tables import NoisyFrame
@@ -51,6 +52,7 @@ from pinqpy.sql.compiler import (
     resolve_table,
 )
 from pinqpy.sql.explain import Explanation, cost_note, explain
+from pinqpy.sql.marginals import CompiledMarginals, compile_marginals, run_marginals
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
 from pinqpy.sql.summary import release_rows
@@ -196,6 +198,8 @@ class Session:
         """
         self.last_note = None
         statement, compiled = self._compile(query, epsilon, delta)
+        if isinstance(compiled, CompiledMarginals):
+            return self._run_marginals(compiled, query, n)
         if isinstance(statement, q.Explain):
             assert isinstance(compiled, CompiledRelease)
             rows = _explain_rows(statement.query, query, n)
@@ -246,6 +250,9 @@ class Session:
         """EXPLAIN a SELECT without writing the keyword; charges nothing. ``n`` as for
         :meth:`sql`: a guessed or public row count for the accuracy of means and quantiles."""
         statement, compiled = self._compile(query, epsilon, delta, force_explain=True)
+        if isinstance(compiled, CompiledMarginals):
+            compiled.explain = True
+            return run_marginals(compiled, self._budget_names(), "explain")  # type: ignore[return-value]
         if not isinstance(compiled, CompiledRelease):
             raise PinqSyntaxError("explain() takes a SELECT query", text=query)
         inner = statement.query if isinstance(statement, q.Explain) else statement
@@ -293,6 +300,30 @@ class Session:
             rows += release_rows(compiled, query, per, check_level(level))
         return summary_frame(rows, level)
 
+    def marginals(
+        self,
+        table: str,
+        marginals: Iterable[str | tuple[str, ...]],
+        epsilon: float | None = None,
+        **options: Any,
+    ) -> Marginals | Explanation:
+        """``table``'s :meth:`PrivateFrame.marginals <pinqpy.PrivateFrame.marginals>` (the
+        same arguments: ``epsilon``, ``delta``, ``rho`` and ``keys``/``cuts`` per marginal);
+        SQL's ``SELECT MARGINALS`` spells it with a total epsilon instead."""
+        return self.table(table).marginals(marginals, epsilon, **options)
+
+    def _run_marginals(
+        self, compiled: CompiledMarginals, query: str, n: object
+    ) -> Marginals | Explanation:
+        if n is not None:
+            raise PinqSyntaxError("n= is not used by SELECT MARGINALS", text=query)
+        if compiled.explain:
+            self.last_note = "charged nothing (EXPLAIN reads no data)"
+        out = run_marginals(compiled, self._budget_names(), " ".join(query.split())[:120])
+        if not compiled.explain:
+            self.last_note = f"charged {len(compiled.plan.cliques)} marginal(s) of {compiled.table}"
+        return out
+
     def _table_names(self) -> dict[str, str]:
         """Each registered frame's table by the name it was registered as (a frame made as
         "table" and registered as "people" is scanned as people)."""
@@ -313,7 +344,7 @@ class Session:
 
     def _compile(
         self, query: str, epsilon: object, delta: object, *, force_explain: bool = False
-    ) -> tuple[q.Statement, CompiledRelease | None]:
+    ) -> tuple[q.Statement, CompiledRelease | CompiledMarginals | None]:
         if not isinstance(query, str):
             raise PinqSyntaxError(f"a query must be text, not {type(query).__name__}")
         try:
@@ -350,9 +381,12 @@ class Session:
 
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
-    ) -> CompiledRelease | None:
+    ) -> CompiledRelease | CompiledMarginals | None:
         if isinstance(statement, q.ShowTables | q.ShowBudget | q.ShowLedger):
             return None
+        if isinstance(statement, q.MarginalsQuery):
+            frames = {n: f._rel for n, f in self._private.items()}
+            return compile_marginals(frames, statement, text, epsilon, delta)
         if isinstance(statement, q.Describe):
             self._described(statement, text)
             return None

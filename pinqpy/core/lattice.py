@@ -27,9 +27,14 @@ the row alone with values in ``{0, ..., K}``; any float detail inside it is harm
 
 **Exact sums.** Engines sum ``d`` and ``d²`` as integers: ``d <= K <= 2**(BITS+1)``, so a
 sum of ``n`` terms is below ``n·2**21`` (``n·2**42`` for squares). DuckDB sums BIGINT into
-HUGEINT (128 bits), Spark sums ``d`` as BIGINT (exact below ``2**42`` rows) and ``d²`` as
-DECIMAL(38, 0), pandas sums exactly in 64-bit chunks combined as Python ints. No sum can
-overflow for any number of rows an engine can hold, so nothing is refused or raised.
+HUGEINT (128 bits); Spark sums ``d`` as BIGINT and ``d²`` as two BIGINT parts
+(``d² >> 21`` and ``d² & (2**21 - 1)``), exact below ``2**42`` rows; pandas maps and sums in
+one blocked numpy pass whose float sums are proved exact (:mod:`pinqpy.core.grid_sums`),
+block totals combined as Python ints. No sum can overflow for any number of rows an engine
+can hold, so nothing is refused or raised. The last clamp of ``d`` into ``[0, K]`` may be
+left out by an engine whose values are clamped into ``[lo, hi]`` first: it is then the
+identity. A NULL clamped to ``lo`` (as SQL's GREATEST and LEAST do) has ``d(lo) = 0``, so it
+adds nothing, and only the count must leave it out.
 
 **Centred sums, exactly.** With ``u = 2d - K`` (in ``[-K, K]``), the quantised value is
 ``x̂ = q·(B + d) = c + (q/2)·u`` with the public centre ``c = q·(B + K/2)``. The mechanisms
@@ -246,8 +251,9 @@ class SumGrid(_PowerOfTwoStep):
     (never below ``2**-1074``, of which every double is a multiple; ``q = 1`` for ``M = 0``).
     Each clamped value maps to ``k = trunc(x·2**-shift)``, exactly (scaling by a power of two
     is exact, and so is truncation), ``|k| < 2**41``; engines sum the ``k`` as integers
-    (exactly: DuckDB in 128 bits, Spark in two BIGINT parts, pandas in exact chunks) and
-    return ``q·Σk`` converted to a double (within 2 ulps).
+    (exactly: DuckDB in 128 bits, Spark in two BIGINT parts, pandas in one blocked pass of
+    exact float row sums, :mod:`pinqpy.core.grid_sums`) and return ``q·Σk`` converted to a
+    double (within 2 ulps).
 
     **Sensitivity.** Truncation toward zero never increases a magnitude: ``|q·k| <= |x| <= M``.
     So the sum of the quantised values has sensitivity ``max(|lo|, |hi|)`` exactly, the

@@ -61,8 +61,9 @@ from pinqpy.engines.sources import (
     drop_pending_views,
     drop_view_when_gone,
 )
+from pinqpy.engines.text import clean_text
 from pinqpy.errors import PinqError
-from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas, valid_text
+from pinqpy.expr.types import ColumnType, check_declared, schema_from_pandas
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.nodes import PlanNode, Source, walk
 
@@ -72,6 +73,7 @@ __all__ = [
     "default_engine",
     "engine_name",
     "executor_for",
+    "pandas_parquet",
     "public_frame",
     "read_file",
     "same_engine",
@@ -395,11 +397,12 @@ def _duckdb_parquet(connection: Any, path: str) -> Wrapped:
     """A parquet file (path, directory or glob) read by name in every query, as a query
     written by hand would: no view to make or drop, and one bind here for the schema (none
     for a file opened before and unchanged since)."""
+    from pinqpy.engines.duckdb.parquet import parquet_scan
     from pinqpy.engines.duckdb.types import duckdb_schema
 
     duckdb = _import_duckdb()
     drop_pending_views()
-    source = "read_parquet('" + path.replace("'", "''") + "')"
+    source = parquet_scan(connection, path)
 
     def bind() -> tuple[list[str], list[str]]:
         try:
@@ -591,7 +594,9 @@ def _read_file(
         if kind == "parquet":
             if schema is None:
                 return _duckdb_parquet(con, text)
-            source = "read_parquet('" + text.replace("'", "''") + "')"
+            from pinqpy.engines.duckdb.parquet import parquet_scan
+
+            source = parquet_scan(con, text)
             rel = _duckdb_declare(_duckdb_read(con, f"SELECT * FROM {source}", what), schema)
             return _duckdb_view(con, lambda c: rel[0], what).with_sources(rel[1], "engine")
         if schema is None:
@@ -639,7 +644,7 @@ def _read_file(
         )
     try:
         if kind == "parquet":
-            df = pd.read_parquet(text)
+            df = pandas_parquet(text)
         else:
             columns = pd.read_csv(text, sep=sep, nrows=0).columns
             declared = check_declared(schema, [str(c) for c in columns])
@@ -661,6 +666,35 @@ def _read_file(
     return Wrapped(got.engine, got.data, got.schema, sources)
 
 
+def pandas_parquet(path: str) -> pd.DataFrame:
+    """A parquet file (or directory) read by pandas, its integer columns kept integers: one
+    that holds a NULL becomes a nullable integer (``Int64``), where pandas alone would make
+    it float64. A column's type is a public fact that must follow the file's schema, never
+    its values: as float64 it would say whether a NULL is there, and a float id (the privacy
+    unit, a key) hashes apart from the integer it was, so truncations would choose other
+    rows than on the other engines, which read the file's own types."""
+    df = pd.read_parquet(path)
+    try:
+        import pyarrow as pa
+        import pyarrow.dataset as pads
+    except ImportError:  # read by fastparquet, which has its own nullable types
+        return df
+    files = pads.dataset(path, format="parquet")
+    widened = [
+        f.name
+        for f in files.schema
+        if pa.types.is_integer(f.type) and f.name in df.columns and df[f.name].dtype.kind == "f"
+    ]
+    if widened:
+        table = files.to_table(columns=widened)
+        for name in widened:
+            col = table.column(name).to_pandas(
+                types_mapper=lambda t: pd.UInt64Dtype() if t == pa.uint64() else pd.Int64Dtype()
+            )
+            df[name] = col.array
+    return df
+
+
 # -- declared types ------------------------------------------------------------------------------
 _SQL_TYPES = {
     "int": "BIGINT",
@@ -669,114 +703,6 @@ _SQL_TYPES = {
     "bool": "BOOLEAN",
     "datetime": "TIMESTAMP",
 }
-
-
-# -- text no engine can encode ----------------------------------------------------------------
-# A Python string may hold a lone surrogate ("\ud800"), which has no UTF-8 spelling: pandas'
-# text arrays, DuckDB and Spark all refuse it, and only when a query reaches that row. So
-# every pandas table is cleaned when it is wrapped, before any query: each such string (also
-# inside a list that explode may read) is replaced by its UTF-16 reading, a surrogate pair
-# joined into its character and each lone surrogate replaced by U+FFFD. The mapping looks at
-# one value only (pinqpy.expr.types.valid_text, which literals are read through too), and
-# strings that are valid text are untouched.
-def _clean_value(x: object, depth: int = 0) -> object:
-    """``x`` with every string in it valid text (the object itself when it already is).
-    Containers are cleaned 20 levels deep (each explode reads one level)."""
-    if isinstance(x, str):
-        return valid_text(x)
-    if depth > 20:
-        return x
-    if isinstance(x, list | tuple | set | frozenset):
-        items = [_clean_value(v, depth + 1) for v in x]
-        if all(a is b for a, b in zip(items, x, strict=False)):
-            return x
-        if isinstance(x, list):
-            return items
-        try:
-            return type(x)(items)
-        except Exception:  # a tuple subclass that cannot be rebuilt from its items
-            return tuple(items)
-    if isinstance(x, np.ndarray) and x.dtype == object:
-        fixed = [_clean_value(v, depth + 1) for v in x.ravel()]
-        if all(a is b for a, b in zip(fixed, x.ravel(), strict=True)):
-            return x
-        out = np.empty(x.shape, dtype=object)
-        out.ravel()[:] = fixed
-        return out
-    return x
-
-
-def _needs_cleaning(dtype: Any) -> bool:
-    if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        return True
-    if isinstance(dtype, pd.StringDtype) and dtype.storage == "python":
-        return True
-    return isinstance(dtype, pd.CategoricalDtype) and _needs_cleaning(dtype.categories.dtype)
-
-
-# Values per join in :func:`_valid_strings`: about a megabyte of text at a time, so the check
-# never holds a copy of a large column's text.
-_TEXT_CHUNK = 100_000
-
-
-def _valid_strings(objs: np.ndarray) -> bool:
-    """Whether every value is a ``str`` (or NULL-like) that is valid text, so cleaning would
-    change nothing: an exact check at C speed instead of a Python call per value.
-
-    Joined text is ASCII exactly when every piece is; otherwise its UTF-8 encoding fails
-    exactly when some piece holds a surrogate, the only text :func:`valid_text` changes
-    (Python never merges a surrogate at the end of one piece with one at the start of the
-    next: each stays a separate code point). A join refuses non-strings (TypeError), so a
-    chunk with NULL-like values is joined again without them; anything else (numbers,
-    containers) takes the value-by-value path.
-    """
-    for start in range(0, len(objs), _TEXT_CHUNK):
-        part = objs[start : start + _TEXT_CHUNK]
-        try:
-            text = "".join(part)
-        except TypeError:
-            try:
-                text = "".join(part[~pd.isna(part)])
-            except TypeError:
-                return False
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-    return True
-
-
-def clean_text(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every string an engine cannot encode made valid (a new frame; ``df``
-    itself when nothing needed it)."""
-    fixed: dict[int, pd.Series] = {}
-    for i, dtype in enumerate(df.dtypes):
-        if not _needs_cleaning(dtype):  # typed columns (Arrow text too) hold valid text
-            continue
-        s = df.iloc[:, i]
-        if isinstance(s.dtype, pd.CategoricalDtype):
-            cats = s.dtype.categories
-            new = [_clean_value(c) for c in cats]
-            if any(a is not b for a, b in zip(new, cats, strict=True)):
-                fixed[i] = pd.Series(
-                    [_clean_value(v) for v in s.to_numpy(dtype=object)], index=s.index
-                ).astype(object)
-            continue
-        objs = s.to_numpy(dtype=object)
-        if _valid_strings(objs):  # the common case: text columns with nothing to clean
-            continue
-        new_objs = [_clean_value(v) for v in objs]
-        if any(a is not b for a, b in zip(new_objs, objs, strict=True)):
-            arr = np.empty(len(new_objs), dtype=object)
-            arr[:] = new_objs
-            fixed[i] = pd.Series(arr, index=s.index, dtype=s.dtype if s.dtype != object else object)
-    if not fixed:
-        return df
-    out = df.copy()
-    for i, col in fixed.items():
-        out.isetitem(i, col)
-    return out
 
 
 def _declare_error(col: str, ctype: str, how: str = "") -> PinqError:
@@ -838,20 +764,14 @@ def declare_pandas(df: pd.DataFrame, declared: dict[str, ColumnType]) -> pd.Data
 
 def _holds_scalars(s: pd.Series) -> bool:
     """Whether an object column holds a value that is neither missing nor a list (a column
-    of lists is one type on every engine: explode reads it)."""
-    for v in s.to_numpy(dtype=object):
-        if isinstance(v, list | tuple | set | frozenset) or type(v).__name__ == "ndarray":
-            continue
-        if not _missing(v):
-            return True
-    return False
-
-
-def _missing(v: object) -> bool:
-    try:
-        return bool(pd.isna(v))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
+    of lists is one type on every engine: explode reads it). Each distinct type is looked
+    at once; the values that are not containers are tested for NULL in one pass."""
+    objs = s.to_numpy(dtype=object)
+    codes, types = pd.factorize(np.frompyfunc(type, 1, 1)(objs))
+    sets = list | tuple | set | frozenset
+    lists = [issubclass(t, sets) or t.__name__ == "ndarray" for t in types]
+    others = objs[~np.array([*lists, True], dtype=bool)[codes]]
+    return len(others) > 0 and not bool(pd.isna(others).all())
 
 
 def _refuse_objects(df: pd.DataFrame, engine: str) -> None:

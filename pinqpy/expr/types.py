@@ -29,6 +29,7 @@ __all__ = [
     "CAST_TYPES",
     "COLUMN_TYPES",
     "NUMERIC_TYPES",
+    "TIMESTAMP_TEXT",
     "ColumnType",
     "any_class",
     "check_declared",
@@ -41,6 +42,18 @@ __all__ = [
 ColumnType = Literal["int", "float", "str", "bool", "datetime", "any"]
 
 COLUMN_TYPES: tuple[ColumnType, ...] = ("int", "float", "str", "bool", "datetime", "any")
+
+#: The text every engine reads as a timestamp (CAST to TIMESTAMP or DATE, a comparison of a
+#: timestamp with text): ``YYYY-MM-DD``, optionally with ``HH:MM``, ``HH:MM:SS`` or
+#: ``HH:MM:SS.ffffff`` (at most microseconds) after a space or ``T``; no spaces around it, no
+#: time zone. Any other text is NULL. Each engine's own parser accepts more, and differently
+#: (DuckDB reads ``'inf'`` as the end of time, pandas ``'now'`` as the current time and an
+#: offset as a time zone, Spark a lone year), so answers would differ from engine to engine.
+#: A valid form that names no day (``2000-02-30``) is NULL on every engine too.
+TIMESTAMP_TEXT = (
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    "([ T]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{1,6})?)?)?$"
+)
 
 ANY_RULE = """\
 A value in an `any` column (a pandas object column with no declared type) is read on its own,

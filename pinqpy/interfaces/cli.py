@@ -47,7 +47,7 @@ from pinqpy.interfaces.output import FORMATS, format_result
 from pinqpy.interfaces.progress import terminal_progress
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
-from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, load_session
+from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, LoadedSession, load_session
 
 __all__ = ["COMMANDS", "USAGE", "build_parser", "main"]
 
@@ -430,6 +430,11 @@ def _warn_no_ledger(args: argparse.Namespace) -> None:
         )
 
 
+def _warn_loaded(loaded: LoadedSession) -> None:
+    for line in loaded.warnings:
+        print(f"pinqpy: warning: {line}", file=sys.stderr)
+
+
 def _query(args: argparse.Namespace) -> int:
     text = _query_text(args)
     if args.connect is not None:
@@ -438,6 +443,7 @@ def _query(args: argparse.Namespace) -> int:
             return _answer(session, text, epsilon, delta, args.format)
     _warn_no_ledger(args)
     loaded = load_session(args)
+    _warn_loaded(loaded)
     # A tenth of each budget per query, as the shell spends: one run never empties a budget
     # by default (the ledger keeps what it spent for the next run).
     epsilon = args.epsilon_per_query
@@ -478,6 +484,7 @@ def _shell(args: argparse.Namespace) -> int:
             return _run_shell(shell, args)
     _warn_no_ledger(args)
     loaded = load_session(args)
+    _warn_loaded(loaded)
     epsilon = args.epsilon_per_query
     if epsilon is None:
         epsilon = tenth(args.epsilon)

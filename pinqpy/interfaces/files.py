@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from pinqpy.engines.registry import read_file, wrap
+from pinqpy.engines.registry import pandas_parquet, read_file, wrap
 from pinqpy.errors import PinqError
 from pinqpy.interfaces.errors import CliError, one_line
 
@@ -184,7 +184,7 @@ def _read_parquet(path: Path, label: str) -> pd.DataFrame:
     ):
         raise CliError(f"{label}: reading parquet files needs pyarrow (pip install pyarrow)")
     try:
-        return pd.read_parquet(path)
+        return pandas_parquet(str(path))
     except (OSError, ValueError) as err:
         raise CliError(f"{label}: not a readable parquet file ({type(err).__name__})") from None
 

@@ -36,6 +36,8 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.ledger import Ledger
 from pinqpy.api.session import Session
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, PUMS_PATH
+from pinqpy.engines.inferred import inferred_types, inferred_types_message
+from pinqpy.engines.registry import Wrapped
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import COLUMN_TYPES
 from pinqpy.interfaces.errors import CliError, one_line
@@ -216,6 +218,8 @@ class LoadedSession:
     columns: dict[str, list[str]] = field(default_factory=dict)
     public: list[str] = field(default_factory=list)
     ledger: Path | None = None
+    #: Warnings for the curator, one line each (a table whose types were inferred).
+    warnings: list[str] = field(default_factory=list)
 
 
 def ledger_path(args: argparse.Namespace) -> Path | None:
@@ -372,6 +376,7 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
     path = ledger_path(args)
     ledger = None if path is None else _open_ledger(path)
     loaded = LoadedSession(Session(), ledger=path)
+    loaded.warnings += _inferred_warnings(private, frames, demo)
     for spec in private:
         n, df = spec.name, frames[spec.name]
         budget = _budget(args, spec, ledger, path)
@@ -389,6 +394,21 @@ def load_session(args: argparse.Namespace, stream: IO[str] | None = None) -> Loa
         loaded.columns[n] = [str(c) for c in df.columns]
         loaded.public.append(n)
     return loaded
+
+
+def _inferred_warnings(
+    private: Sequence[TableSpec], frames: Mapping[str, Any], demo: bool
+) -> list[str]:
+    """One warning per table whose column types were inferred from its file's rows, with
+    the ``--schema`` flags that declare them (the bundled demo sample's are pinqpy's own)."""
+    out = []
+    for spec in private:
+        types = inferred_types(frames[spec.name]) if isinstance(frames[spec.name], Wrapped) else {}
+        if not types or (demo and spec.name == DEMO_TABLE):
+            continue
+        flags = " ".join(f"--schema {c}={t}" for c, t in types.items())
+        out.append(inferred_types_message(f"table {spec.name} ({spec.path})", flags))
+    return out
 
 
 def _open_private(

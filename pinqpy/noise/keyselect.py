@@ -105,6 +105,15 @@ s·epsilon``: the charge at stability ``s``. (The union over ``A`` and ``B`` tog
 give ``2·delta``; the two sets never release in the same world, which is what the bound by
 their larger probability uses.)
 
+A table whose row count is public has neighbours that differ in **one changed row**
+(:class:`~pinqpy.accounting.agents.ChangedRowView`), stability 2 at its own rows. There
+``r₁ = r₂ = 1``: ``A`` is at most the removed row's key, ``B`` at most the added row's, each
+of one row, so the threshold of ``G = k = 1`` bounds ``p_A`` and ``p_B`` by ``delta``, the
+shared keys' counts move by at most 2 in L1 (one down, one up; ``√2`` in L2), and the same
+chain gives the charge at stability 2: ``(2·epsilon, delta)`` for the Laplace
+(:func:`pinqpy.pipeline.run.key_structure`). Over a frame derived from such a table (a
+filter, a join...) a changed row is ``2·s`` rows of stability ``s``, the unstructured case.
+
 The released noisy counts are unbiased for keys far above the threshold; a key near it was
 released because its noise was high, so its released count is biased upward (the intervals
 describe the noise as drawn, not this selection effect).

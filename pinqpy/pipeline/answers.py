@@ -77,6 +77,10 @@ def _mechanism_text(mechanism: Any) -> str:
     for name in ("lo", "hi", "q", "sensitivity", "ci_share"):
         if hasattr(mechanism, name):
             parts.append(f"{name}={getattr(mechanism, name)!r}")
+    # Calibrated for one changed row (a public-size table's rows): another release. Named
+    # only when set, so every other question keeps the key it had.
+    if getattr(mechanism, "changed_row", False):
+        parts.append("changed_row")
     return ",".join(parts)
 
 

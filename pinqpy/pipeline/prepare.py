@@ -31,6 +31,7 @@ from pinqpy.plan.nodes import PyFunc, Source
 
 __all__ = [
     "Prepared",
+    "changed_row_frame",
     "check_eps",
     "prepare_argmax",
     "prepare_count",
@@ -95,6 +96,32 @@ def public_row_count(rel: Relation) -> int | None:
     return size.n
 
 
+def changed_row_frame(rel: Relation, whole: bool) -> bool:
+    """Whether an aggregation of ``rel`` calibrates its noise to its own sensitivity under
+    **one changed row**, the neighbour relation of a table whose row count is public.
+
+    True when the aggregation is of the whole frame (``whole``: not per group or part), the
+    frame still has exactly the rows of such a table (``rel.meta.size``: only
+    select/assign/renames since, :mod:`pinqpy.plan.facts`) and its stability is exactly 2
+    for its budget: the table's :class:`~pinqpy.accounting.agents.ChangedRowView`, since a
+    changed row is one row removed and one added. Neighbouring frames then have the same
+    number of rows and differ in one row's values. A statistic that one changed row moves
+    by at most ``D`` is released with noise calibrated to ``D/2`` per row of stability; the
+    charge at stability 2 is then exactly its cost for one changed row: ``2·epsilon``
+    (Laplace), ``4·rho`` = the rho of sensitivity ``D`` (zCDP), and for Gaussian noise the
+    profile at shift ``2·(D/2) = D`` (:class:`~pinqpy.accounting.charges.GaussianCharge`).
+
+    Never for groups or parts: the frame's total is public, a group's is not, and one
+    changed row can leave one group and enter another, moving each group's statistic as
+    much as a row added or removed does. Those are charged by the generic rule, two rows of
+    stability per changed row (the partition's largest part at stability 2).
+    """
+    if not whole or rel.meta.size is None:
+        return False
+    stab = rel.stabilities()
+    return bool(stab) and all(k == 2 for k in stab.values())
+
+
 def _public_n(rel: Relation) -> Callable[[], int]:
     def n_of() -> int:
         n = public_row_count(rel)
@@ -112,7 +139,11 @@ def prepare_count(
     ``whole=True`` (the count of the whole frame, not of groups): when the frame's row count
     is public (``public_size``), it is released exactly and charged nothing
     (:class:`~pinqpy.noise.mechanisms.PublicCountMechanism`); ``epsilon`` is still checked.
-    Groups never use it: a public total says nothing public about a group's rows.
+    Under that table's neighbour relation (one row changed) the count does not move at all.
+    Groups never use it: a public total says nothing public about a group's rows, and one
+    changed row moves two groups' counts by one each (charged as stability 2 per changed
+    row, the partition's largest part at 2). A filtered frame's count is noisy too, charged
+    at stability 2 (the changed row may leave the filter and another enter it).
     """
     eps = check_eps(epsilon)
     dlt = _delta(delta)
@@ -140,11 +171,21 @@ def prepare_count(
 
 
 def prepare_sum(
-    rel: Relation, column: object, epsilon: object, bounds: Any, delta: object
+    rel: Relation,
+    column: object,
+    epsilon: object,
+    bounds: Any,
+    delta: object,
+    *,
+    whole: bool = False,
 ) -> Prepared:
-    """A clamped sum: sensitivity ``max(|lo|, |hi|)``."""
+    """A clamped sum: sensitivity ``max(|lo|, |hi|)`` per row added or removed; over the
+    whole of a public-size table's rows (:func:`changed_row_frame`) ``max(hi, 0) - min(lo,
+    0)`` per changed row (:class:`~pinqpy.noise.mechanisms.SumMechanism`)."""
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "sum")
-    m = mech.SumMechanism(check_eps(epsilon), lo, hi, _delta(delta))
+    m = mech.SumMechanism(
+        check_eps(epsilon), lo, hi, _delta(delta), changed_row=changed_row_frame(rel, whole)
+    )
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
@@ -171,7 +212,9 @@ def prepare_mean(
     ``whole=True`` (the mean of the whole frame, not of groups) over a frame whose row count
     is public (``public_size``): the public count is the denominator and all of epsilon goes
     to the centred sum (:class:`~pinqpy.noise.mechanisms.PublicSizeMeanMechanism`, which
-    counts NULL values as the midpoint of the bounds).
+    counts NULL values as the midpoint of the bounds). One changed row moves that sum by at
+    most ``2·h`` (``h`` the half-width), twice its sensitivity ``h`` per row added or
+    removed, which the frame's stability 2 charges exactly.
     """
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "mean")
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
@@ -208,13 +251,24 @@ def prepare_variance(
     *,
     stddev: bool,
     ddof: int = 1,
+    whole: bool = False,
 ) -> Prepared:
     """A clamped variance or standard deviation
     (:class:`~pinqpy.noise.mechanisms.VarianceMechanism`): the sample form (``ddof=1``, as
-    SQL's VARIANCE) or the population form (``ddof=0``, VAR_POP)."""
+    SQL's VARIANCE) or the population form (``ddof=0``, VAR_POP). Over the whole of a
+    public-size table's rows (:func:`changed_row_frame`) its count is calibrated to one
+    changed row."""
     what = "stddev" if stddev else "variance"
     e, (lo, hi) = _numeric_arg(rel, column, bounds, what)
-    m = mech.VarianceMechanism(check_eps(epsilon), lo, hi, _delta(delta), stddev=stddev, ddof=ddof)
+    m = mech.VarianceMechanism(
+        check_eps(epsilon),
+        lo,
+        hi,
+        _delta(delta),
+        stddev=stddev,
+        ddof=ddof,
+        changed_row=changed_row_frame(rel, whole),
+    )
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     # The population form is another answer: its own cache entry (the sample form's key is
     # unchanged).
@@ -238,12 +292,16 @@ def prepare_quantile(
     bounds: Any,
     candidates: Any,
     ci: bool = False,
+    *,
+    whole: bool = False,
 ) -> Prepared:
     """A ``q``-quantile by the exponential mechanism over public candidates.
 
     ``ci=False`` (the default) spends the whole epsilon on the selection; ``ci=True`` spends
     :data:`~pinqpy.noise.mechanisms.QUANTILE_CI_SHARE` of it on a noisy histogram that gives
     the release a value-space ``ci()`` (:class:`~pinqpy.noise.mechanisms.QuantileMechanism`).
+    Over the whole of a public-size table's rows (:func:`changed_row_frame`) the score
+    sensitivity is that of one changed row, 1 (``1/2`` per row of stability).
 
     **Candidates without bounds.** With public ``candidates`` and no bounds (given or
     declared), the bounds are the candidates' own ``[min, max]``. That is sound: the
@@ -264,10 +322,11 @@ def prepare_quantile(
             arr = _candidate_values(candidates)
             lo, hi = float(arr[0]), float(arr[-1])
             e, (lo, hi) = _numeric_arg(rel, column, (lo, hi), "quantile")  # checks the type
-            return _quantile(rel, e, qq, epsilon, lo, hi, _candidates(arr, lo, hi), ci)
+            cand = _candidates(arr, lo, hi)
+            return _quantile(rel, e, qq, epsilon, lo, hi, cand, ci, whole)
     e, (lo, hi) = _numeric_arg(rel, column, bounds, "quantile")
     cand = None if candidates is None else _candidates(candidates, lo, hi)
-    return _quantile(rel, e, qq, epsilon, lo, hi, cand, ci)
+    return _quantile(rel, e, qq, epsilon, lo, hi, cand, ci, whole)
 
 
 def _quantile(
@@ -279,9 +338,18 @@ def _quantile(
     hi: float,
     cand: np.ndarray | None,
     ci: bool,
+    whole: bool,
 ) -> Prepared:
     share = mech.QUANTILE_CI_SHARE if ci else 0
-    m = mech.QuantileMechanism(check_eps(epsilon), qq, lo, hi, cand, ci_share=share)
+    m = mech.QuantileMechanism(
+        check_eps(epsilon),
+        qq,
+        lo,
+        hi,
+        cand,
+        ci_share=share,
+        changed_row=changed_row_frame(rel, whole),
+    )
     plan, ex = rel.plan, executor_for(rel.plan, rel.catalog)
     return Prepared(
         rel,
@@ -294,7 +362,9 @@ def _quantile(
 
 
 def prepare_argmax(rel: Relation, column: object, candidates: Any, epsilon: object) -> Prepared:
-    """The most frequent public candidate, by report-noisy-max."""
+    """The most frequent public candidate, by report-noisy-max. On a public-size table's
+    rows the generic rule (stability 2 per changed row) is already its change-one-row cost
+    (:class:`~pinqpy.noise.mechanisms.ArgmaxMechanism`)."""
     e = rel.column_expr(column, "argmax's column")
     cands = _argmax_candidates(candidates)
     m = mech.ArgmaxMechanism(check_eps(epsilon), len(cands))

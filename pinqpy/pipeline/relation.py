@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from pinqpy.accounting.agents import PartAgent, PartitionAgent, flatten
+from pinqpy.accounting.agents import ChangedRowView, PartAgent, PartitionAgent, flatten
 from pinqpy.accounting.budget import Budget
 from pinqpy.core.names import closest
 from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
@@ -101,7 +101,9 @@ class Relation:
         """A relation over one private table with its declared public facts (checked here);
         its catalog holds the table's handle and ``budget``. ``public_size=True`` is the
         curator's declaration that the table's row count is public (read once, when first
-        used)."""
+        used); the table then draws on ``budget`` through a
+        :class:`~pinqpy.accounting.agents.ChangedRowView`, since its neighbours differ in one
+        changed row (two rows of stability) instead of one row added or removed."""
         if not isinstance(public_size, bool):
             raise PinqError("public_size must be True or False")
         schema = wrapped.schema
@@ -119,11 +121,14 @@ class Relation:
             meta_keys[col] = check_keys(ks, (col,), schema)
         for col in schema:
             check_column_name(col)
+        agent: Budget | ChangedRowView = (
+            ChangedRowView(budget, Fraction(2)) if public_size else budget
+        )
         table = TableRef(
             new_id("table"),
             name,
             tuple(schema),
-            agent_name(budget),
+            agent_name(agent),
             privacy_unit,
             schema=dict(schema),
             bounds=meta_bounds,
@@ -133,7 +138,7 @@ class Relation:
         note_type_sources(table, wrapped)
         if public_size:
             declare_public_size(table)
-        return cls(Source(table), Catalog().with_table(table, wrapped.data, budget))
+        return cls(Source(table), Catalog().with_table(table, wrapped.data, agent))
 
     # -- public facts ---------------------------------------------------------------------
     @property

@@ -24,7 +24,7 @@ from pinqpy.engines.registry import executor_for
 from pinqpy.errors import PinqError, PrivacyError
 from pinqpy.noise.keyselect import KeySelectionMechanism, structure_for
 from pinqpy.pipeline import answers as _answers
-from pinqpy.pipeline.prepare import Prepared, check_eps
+from pinqpy.pipeline.prepare import Prepared, changed_row_frame, check_eps
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.batch import batch
 from pinqpy.plan.canonical import NotCanonical, canonical_plan
@@ -35,7 +35,7 @@ from pinqpy.plan.stability import INF, unit_spread
 from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.tables import NoisySeries
 
-__all__ = ["Target", "audit_label", "reading", "run", "run_one", "select_keys"]
+__all__ = ["Target", "audit_label", "reading", "run", "run_each", "run_one", "select_keys"]
 
 #: Where aggregates are taken: None for the whole relation, or (grouping, lineage) for all
 #: parts of a partition at once.
@@ -64,20 +64,47 @@ def run(
     evaluate it once.
     """
     with batch():
-        return _run_batch(prepared, target, label, charged)
+        return _run_batch(prepared, [target] * len(prepared), label, charged)
+
+
+def run_each(
+    items: Sequence[tuple[Prepared, Target]], label: str | None = None
+) -> list[tuple[np.ndarray, Any]]:
+    """:func:`run` for measurements taken each over its own target (the marginals of one
+    call, each a partition of its own): checked and charged in one transaction, then read
+    in one batch."""
+    with batch():
+        return _run_batch([p for p, _ in items], [t for _, t in items], label, False)
 
 
 def _run_batch(
-    prepared: list[Prepared], target: Target, label: str | None, charged: bool
+    prepared: list[Prepared], targets: list[Target], label: str | None, charged: bool
 ) -> list[tuple[np.ndarray, Any]]:
-    grouping = None if target is None else target[0]
-    lineages = [p.relation.lineage() if target is None else target[1] for p in prepared]
+    groupings = [None if t is None else t[0] for t in targets]
+    if any(
+        g is not None and getattr(p.mechanism, "changed_row", False)
+        for p, g in zip(prepared, groupings, strict=True)
+    ):
+        # Calibrated for one changed row of the whole frame, which moves a group's statistic
+        # more: a caller's bug, refused before anything is charged or read.
+        raise PinqError(
+            "an aggregation calibrated for the whole frame cannot be released per group "
+            "(nothing was charged)"
+        )
+    # One grouping for the whole call (a query, a partition's read), else None: the ledger
+    # keeps answers of one grouping only, and the engine prefetches per grouping.
+    shared = all(g == groupings[0] for g in groupings)
+    grouping = groupings[0] if shared and groupings else None
+    lineages = [
+        p.relation.lineage() if t is None else t[1]
+        for p, t in zip(prepared, targets, strict=True)
+    ]
     for p, lin in zip(prepared, lineages, strict=True):
         p.relation.require_bounded(lin, p.label)
     # A budget kept in a ledger remembers whole answers across restarts.
     budgets = {b for lin in lineages for b in flatten(lin)}
     ledgered = [b for b in budgets if b._ledger is not None]
-    pkey = _answers.persistent_key(prepared, grouping, ledgered) if ledgered else None
+    pkey = _answers.persistent_key(prepared, grouping, ledgered) if ledgered and shared else None
     if pkey is not None:
         for b in ledgered:
             stored = b._ledger_answer(pkey)
@@ -87,7 +114,7 @@ def _run_batch(
     hits: dict[int, tuple[np.ndarray, Any]] = {}
     requests = []
     for i, (p, lin) in enumerate(zip(prepared, lineages, strict=True)):
-        key = _answers.key(p, grouping)
+        key = _answers.key(p, groupings[i])
         keys.append(key)
         hit = _answers.get(key, lin)
         if hit is not None:
@@ -100,18 +127,19 @@ def _run_batch(
     if requests and not charged:
         receipt = charge_all(
             requests,
-            label=label or audit_label(prepared, grouping),
+            label=label or _label_of(prepared, groupings),
             plan=_plan_text(prepared),
             cache_key=pkey,
         )
-    _prefetch([p for i, p in enumerate(prepared) if i not in hits], grouping)
+    if shared:
+        _prefetch([p for i, p in enumerate(prepared) if i not in hits], grouping)
     out = []
     for i, p in enumerate(prepared):
         if i in hits:
             out.append(hits[i])
             continue
         with reading(p.label):
-            data = p.exact(grouping)
+            data = p.exact(groupings[i])
             released = (
                 p.mechanism.release(*data) if isinstance(data, tuple) else p.mechanism.release(data)
             )
@@ -125,6 +153,12 @@ def _run_batch(
         for ledger, query_id in receipt.queries.items():
             ledger.store_answer(query_id, pkey, text)  # type: ignore[attr-defined]
     return out
+
+
+def _label_of(prepared: list[Prepared], groupings: list[Grouping | None]) -> str:
+    if all(g == groupings[0] for g in groupings):
+        return audit_label(prepared, groupings[0])
+    return "; ".join(audit_label([p], g) for p, g in zip(prepared, groupings, strict=True))
 
 
 def select_keys(
@@ -211,7 +245,15 @@ def key_structure(rel: Relation, columns: tuple[str, ...]) -> tuple[int, int]:
     the spread :func:`~pinqpy.plan.stability.unit_spread` derives: at most ``G`` keys, at
     most ``k`` rows each. Otherwise a unit of stability ``s`` may put its rows anywhere:
     ``G = k = ceil(s)`` (the largest stability over the budgets: the threshold's delta must
-    hold for every budget's unit, and the structure is known for one unit only)."""
+    hold for every budget's unit, and the structure is known for one unit only).
+
+    A frame with exactly the rows of a table whose row count is public
+    (:func:`~pinqpy.pipeline.prepare.changed_row_frame`) is ``(1, 1)`` at its stability 2:
+    one changed row removes one row (so at most one key only the old table has, of one row)
+    and adds one (at most one key only the new table has, of one row), and the threshold's
+    argument (:mod:`pinqpy.noise.keyselect`, "Derived frames") needs only that."""
+    if changed_row_frame(rel, True):
+        return 1, 1
     raw = rel.lineage()
     lineage = flatten(raw)
     worst = max(lineage.values(), default=Fraction(1))

@@ -82,6 +82,14 @@ class Catalog:
         """The privacy agent named ``name``."""
         return _get(self._agents, name, "privacy agent")
 
+    def root_agent(self, name: str) -> Any:
+        """The agent named ``name``, or for a :class:`~pinqpy.accounting.agents.Scaled` view
+        the agent it scales (the budget a public-size table's charges reach)."""
+        agent = self.agent(name)
+        while isinstance(agent, Scaled):
+            agent = agent.agent
+        return agent
+
     def lineage(self, plan: PlanNode) -> dict[Any, Any]:
         """:func:`~pinqpy.plan.stability.lineage_of` with each agent name resolved: ``{agent:
         stability}``, as charges and budgets need it."""

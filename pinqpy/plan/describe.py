@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from pinqpy.expr.ast import Expr
+from pinqpy.plan.facts import on_unit
 from pinqpy.plan.nodes import (
     BoundContributions,
     BoundDegree,
@@ -95,7 +96,9 @@ class StepDescriber(PlanVisitor[str]):
         return ("Assign " if node.keep_all else "Project ") + items
 
     def visit_distinct(self, node: Distinct) -> str:
-        return f"Distinct {', '.join(node.columns)}"
+        unit = on_unit(node.child, node.columns)
+        how = " (by privacy unit; rows with a NULL unit dropped)" if unit else ""
+        return f"Distinct {', '.join(node.columns)}{how}"
 
     def visit_explode(self, node: Explode) -> str:
         return f"Explode {node.column} (at most {node.max_items} items a row)"
@@ -145,7 +148,8 @@ class StepDescriber(PlanVisitor[str]):
         )
 
     def visit_bound_degree(self, node: BoundDegree) -> str:
-        return f"Bound degree: at most {node.max_rows} rows per {', '.join(node.columns)}"
+        how = " (rows with a NULL unit dropped)" if on_unit(node.child, node.columns) else ""
+        return f"Bound degree: at most {node.max_rows} rows per {', '.join(node.columns)}{how}"
 
 
 class _Label(PlanVisitor[str]):

@@ -56,7 +56,7 @@ from pinqpy.plan.nodes import (
     Where,
 )
 
-__all__ = ["FactsVisitor", "declare_public_size", "facts_of"]
+__all__ = ["FactsVisitor", "declare_public_size", "facts_of", "public_size_of"]
 
 # The tables whose curator declared their row count public, with that count once read.
 _PUBLIC_SIZES: weakref.WeakKeyDictionary[TableRef, PublicSize] = weakref.WeakKeyDictionary()
@@ -66,6 +66,11 @@ def declare_public_size(table: TableRef) -> None:
     """Record the curator's declaration that ``table``'s row count is public. Called only
     where a table is wrapped (a curator-side argument), before any plan over it exists."""
     _PUBLIC_SIZES.setdefault(table, PublicSize(table))
+
+
+def public_size_of(table: TableRef) -> PublicSize | None:
+    """The public row count ``table``'s curator declared, if any (read or not yet)."""
+    return _PUBLIC_SIZES.get(table)
 
 
 # GroupBy aggregates whose result lies within their argument's bounds.
@@ -330,3 +335,13 @@ _VISITOR = FactsVisitor()
 def facts_of(plan: PlanNode) -> FrameMeta:
     """The public facts of ``plan`` (computed once per node)."""
     return _VISITOR.visit(plan)
+
+
+def on_unit(child: PlanNode, columns: tuple[str, ...]) -> bool:
+    """Whether ``columns`` are exactly ``child``'s privacy unit column. A row whose id there
+    is NULL-like (None, NaN, ``pd.NA``, ``NaT``) belongs to no known person, so every step
+    that deduplicates, groups or caps rows by exactly the unit drops it, on every engine:
+    ``bound_contributions``, ``bound_groups``, ``bound_degree`` and ``distinct`` on the
+    unit, and a groupby by it (whose node says so itself, ``GroupBy.by_unit``)."""
+    facts = facts_of(child)
+    return facts.unit is not None and len(columns) == 1 and facts.privacy_unit == columns[0]

@@ -107,10 +107,20 @@ class KeyedSource(_noise.RandomSource):
 @dataclass(frozen=True, eq=False)
 class _Scope:
     """The salts of one partition: its agent's name (what memos tell scopes apart by) and
-    its secret key."""
+    the agent, whose secret key is drawn on the first random node read through it."""
 
     name: str
-    key: bytes
+    agent: object
+
+    @property
+    def key(self) -> bytes:
+        # Drawn lazily: a partition with no random node below it takes nothing from the
+        # noise stream, so its noise is what a GROUP BY of the same query draws.
+        with _LOCK:
+            key = _KEYS.get(self.agent)
+            if key is None:
+                key = _KEYS[self.agent] = _noise.current_source().bytes(32)
+        return key
 
     def __repr__(self) -> str:
         return f"_Scope({self.name!r})"
@@ -148,11 +158,7 @@ def scope_token() -> str | None:
 
 
 def _scope_of(name: str, agent: object) -> _Scope:
-    with _LOCK:
-        key = _KEYS.get(agent)
-        if key is None:
-            key = _KEYS[agent] = _noise.current_source().bytes(32)
-    return _Scope(name, key)
+    return _Scope(name, agent)
 
 
 def _label(node: PlanNode, catalog: Catalog) -> bytes:

@@ -101,7 +101,8 @@ class StabilityVisitor(PlanVisitor[Lineage]):
             # The distinct values of exactly the privacy unit column: a unit's rows all carry
             # its id and no other unit's row does (what the facts keep the unit for, as for a
             # groupby by the unit), so its arrival or departure adds or removes one row, its
-            # id; a NULL id is one row of no one, which no unit changes.
+            # id. Rows whose id is NULL-like belong to no one and are dropped (on every
+            # engine: pinqpy.plan.facts.on_unit), so no unit changes them.
             return _by_unit(child, owner, Fraction(1), Fraction(1))
         return child
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pinqpy.plan.facts import on_unit
 from pinqpy.plan.nodes import BoundContributions, BoundDegree, PlanNode, Select
 
 __all__ = ["TruncatedCount", "truncated_count"]
@@ -34,7 +35,8 @@ __all__ = ["TruncatedCount", "truncated_count"]
 class TruncatedCount:
     """An ungrouped count over a truncation, as ``Σ min(rows per key of columns, limit)`` over
     ``child``. ``drop_null``: rows whose key is NULL are dropped first (a privacy unit that is
-    NULL belongs to no known person); otherwise a NULL key is one key."""
+    NULL belongs to no known person: :func:`~pinqpy.plan.facts.on_unit`); otherwise a NULL
+    key is one key."""
 
     child: PlanNode
     columns: tuple[str, ...]
@@ -51,5 +53,7 @@ def truncated_count(plan: PlanNode) -> TruncatedCount | None:
     if isinstance(node, BoundContributions):
         return TruncatedCount(node.child, (node.unit,), node.max_rows, drop_null=True)
     if isinstance(node, BoundDegree):
-        return TruncatedCount(node.child, node.columns, node.max_rows, drop_null=False)
+        # A cap on exactly the unit drops the rows of no known person, as the engines do.
+        drop = on_unit(node.child, node.columns)
+        return TruncatedCount(node.child, node.columns, node.max_rows, drop_null=drop)
     return None

@@ -48,6 +48,7 @@ from pinqpy.pipeline.answers import NotStorable, from_data, to_data
 from pinqpy.results.accuracy import Accuracy, AccuracyPreview
 from pinqpy.results.keys import SelectedKeys
 from pinqpy.results.labels import NoisyLabel, _Label
+from pinqpy.results.marginals import Attribute, Marginals
 from pinqpy.results.tables import NoisyFrame, NoisySeries
 from pinqpy.results.values import NoisyCount, NoisyValue
 from pinqpy.sql.explain import Explanation
@@ -337,9 +338,41 @@ def encode_result(obj: object) -> dict[str, Any]:
             "items": [encode_value(x) for x in obj],
             "counts": encode_result(obj.counts),
         }
+    if isinstance(obj, Marginals):
+        return _encode_marginals(obj)
     if isinstance(obj, list):
         return {"kind": "list", "items": [encode_value(x) for x in obj]}
     return {"kind": "plain", "value": encode_value(obj)}
+
+
+def _encode_marginals(m: Marginals) -> dict[str, Any]:
+    """Only the released noisy counts and the public domain travel; the model is fitted on
+    the analyst's side."""
+    attributes = [
+        {"name": a.name, "labels": encode_value(list(a.labels)), "cuts": encode_value(a.cuts)}
+        for a in m.attributes
+    ]
+    measured = [
+        {"clique": list(c), "counts": encode_result(s)} for c, s in m.measurements.items()
+    ]
+    return {"kind": "marginals", "attributes": attributes, "measured": measured}
+
+
+def _decode_marginals(data: dict[str, Any]) -> Marginals:
+    try:
+        attributes = [
+            Attribute(str(a["name"]), tuple(decode_value(a["labels"])), decode_value(a["cuts"]))
+            for a in data["attributes"]
+        ]
+        measured = []
+        for item in data["measured"]:
+            counts = decode_result(item["counts"])
+            if not isinstance(counts, NoisySeries):
+                raise TypeError
+            measured.append((tuple(str(c) for c in item["clique"]), counts))
+        return Marginals(attributes, measured)
+    except (KeyError, TypeError, ValueError):
+        raise PinqError("the server sent malformed marginals") from None
 
 
 def decode_result(data: Any) -> Any:
@@ -393,6 +426,8 @@ def decode_result(data: Any) -> Any:
             return SelectedKeys([decode_value(x) for x in data.get("items", [])], counts)
         except ValueError:
             raise PinqError("the server sent malformed keys (one count per key)") from None
+    if kind == "marginals":
+        return _decode_marginals(data)
     if kind == "list":
         return [decode_value(x) for x in data.get("items", [])]
     if kind == "plain":

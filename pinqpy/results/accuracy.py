@@ -561,7 +561,10 @@ class AccuracyPreview:
     the mean, ``b/n``; a quantile's rank scale ``2·Δu/eps_sel`` in rows), or a dict of the
     scales by name when there are several (a mean: ``{"sum": ..., "count": ...}``).
     ``threshold`` is a key selection's (rows). ``charge`` is what it would cost each budget
-    (named by ``repr``).
+    (named by ``repr``). ``neighbours`` is the neighbour relation that charge protects:
+    ``one row added or removed``, ``one person added or removed (...)``, or for a table whose
+    row count is public ``one row changed, n public (n = ...)`` (each table's, named, when
+    the frame reads several).
 
     ``expected`` is the expected absolute error in the same units as ``error`` (None for a
     mean without ``n``, whose expected error is ``expected_times_n / n``); ``delta`` is the
@@ -588,6 +591,7 @@ class AccuracyPreview:
     expected_times_n: float | None = None
     delta: float = 0.0
     rho: float | None = None
+    neighbours: str = ""
 
     def __repr__(self) -> str:
         from pinqpy.results.preview_text import preview_line
@@ -609,7 +613,8 @@ class AccuracyPreview:
             unit = f" {self.unit}" if self.unit else ""
             what = f"the error is at most {self.error:.6g}{unit}"
         note = f" ({self.note})" if self.note else ""
+        relation = f"; neighbours: {self.neighbours}" if self.neighbours else ""
         return (
             f"{self.aggregation} at epsilon {self.epsilon}: {self.mechanism}; with probability "
-            f"{self.level:g} {what}{note}; it would charge {cost}"
+            f"{self.level:g} {what}{note}; it would charge {cost}{relation}"
         )

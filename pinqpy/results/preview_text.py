@@ -112,6 +112,7 @@ def preview_html(preview: Any) -> str:
         ("noise scale", scale_text(preview.noise_scale)),
         ("would charge", charge_text(preview)),
         ("assumes", preview.note),
+        ("neighbours", getattr(preview, "neighbours", "")),
     ]
     if preview.threshold is not None:
         rows.insert(2, ("threshold", f"{preview.threshold} rows"))

@@ -24,6 +24,8 @@ __all__ = [
     "FromItem",
     "GroupKey",
     "Join",
+    "MarginalColumn",
+    "MarginalsQuery",
     "OrderItem",
     "Path",
     "Query",
@@ -187,4 +189,28 @@ class Describe:
     pos: Pos | None = field(default=None, compare=False, repr=False)
 
 
-Statement = Select | SetQuery | Explain | ShowTables | ShowBudget | ShowLedger | Describe
+@dataclass(frozen=True)
+class MarginalColumn:
+    """One column of a marginal: its declared keys, an inline key list, or cut points."""
+
+    name: str
+    keys: tuple[object, ...] | None = None
+    cuts: tuple[object, ...] | None = None
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class MarginalsQuery:
+    """``[EXPLAIN] SELECT MARGINALS (a, b), (b, c) FROM t [WHERE ...] [OPTIONS (...)]``."""
+
+    marginals: tuple[tuple[MarginalColumn, ...], ...]
+    table: TableFrom
+    where: Expr | None = None
+    options: tuple[tuple[str, object], ...] = ()
+    explain: bool = False
+    pos: Pos | None = field(default=None, compare=False, repr=False)
+
+
+Statement = (
+    Select | SetQuery | Explain | ShowTables | ShowBudget | ShowLedger | Describe | MarginalsQuery
+)

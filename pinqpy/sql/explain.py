@@ -27,6 +27,7 @@ from pinqpy.noise.mechanisms import (
     PublicSizeMeanMechanism,
     QuantileMechanism,
 )
+from pinqpy.pipeline.neighbours import changed_row_note, changed_row_reasons
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.describe import Names, StepDescriber, multipliers, stability_text
 from pinqpy.plan.nodes import PartSource, PlanNode
@@ -148,6 +149,9 @@ def explain(
     )
     lines.append(head)
     _tree(rel.frame.plan, 1, lines, StepDescriber(table_names), rel.frame.catalog)
+    neighbours = changed_row_note(rel.frame, table_names)
+    if neighbours is not None:
+        lines += ["", neighbours]
     sel_index = rel.selection_index
     extra = 1 if rel.key_selection is not None and sel_index is None else 0
     # A public row count is no noisy measurement: it takes no share of epsilon.
@@ -239,6 +243,7 @@ def cost_note(
     m = max(len(rel.measurements) - public, 1) + extra
     stabilities = rel.frame.stabilities()
     steps = multipliers(rel.frame.plan, table_names)
+    doubled = changed_row_reasons(rel.frame, table_names)
     parts = []
     for budget, cost in spent.items():
         name = (budget_names or {}).get(budget) or getattr(budget, "name", None) or "budget"
@@ -253,9 +258,10 @@ def cost_note(
         for step in steps:
             # A step of another budget's table does not raise this one's charge; a step over
             # a partition's part (its own agent) is named for every budget.
-            agent = rel.frame.catalog.agent(step.agent)
+            agent = rel.frame.catalog.root_agent(step.agent)
             if agent is budget or not isinstance(agent, Budget):
                 reasons.append(step.reason)
+        reasons += doubled
         if reasons:
             why += " (" + "; ".join(reasons) + ")"
         if isinstance(budget, Budget):  # what is left is a public fact of the budget

@@ -41,6 +41,8 @@ from pinqpy.sql.ast import (
     FromItem,
     GroupKey,
     Join,
+    MarginalColumn,
+    MarginalsQuery,
     OrderItem,
     Path,
     Query,
@@ -186,7 +188,39 @@ class _Converter:
             return Describe(
                 path[-1][0], tuple(p for p, _ in path[:-1]), path=path, pos=_pos(t.meta)
             )
+        if kind in ("marginals_statement", "explain_marginals_statement"):
+            return self.marginals(t.children[0], kind == "explain_marginals_statement")
         raise self.error(f"unknown statement {kind}", t)  # pragma: no cover - grammar bug
+
+    def marginals(self, t: Tree, explain: bool) -> MarginalsQuery:
+        """``SELECT MARGINALS (...), (...) FROM t [WHERE ...] [OPTIONS (...)]``."""
+        *sets, table, where, options = t.children
+        path = self.table_path(table)
+        return MarginalsQuery(
+            tuple(tuple(self.marginal_column(c) for c in m.children) for m in sets),
+            TableFrom(path[-1][0], None, tuple(p for p, _ in path[:-1]), path=path),
+            None if where is None else self.expr(where.children[0]),
+            () if options is None else self.merge_options((), options),
+            explain,
+            pos=_pos(t.meta),
+        )
+
+    def marginal_column(self, t: Tree) -> MarginalColumn:
+        if t.data == "marginal_plain":
+            return MarginalColumn(self.ident(t.children[0]), pos=_pos(t.meta))
+        if t.data == "marginal_keys":
+            name, *values = t.children
+            keys = tuple(self.option_value(v) for v in values)
+            return MarginalColumn(self.ident(name), keys=keys, pos=_pos(t.meta))
+        word, name, *values = t.children
+        if str(word).upper() != "CUT":
+            raise self.error(
+                f"{word}(...) is not a marginal's column: write a column, `col IN (...)` or "
+                "CUT(col, point, ...)",
+                word,
+            )
+        cuts = tuple(self.option_value(v) for v in values)
+        return MarginalColumn(self.ident(name), cuts=cuts, pos=_pos(t.meta))
 
     # -- queries --------------------------------------------------------------------------
     def query(self, t: Tree) -> Query:

@@ -47,6 +47,9 @@ def pinqpy(
     )
 
 
+PUMS_INTS = ("age", "sex", "educ", "race", "married")
+
+
 @pytest.fixture(scope="module")
 def pums() -> pd.DataFrame:
     return load_pums()
@@ -59,9 +62,15 @@ def people_csv(tmp_path_factory: pytest.TempPathFactory, pums: pd.DataFrame) -> 
     return path
 
 
+# The file's column types, declared as a curator declares them (inferred ones are warned
+# about on stderr, which these tests read).
+SCHEMA = [f"--schema={c}={t}" for c, t in [*((c, "int") for c in PUMS_INTS), ("income", "float")]]
+
+
 def table_args(people_csv: Path) -> list[str]:
     return [
         f"people={people_csv}",
+        *SCHEMA,
         "--epsilon",
         "1",
         "--bounds",
@@ -264,7 +273,7 @@ def test_help() -> None:
 
 
 OK = "SELECT COUNT(*) FROM people"
-P = ["query", "people={people}", "--epsilon", "1"]
+P = ["query", "people={people}", *SCHEMA, "--epsilon", "1"]
 
 ERROR_CASES = [
     ("missing file", ["query", "people={tmp}/nope.csv", "--epsilon", "1", OK], 1, "no such file"),

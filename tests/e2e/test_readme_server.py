@@ -166,6 +166,8 @@ def test_limits_table_gives_the_defaults() -> None:
         cells = [c.strip() for c in line.strip("|").split("|")]
         if line.startswith("| `") and len(cells) == 3:
             names = re.findall(r"`(\w+)`", cells[0])
+            if cells[1] == "the CPUs, at least 2":  # max_running: the machine's, said so
+                cells[1] = str(Limits().max_running)
             values = [float(v.replace(",", "")) for v in cells[1].split(", ")]
             shown.update(zip(names, values, strict=True))
     assert shown == {k: float(v) for k, v in Limits().as_dict().items()}

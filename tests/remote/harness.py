@@ -33,8 +33,9 @@ from pinqpy.remote.server.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 PUMS_CSV = Path(str(resources.files("pinqpy").joinpath("data", "PUMS.csv")))
-#: How long a server may take to start (import pandas, read the data, bind).
-START_TIMEOUT = 60.0
+#: How long a server may take to start (import pandas, read the data, start a JVM, bind) on
+#: a machine shared with other work.
+START_TIMEOUT = 120.0
 
 DEFAULT_CONFIG = """\
 [server]

@@ -34,7 +34,7 @@ from pinqpy.remote.server.config import load_config
 from pinqpy.remote.server.replay import Replayer
 from pinqpy.remote.server.run import serve_command
 from pinqpy.remote.server.state import ServerState
-from tests.remote.harness import _command, _env, default_config, start_server
+from tests.remote.harness import PUMS_CSV, _command, _env, default_config, start_server
 
 STAND_IN = pq.PrivateFrame(
     load_pums().iloc[:0], pq.Budget(1), name="pums", bounds=PUMS_BOUNDS, keys=PUMS_KEYS
@@ -476,9 +476,11 @@ def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
     state = ServerState(load_config(tmp_path / "s.toml"))
     try:
         alice, bob, carol = (state.analysts[n] for n in ("alice", "bob", "carol"))
-        assert alice.budgets["pums"] is bob.budgets["pums"]
-        assert alice.budgets["pums"] is not carol.budgets["pums"]
+        # Each member has a Budget object of their own, all kept as one budget of the file.
+        assert alice.budgets["pums"].name == bob.budgets["pums"].name == "group:lab/pums"
+        assert carol.budgets["pums"].name == "analyst:carol/pums"
         state.aggregate(alice, count_body(epsilon=0.25))
+        assert alice.budgets["pums"].spent == bob.budgets["pums"].spent == pq.Cost(0.25)
         (doc,) = state.budget_docs(bob)
         assert doc["name"] == "group:lab/pums" and doc["accounting"] == "pure"
         assert doc["spent"] == {"epsilon": "1/4", "delta": "0"}
@@ -487,3 +489,23 @@ def test_a_groups_members_draw_on_one_budget_per_table(tmp_path):
         assert list(audit["budget"]) == ["group:lab/pums"]
     finally:
         state.close()
+
+
+def test_serve_warns_the_curator_of_two_tables_over_one_file_and_of_unstoppable_work(tmp_path):
+    config = default_config().replace('tables = ["pums"]', 'tables = ["pums", "again"]') + (
+        f'\n[tables.again]\nsource = "csv"\npath = "{PUMS_CSV}"\nengine = "duckdb"\n'
+    )
+    with start_server(tmp_path, config) as server:
+        warnings = [line for line in server.output if line.startswith("pinqpy serve: warning:")]
+    inferred = [line for line in warnings if "column types were inferred" in line]
+    assert [line.split(":")[2] for line in inferred] == [" table pums", " table again"]
+    assert [line for line in warnings if line not in inferred] == [
+        f"pinqpy serve: warning: tables 'pums' and 'again' both read {PUMS_CSV}: each has "
+        "budgets of its own, so an analyst granted both spends two budgets on the same "
+        "people; serve the data as one table (analysts may share it), or grant each analyst "
+        "only one of them",
+        "pinqpy serve: warning: analyst 'alice' is granted pandas tables and duckdb ones, so "
+        "their requests run in the server's own process, where pandas work past "
+        'query_timeout_s cannot be stopped; serve those tables with engine = "duckdb", or '
+        "grant them apart",
+    ]

@@ -19,6 +19,17 @@ in Python, ``GROUP BY k`` with a delta in SQL) is checked the same way on the ex
 every key its key selection is given, and also against the threshold's assumption: at most
 ``G`` keys move, each by at most ``k`` rows, for the ``(G, k)`` its threshold was set for.
 
+Public row counts (``public_size=True`` on A): the neighbour is then A with one row changed
+(on a user-level A, one person's rows replaced by as many rows of one person), never a row
+added, and every answer must move by at most the stability charged, which counts a changed
+row twice (one removed, one added). The unknown-key histogram's threshold is checked against
+what it needs under that relation: the keys only one neighbour has, on each side.
+
+The same chains also run over tables read back from parquet and CSV files (declared types),
+with persons whose unit id is NULL-like (a real NaN, or NULL) in either table and a neighbour
+that may add one more (``test_adversarial_*_with_null_like_units_from_files``): rows of no
+known person must move nothing beyond the stability charged either.
+
 ``PINQPY_HARNESS_EXAMPLES=n`` sets the number of chains per engine (pandas, DuckDB; Spark gets
 a tenth); ``-s`` prints the summary (chains tried, refused, answered, violations).
 """
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -316,6 +328,10 @@ class KeyCounts:
         keys = set(self.counts) | set(other.counts)
         return [abs(other.counts.get(k, 0) - self.counts.get(k, 0)) for k in keys]
 
+    def only_here(self, other: KeyCounts) -> list[int]:
+        """The counts of the keys this side has and ``other`` has not."""
+        return [c for k, c in self.counts.items() if k not in other.counts]
+
 
 def _key_key(v: object) -> object:
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else v
@@ -339,16 +355,33 @@ def key_counts(run_query: Callable[[], object]) -> KeyCounts:
     return KeyCounts(exact, (mech.max_groups, mech.max_rows))
 
 
-def run_side(world: World, extra: tuple | None, side: str, chain: list[str], seed: int):
+def _as_given(df: pd.DataFrame, table: str) -> object:
+    return df
+
+
+def run_side(
+    world: World,
+    extra: tuple | None,
+    side: str,
+    chain: list[str],
+    seed: int,
+    public_size: bool = False,
+    source: Callable[[pd.DataFrame, str], object] = _as_given,
+):
     """Build the chain on (A, B) with the extra unit on ``side``; run every query.
+    ``public_size`` declares A's row count public; ``source(df, "A" or "B")`` is what each
+    table is read from (default: the DataFrame).
 
     Returns one entry per query: ("refused", msg) or ("ok", values, charged stability).
     """
     ba, bb = pq.Budget(epsilon=BIG, delta=0.5), pq.Budget(epsilon=BIG, delta=0.5)
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
-    a = pq.PrivateFrame(a_df, ba, privacy_unit="pid" if world.a_user_level else None)
-    b = pq.PrivateFrame(b_df, bb, privacy_unit="pid" if world.b_user_level else None)
+    a_unit = "pid" if world.a_user_level else None
+    a = pq.PrivateFrame(source(a_df, "A"), ba, privacy_unit=a_unit, public_size=public_size)
+    b = pq.PrivateFrame(
+        source(b_df, "B"), bb, privacy_unit="pid" if world.b_user_level else None
+    )
     changed = ba if side == "A" else bb
     # Lists cannot be hashed into a row's priority, so truncation of rows holding them draws
     # independent priorities by position, which cannot be coupled across neighbours here:
@@ -406,7 +439,10 @@ def run_side(world: World, extra: tuple | None, side: str, chain: list[str], see
     return out
 
 
-def compare(r1, r2, what: str, kind: str) -> list[str]:
+def compare(r1, r2, what: str, kind: str, changed_row: bool = False) -> list[str]:
+    """The ways the two sides' answers break their charge. ``changed_row``: the neighbours
+    differ in one changed row (a public row count), so a key selection's threshold needs only
+    that the keys each side alone has fit its structure."""
     problems = []
     for q, x, y in zip(QUERIES, r1, r2, strict=True):
         if x[0] == "skip" or y[0] == "skip":
@@ -425,7 +461,14 @@ def compare(r1, r2, what: str, kind: str) -> list[str]:
             if x[1].structure != y[1].structure:
                 problems.append(f"{q}: thresholds set for {x[1].structure} and {y[1].structure}")
             g, k = x[1].structure
-            if int((diff > 0).sum()) > g or float(diff.max(initial=0)) > k:
+            if changed_row:
+                alone = [x[1].only_here(y[1]), y[1].only_here(x[1])]
+                if any(len(a) > g or max(a, default=0) > k for a in alone):
+                    problems.append(
+                        f"{q}: keys one side alone has, {x[1].counts} vs {y[1].counts}, exceed "
+                        f"the {g} keys of at most {k} rows its threshold assumes"
+                    )
+            elif int((diff > 0).sum()) > g or float(diff.max(initial=0)) > k:
                 problems.append(
                     f"{q}: a unit moved the counts {x[1].counts} -> {y[1].counts}, more than "
                     f"the {g} keys of at most {k} rows its threshold assumes"
@@ -638,7 +681,7 @@ def _sql_stability(
     return Fraction(s)
 
 
-def run_sql_side(world, extra, side, chain, seed, max_rows):
+def run_sql_side(world, extra, side, chain, seed, max_rows, public_size=False, source=_as_given):
     a_df = table(world.a_users, 0, 0, extra if side == "A" else None)
     b_df = table(world.b_users, 3, 1, extra if side == "B" else None)
     budgets = {"a": pq.Budget(epsilon=BIG, delta=0.5), "b": pq.Budget(epsilon=BIG, delta=0.5)}
@@ -646,10 +689,11 @@ def run_sql_side(world, extra, side, chain, seed, max_rows):
     for name, df, lvl in (("a", a_df, world.a_user_level), ("b", b_df, world.b_user_level)):
         s.register(
             name,
-            df[SQL_COLS],
+            source(df[SQL_COLS], name.upper()),
             budget=budgets[name],
             privacy_unit="pid" if lvl else None,
             max_rows=max_rows if lvl else None,
+            public_size=public_size and name == "a",
         )
     pub = pd.DataFrame({"k": [0, 1, 2, 3], "lab": list("wxyz")})
     s.register_public("pub", pub)
@@ -728,8 +772,255 @@ def test_adversarial_sql_chains(engine: str) -> None:
         _print_summary(kind)
 
 
+# -- public row counts: one row changed ---------------------------------------------------------
+@st.composite
+def changed_row_scenarios(draw):
+    """A world, and A's changed unit before and after: one row of a row-level A, or a person's
+    rows of a user-level A replaced by as many rows of a person (the same one or another)."""
+    world = World(
+        a_users=draw(st.lists(user, max_size=4)),
+        b_users=draw(st.lists(user, max_size=4)),
+        a_user_level=draw(st.booleans()),
+        b_user_level=draw(st.booleans()),
+    )
+    size = draw(st.integers(2, 4)) if world.a_user_level else 1
+    free = [p for p in range(10) if p >= len(world.a_users)]
+    pids = [free[draw(st.integers(0, len(free) - 1))] for _ in range(2)]
+    rows = [draw(st.lists(row, min_size=size, max_size=size)) for _ in range(2)]
+    return world, (pids[0], rows[0]), (pids[1], rows[1])
+
+
+def _changed_what(world: World, before: tuple, after: tuple, chain: list[str]) -> str:
+    lvl = "user-level (unit pid)" if world.a_user_level else "row-level"
+    return (
+        f"A is {lvl} with a public row count and {len(world.a_users)} units, B has "
+        f"{len(world.b_users)}; chain on A: {' -> '.join(chain)}; the neighbours' changed unit: "
+        f"pid={before[0]} {before[1]} -> pid={after[0]} {after[1]}"
+    )
+
+
+def test_adversarial_public_size_chains(engine: str) -> None:
+    kind = f"python public_size/{engine}"
+
+    @_settings(max(1, EXAMPLES[engine] // 2))
+    @given(sc=changed_row_scenarios(), chain=chains, seed=st.integers(0, 2**16))
+    def prop(sc, chain, seed):
+        world, before, after = sc
+        try:
+            r1 = run_side(world, before, "A", chain, seed, public_size=True)
+            r2 = run_side(world, after, "A", chain, seed, public_size=True)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = _changed_what(world, before, after, chain)
+        note(what)
+        problems = compare(r1, r2, what, kind, changed_row=True)
+        if problems:
+            _tally(kind, "violations")
+            VIOLATIONS.setdefault(kind, Counter())[" -> ".join(chain)] += 1
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
+        _print_summary(kind)
+
+
+def test_adversarial_public_size_sql_chains(engine: str) -> None:
+    kind = f"sql public_size/{engine}"
+
+    @_settings(max(1, SQL_EXAMPLES[engine] // 2))
+    @given(
+        sc=changed_row_scenarios(),
+        chain=st.lists(st.sampled_from(sorted(SQL_WRAPPERS)), min_size=0, max_size=3),
+        seed=st.integers(0, 2**16),
+        max_rows=st.integers(1, 3),
+    )
+    def prop(sc, chain, seed, max_rows):
+        world, before, after = sc
+        try:
+            r1, queries = run_sql_side(world, before, "A", chain, seed, max_rows, True)
+            r2, _ = run_sql_side(world, after, "A", chain, seed, max_rows, True)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = _changed_what(world, before, after, [f"(max_rows={max_rows})", *chain])
+        what += "\n  SQL: " + queries["count"]
+        note(what)
+        problems = compare(r1, r2, what, kind, changed_row=True)
+        if problems:
+            _tally(kind, "violations")
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
+        _print_summary(kind)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _final_summary():
     yield
     for kind in sorted(SUMMARY):
+        _print_summary(kind)
+
+
+# -- NULL-like unit ids, read from files ---------------------------------------------------------
+# The same chains over tables written to parquet or CSV files and read back by the engine
+# (declared types, as a curator declares them; a parquet NaN is a real NaN, a CSV one the
+# text NaN), with persons whose id is NULL-like (NaN or NULL) in either table; the neighbour
+# adds a person, whose id may itself be NULL-like. Rows of no known person must move no
+# answer beyond the stability charged, as every other row.
+FILE_EXAMPLES = {k: max(1, v // 6) for k, v in EXAMPLES.items()}
+FILE_TYPES = {"pid": "float", "visit_id": "int", "k": "int", "v": "float", "s": "str", "src": "int"}
+null_person = st.tuples(st.sampled_from(["nan", "nan", "null"]), user)
+
+
+@dataclass
+class FileSource:
+    """Each table written to a ``kind`` file in ``folder`` and read back on the current
+    engine, with the NULL-like persons ``nulls[table]`` ((spelling, rows) each) added. The id
+    column is a float whatever the rows (a type follows the schema, never the values)."""
+
+    kind: str
+    folder: str
+    nulls: dict[str, list[tuple[str, list[dict]]]]
+
+    def __call__(self, df: pd.DataFrame, table: str) -> object:
+        from pinqpy.engines.registry import default_engine, read_file
+
+        src = 0 if table == "A" else 1
+        recs = [
+            {"pid": np.nan, "visit_id": 1000 * (src + 1) + 500 + i, **r, "src": src}
+            for i, r in enumerate(r for _, rows in self.nulls.get(table, []) for r in rows)
+        ]
+        spelt = [sp for sp, rows in self.nulls.get(table, []) for _ in rows]
+        cols = [c for c in df.columns if c != "items"]
+        both = pd.concat([df[cols], pd.DataFrame(recs, columns=COLS)[cols]], ignore_index=True)
+        both = both.astype({c: FILE_TYPES[c] for c in cols if FILE_TYPES[c] != "str"})
+        nan_rows = [False] * len(df) + [sp == "nan" for sp in spelt]
+        path = os.path.join(self.folder, f"{table}{len(os.listdir(self.folder))}.{self.kind}")
+        _write(both, nan_rows, path, self.kind)
+        types = {c: FILE_TYPES[c] for c in cols}
+        return read_file(path, self.kind, default_engine(), schema=types)
+
+
+def _write(df: pd.DataFrame, nan_rows: list[bool], path: str, kind: str) -> None:
+    """``df`` as a file whose NULL ids are a real NaN where ``nan_rows`` says, else NULL."""
+    if kind == "csv":
+        text = df.astype(object).where(df.notna(), "")
+        text["pid"] = ["NaN" if n else t for n, t in zip(nan_rows, text["pid"], strict=True)]
+        text.to_csv(path, index=False)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as papq
+
+    arrays = {c: pa.Array.from_pandas(df[c]) for c in df.columns}
+    pid = df["pid"].to_numpy(dtype=float)
+    null = np.isnan(pid) & ~np.array(nan_rows, dtype=bool)
+    arrays["pid"] = pa.array(pid, type=pa.float64(), mask=null)  # NaN kept, NULL masked
+    papq.write_table(pa.table(arrays), path)
+
+
+# Chains on A that end in a step by the unit, where rows of no known person must be dropped.
+null_chains = st.builds(
+    lambda body, end: [*body, end],
+    st.lists(st.sampled_from(STEP_NAMES), max_size=2),
+    st.sampled_from(_ENDINGS),
+)
+
+
+# SQL over A as registered (max_rows per person), or through a wrapper or two.
+null_sql_chains = st.lists(st.sampled_from(sorted(SQL_WRAPPERS)), max_size=2)
+
+
+@st.composite
+def null_unit_scenarios(draw):
+    """A scenario of :func:`scenarios` whose changed table is A, user-level (the table the
+    chain is built on), with a file kind, NULL-like persons in either table, and whether the
+    neighbour's added person has a NULL-like id (its spelling)."""
+    world, side, extra = draw(scenarios().filter(lambda sc: sc[1] == "A" and sc[0].a_user_level))
+    # The changed table always has a NULL-like person, so the added one meets others.
+    nulls = {t: draw(st.lists(null_person, min_size=int(t == side), max_size=2)) for t in "AB"}
+    extra_null = draw(st.sampled_from([None, "nan", "nan", "null"]))
+    return world, side, extra, draw(st.sampled_from(["parquet", "csv"])), nulls, extra_null
+
+
+def _file_sides(sc, folder: str):
+    """The two neighbours' sources and extra units: the added person is either a unit with
+    an id (as in :func:`scenarios`) or one more NULL-like person of ``side``'s table."""
+    world, side, extra, kind, nulls, extra_null = sc
+    first = FileSource(kind, folder, nulls)
+    if extra_null is None:
+        return world, side, extra, (first, None), (first, extra)
+    more = {**nulls, side: [*nulls[side], (extra_null, extra[1])]}
+    return world, side, extra, (first, None), (FileSource(kind, folder, more), None)
+
+
+def _describe_files(sc) -> str:
+    _, _, extra, kind, nulls, extra_null = sc
+    added = f"a NULL-like ({extra_null}) person" if extra_null else f"pid={extra[0]}"
+    counts = {t: [sp for sp, _ in nulls[t]] for t in nulls}
+    return f"read from {kind} files; NULL-like persons {counts}; the neighbour adds {added}"
+
+
+def test_adversarial_chains_with_null_like_units_from_files(engine: str, tmp_path) -> None:
+    kind = f"python-files/{engine}"
+
+    @_settings(FILE_EXAMPLES[engine])
+    @given(sc=null_unit_scenarios(), chain=null_chains, seed=st.integers(0, 2**16))
+    def prop(sc, chain, seed):
+        if chain[0].startswith("explode"):
+            return  # the files hold no list column
+        folder = tempfile.mkdtemp(dir=tmp_path)
+        world, side, extra, (s1, e1), (s2, e2) = _file_sides(sc, folder)
+        try:
+            r1 = run_side(world, e1, side, chain, seed, source=s1)
+            r2 = run_side(world, e2, side, chain, seed, source=s2)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = describe(world, side, extra, chain) + "; " + _describe_files(sc)
+        note(what)
+        problems = compare(r1, r2, what, kind)
+        if problems:
+            _tally(kind, "violations")
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
+        _print_summary(kind)
+
+
+def test_adversarial_sql_chains_with_null_like_units_from_files(engine: str, tmp_path) -> None:
+    kind = f"sql-files/{engine}"
+
+    @_settings(FILE_EXAMPLES[engine])
+    @given(
+        sc=null_unit_scenarios(),
+        chain=null_sql_chains,
+        seed=st.integers(0, 2**16),
+        max_rows=st.integers(1, 3),
+    )
+    def prop(sc, chain, seed, max_rows):
+        folder = tempfile.mkdtemp(dir=tmp_path)
+        world, side, extra, (s1, e1), (s2, e2) = _file_sides(sc, folder)
+        try:
+            r1, queries = run_sql_side(world, e1, side, chain, seed, max_rows, source=s1)
+            r2, _ = run_sql_side(world, e2, side, chain, seed, max_rows, source=s2)
+        except Skip:
+            return
+        _tally(kind, "chains")
+        what = describe(world, side, extra, [f"(registered with max_rows={max_rows})", *chain])
+        what += "; " + _describe_files(sc) + "\n  SQL: " + queries["count"]
+        note(what)
+        problems = compare(r1, r2, what, kind)
+        if problems:
+            _tally(kind, "violations")
+            raise AssertionError("stability violated: " + what + "\n  " + "\n  ".join(problems))
+
+    try:
+        prop()
+    finally:
         _print_summary(kind)

@@ -8,6 +8,7 @@ EXPECTED = {
     "Cost",
     "Expression",
     "GroupedFrame",
+    "Marginals",
     "NoisyCount",
     "NoisyFrame",
     "NoisyLabel",

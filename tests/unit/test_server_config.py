@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS
-from pinqpy.remote.server.config import ConfigError, Limits, load_config
+from pinqpy.remote.server.config import ConfigError, Limits, load_config, shared_sources
 
 GOOD = """
 [server]
@@ -118,6 +118,10 @@ def test_the_bundled_sample_serves_pums_with_the_demo_facts():
         ("[analysts.bob]", "[analysts.'bob smith']", "analysts.bob smith", "letters, digits"),
         ("[tables.visits]", "[tables.'my visits']", "tables.my visits", "so SQL can name"),
         ('ledger = "state/ledger.db"', 'ledger = "nodir/l.db"', "server.ledger", "create it"),
+        ("query_timeout_s = 5", "header_timeout_s = 0", "server.limits.header_timeout_s",
+         "positive"),
+        ("query_timeout_s = 5", "max_requests = 0", "server.limits.max_requests", "at least 1"),
+        ("query_timeout_s = 5", "max_running = 1.5", "server.limits.max_running", "whole number"),
     ],
 )
 def test_each_bad_value_names_the_file_the_key_and_the_fix(tmp_path, old, new, key, fix):
@@ -172,3 +176,60 @@ def test_tls_needs_both_files(tmp_path):
     text = text.replace('tls_certfile = "c.pem"', 'tls_certfile = "c.pem"\ntls_keyfile = "k.pem"')
     cfg = load_config(write(tmp_path, text))
     assert cfg.tls_keyfile == (tmp_path / "k.pem").resolve()
+
+
+def test_the_work_and_connection_limits_are_read(tmp_path):
+    text = GOOD.replace(
+        "query_timeout_s = 5",
+        "query_timeout_s = 5\nmax_requests = 10\nmax_requests_per_analyst = 2\nmax_running = 3\n"
+        "header_timeout_s = 2.5\nmax_connections = 40",
+    )
+    limits = load_config(write(tmp_path, text)).limits
+    assert (limits.max_requests, limits.max_requests_per_analyst, limits.max_running) == (10, 2, 3)
+    assert (limits.header_timeout_s, limits.max_connections) == (2.5, 40)
+    assert Limits().max_running >= 2  # the CPUs this process may use, at least 2
+
+
+TWO_OVER_ONE = """
+[tables.people]
+source = "csv"
+path = "people.csv"
+[tables.again]
+source = "csv"
+path = "{again}"
+[tables.other]
+source = "csv"
+path = "other.csv"
+[analysts.alice]
+tables = ["people"]
+budget = {{ epsilon = 1 }}
+"""
+
+
+@pytest.mark.parametrize("again", ["people.csv", "./data/../people.csv", "link.csv", "hard.csv"])
+def test_two_tables_over_one_file_are_found(tmp_path, again):
+    (tmp_path / "other.csv").write_text("pid\n1\n")
+    write(tmp_path, "")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "people.csv")
+    (tmp_path / "hard.csv").hardlink_to(tmp_path / "people.csv")
+    cfg = load_config(write(tmp_path, TWO_OVER_ONE.format(again=again)))
+    first, second = (str(cfg.tables[t].path) for t in ("people", "again"))
+    also = "" if first == second else f" (also named {second})"
+    assert shared_sources(cfg) == [("people", "again", first + also)]
+
+
+def test_tables_over_different_files_or_database_tables_are_not(tmp_path):
+    (tmp_path / "other.csv").write_text("pid\n1\n")
+    (tmp_path / "db.duckdb").write_bytes(b"")
+    cfg = load_config(write(tmp_path, TWO_OVER_ONE.format(again="other.csv")))
+    assert shared_sources(cfg) == [("again", "other", str(cfg.tables["other"].path))]
+    text = TWO_OVER_ONE.format(again="other.csv").replace(
+        '[tables.again]\nsource = "csv"\npath = "other.csv"',
+        '[tables.again]\nsource = "duckdb"\ndatabase = "db.duckdb"\ntable = "people"\n'
+        '[tables.third]\nsource = "duckdb"\ndatabase = "db.duckdb"\ntable = "visits"\n'
+        '[tables.fourth]\nsource = "duckdb"\ndatabase = "./db.duckdb"\ntable = "PEOPLE"',
+    )
+    cfg = load_config(write(tmp_path, text))
+    where = f"table people of {cfg.tables['again'].database} (also named table PEOPLE of "
+    where += f"{cfg.tables['fourth'].database})"
+    assert shared_sources(cfg) == [("again", "fourth", where)]

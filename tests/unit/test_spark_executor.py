@@ -966,3 +966,62 @@ def test_clamped_sums_in_two_integer_parts_are_exact(ex: SparkExecutor) -> None:
         k = int(grid.indices(clipped).sum())
         assert got[g] == grid.total(k)
         assert counts[g] == len(xs)
+
+
+def test_nulls_clamped_to_lo_add_nothing_to_the_exact_sums(ex: SparkExecutor) -> None:
+    """Spark's greatest/least send a NULL to lo: its lattice unit is 0 and its SUM unit is
+    taken back out, so sums, squares and counts equal the pandas engine's exactly, for a group
+    of NULLs only, NULLs among values, bounds whose lo has a nonzero unit, and no grouping."""
+    lo, hi = 2.5, 1e7 + 0.25
+    values = [None, None, 3.0, None, 1e9, 2.5, -7.0, None, 123.456, None, 1e7]
+    df = pd.DataFrame({"g": [0, 0, 1, 2, 1, 1, 2, 0, 2, 3, 3], "x": values})
+    f = _frame(df, keys={"g": [0, 1, 2, 3]})
+    x = parse_expression("x")
+    for grouping in (Grouping(("g",), (0, 1, 2, 3)), None):
+        spark_ex, pandas_ex = _at(ex, f), _pandas(f)
+        got = spark_ex.lattice_sums(f._plan, grouping, x, lo, hi, squares=True)
+        want = pandas_ex.lattice_sums(f._plan, grouping, x, lo, hi, squares=True)
+        assert (got[0], got[1], list(got[2])) == (want[0], want[1], list(want[2]))
+        sums, counts = spark_ex.clamped_sum(f._plan, grouping, x, lo, hi)
+        want_sums, want_counts = pandas_ex.clamped_sum(f._plan, grouping, x, lo, hi)
+        assert list(sums) == list(want_sums) and list(counts) == list(want_counts)
+    assert counts[0] == 6  # (the last, ungrouped, call)
+
+
+def _kept_maps(spark: Any, rows: list[tuple[int, dict[str, int]]], seed: int, parts: int) -> dict:
+    """The map each person keeps under bound_contributions(1), with the salt of ``seed``,
+    from a Spark DataFrame of ``rows`` split into ``parts`` partitions."""
+    from pyspark.sql import types as T
+
+    from pinqpy.engines.registry import executor_for
+
+    schema = T.StructType(
+        [
+            T.StructField("u", T.LongType()),
+            T.StructField("m", T.MapType(T.StringType(), T.LongType())),
+        ]
+    )
+    sdf = spark.createDataFrame(rows, schema).repartition(parts)
+    frame = pq.PrivateFrame(sdf, pq.Budget(1), privacy_unit="u").bound_contributions(1)
+    with pq.testing.seed(seed):
+        got = executor_for(frame._plan, frame._rel.catalog).rows(frame._plan)
+    return {int(u): dict(m) for u, m in zip(got["u"], got["m"], strict=True)}
+
+
+def test_truncation_orders_rows_that_differ_only_in_a_map_by_the_map(spark: Any) -> None:
+    """A row's priority hashes its map columns too (by their JSON text): one person's rows
+    that differ only in a map are ordered by the rows and the salt, never by where Spark
+    holds them, so the same rows are kept whatever the order, partitioning or other people."""
+    person = [(0, {"visit": i}) for i in range(8)]
+    others = [(u, {"visit": u}) for u in range(1, 6)]
+    rng = np.random.default_rng(5)
+    kept = []
+    for seed in range(6):
+        base = _kept_maps(spark, person + others, seed, 1)
+        shuffled = [person[i] for i in rng.permutation(len(person))]
+        assert _kept_maps(spark, others[::-1] + shuffled, seed, 3)[0] == base[0]
+        more = others + [(u, {"visit": -u}) for u in range(6, 30)]
+        assert _kept_maps(spark, shuffled + more, seed, 5)[0] == base[0]
+        kept.append(base[0]["visit"])
+    # The salt chooses: six salts keep one row of eight all alike with probability 8**-5.
+    assert len(set(kept)) > 1

@@ -102,7 +102,7 @@ def test_an_object_column_with_unhashable_values_still_counts_the_text() -> None
 
 
 def test_wrapping_cleans_text_only_where_a_value_needs_it() -> None:
-    from pinqpy.engines.registry import clean_text
+    from pinqpy.engines.text import clean_text
 
     clean = pd.DataFrame({"s": pd.Series(["a", "é", None, np.nan, "z"], dtype=object)})
     assert clean_text(clean) is clean  # nothing to change: the frame itself

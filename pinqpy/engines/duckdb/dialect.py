@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS, Dialect, ExprSql, S
+from pinqpy.expr.types import TIMESTAMP_TEXT
 from pinqpy.plan.salts import salt_source
 
 __all__ = ["DUCKDB"]
@@ -113,7 +114,11 @@ class DuckDBDialect(Dialect):
         return f"(CASE WHEN {x} IN ({yes}) THEN TRUE WHEN {x} IN ({no}) THEN FALSE END)"
 
     def to_timestamp(self, sql: str, kind: str) -> str:
-        return f"TRY_CAST({sql} AS TIMESTAMP)"  # a date beyond the TIMESTAMP range is NULL
+        # A date beyond the TIMESTAMP range is NULL; text is read only in pinqpy's form.
+        if kind == "str":
+            ok = f"regexp_full_match({sql}, {self.str_lit(TIMESTAMP_TEXT)})"
+            return f"(CASE WHEN {ok} THEN TRY_CAST({sql} AS TIMESTAMP) END)"
+        return f"TRY_CAST({sql} AS TIMESTAMP)"
 
     def to_date(self, sql: str) -> str:
         return f"CAST(CAST({sql} AS DATE) AS TIMESTAMP)"

@@ -40,6 +40,7 @@ from pinqpy.engines.base import (
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
 from pinqpy.engines.duckdb.dialect import DUCKDB
+from pinqpy.engines.duckdb.parquet import see_parquet_nan
 from pinqpy.engines.duckdb.types import kind_of_type
 from pinqpy.engines.sources import DuckDBTable, create_hidden_view, drop_pending_views
 from pinqpy.engines.sqlgen.expressions import (
@@ -386,11 +387,13 @@ def _lattice_aggs(
     if max(abs(Fraction(lo)), abs(Fraction(hi))) / lat.step < 2**62:
         # DuckDB casts a double to BIGINT rounding half to even, as np.rint does, so while
         # every scaled value fits the cast is the rounding (about twice as fast as
-        # ROUND_EVEN); the clamp into [0, K] is then in integers.
+        # ROUND_EVEN). The lattice's last clamp into [0, K] is the identity for values
+        # clamped into [lo, hi] (pinqpy.core.grid_sums), so it is left out; a NULL, which
+        # LEAST and GREATEST send to lo, has d = 0 and adds nothing.
         t = c
         for f in lat.factors:
             t = f"({t}) * {_float_literal(f)}"
-        d = f"LEAST(GREATEST(CAST({t} AS BIGINT) - {int(lat.base)}, 0), {lat.levels})"
+        d = f"(CAST({t} AS BIGINT) - {int(lat.base)})"
     else:
         d = f"CAST({lat.sql(c, _float_literal, 'ROUND_EVEN')} AS BIGINT)"
     sq = f"COALESCE(SUM({d} * {d}){when}, 0)" if squares else "0"
@@ -480,6 +483,8 @@ class DuckDBExecutor(Executor):
 
         self._duckdb = duckdb
         self.con = connection if connection is not None else duckdb.connect()
+        # A scan of a parquet file pinqpy did not write must not fold NaN tests away.
+        self._run(see_parquet_nan)
         self._registered: dict[int, tuple[Any, str]] = {}
         self._schemas: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
         self._view_schemas: weakref.WeakKeyDictionary[Any, list[tuple[str, str]]] = (

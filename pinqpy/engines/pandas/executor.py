@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pinqpy.core.grid_sums import grid_group_sums, grid_sum, lattice_group_sums, lattice_sums
 from pinqpy.core.lattice import Lattice, SumGrid
 from pinqpy.engines.base import (
     NO_MATCH,
@@ -33,6 +34,7 @@ from pinqpy.expr.types import series_type
 from pinqpy.plan import salts
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
+from pinqpy.plan.facts import on_unit
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import (
     BoundContributions,
@@ -121,6 +123,20 @@ def _numeric(series: pd.Series) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(series.dtype):
         return series.to_numpy(dtype="float64", na_value=np.nan)
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _numbers(rel: _Relation, value: Expr | PyFunc) -> np.ndarray:
+    """Every row's value of ``value`` as numbers (NULL as NaN), for the grid sums.
+
+    A stored numpy column of floats, integers or booleans is handed over as it is stored,
+    without a copy: the grid sums read it block by block and convert each value to float64
+    exactly as :func:`_numeric` would. Any other value is evaluated and converted."""
+    if isinstance(value, Column) and value.name in rel.df.columns:
+        series = rel.df[value.name]
+        dtype = getattr(series, "dtype", None)  # (a frame, for a name used twice)
+        if isinstance(dtype, np.dtype) and dtype.kind in "fiub":
+            return series.to_numpy()
+    return _numeric(_value(value, rel.df))
 
 
 def _clip(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -286,11 +302,18 @@ _FREEZE_DEPTH = 20
 
 
 def _hashable_series(s: pd.Series) -> pd.Series:
+    """``s`` with every unhashable value replaced by its :class:`_Frozen` stand-in and, in a
+    column of objects, every NULL-like value (None, NaN, ``pd.NA``, ``NaT``) by None: whole
+    values are compared as the SQL engines compare them, where NULL is one value."""
     bad = _unhashable(s)
-    if bad is None:
+    na = s.isna().to_numpy() if s.dtype == object else None
+    if bad is None and (na is None or not na.any()):
         return s
     objs = s.to_numpy(dtype=object).copy()
-    objs[bad] = [_Frozen(x) for x in objs[bad]]
+    if bad is not None:
+        objs[bad] = [_Frozen(x) for x in objs[bad]]
+    if na is not None:
+        objs[na] = None
     return pd.Series(objs, index=s.index, dtype=object)
 
 
@@ -505,6 +528,8 @@ class _PlanRunner(PlanVisitor[_Relation]):
 
     def visit_distinct(self, node: Distinct) -> _Relation:
         df = self.visit(node.child).materialize()[list(node.columns)]
+        if on_unit(node.child, node.columns):  # the unit's ids: a NULL id is no one's
+            df = _drop_null_keys(df, node.columns)
         return _Relation(df.loc[_first_rows(df)].reset_index(drop=True))
 
     def visit_explode(self, node: Explode) -> _Relation:
@@ -614,9 +639,11 @@ class _PlanRunner(PlanVisitor[_Relation]):
         )
 
     def visit_bound_degree(self, node: BoundDegree) -> _Relation:
-        # A NULL key is one key, as in a bounded join's truncation.
+        # A NULL key is one key, as in a bounded join's truncation; but a cap on exactly the
+        # unit drops the rows of no known person, as bound_contributions does.
         df = self.visit(node.child).materialize()
-        return _Relation(df, _truncation_mask(df, node.columns, node.max_rows, drop_null=False))
+        drop = on_unit(node.child, node.columns)
+        return _Relation(df, _truncation_mask(df, node.columns, node.max_rows, drop_null=drop))
 
 
 def _has_group_index(rel: _Relation, grouping: Grouping) -> bool:
@@ -791,47 +818,6 @@ def _n_groups(grouping: Grouping | None) -> int:
     return 1 if grouping is None else len(grouping.keys)
 
 
-# Rows per chunk of an exact sum: 2**30 terms below 2**22 sum below 2**52, exactly in a float.
-_EXACT_CHUNK = 1 << 30
-
-
-def _exact_sums(
-    codes: np.ndarray | None, k: int, ints: np.ndarray, bound: int = 2**44
-) -> list[int]:
-    """Per group position, the exact sum of ``int64`` terms of magnitude below ``2**44``
-    (lattice indices and their squares, a SUM's grid points), as Python ints.
-
-    Each term is split as ``a·2**22 + b`` (``a = t >> 22``, so ``|a| < 2**22``;
-    ``0 <= b < 2**22``); within a chunk of at most ``2**30`` rows every partial sum of either
-    part is an integer of magnitude below ``2**52``,
-    which ``np.bincount``'s float64 accumulator (or an ``int64`` sum) holds exactly; chunks
-    are combined as Python ints. No overflow and no rounding for any number of rows.
-
-    ``bound`` (public: the lattice's size) bounds every term's magnitude; when the whole sum
-    provably fits, one ``int64`` sum or one ``bincount`` is exact already and is used."""
-    n = len(ints)
-    if codes is None and n * bound < 2**63:
-        # Every partial int64 sum is below 2**63 in magnitude: numpy's sum is exact.
-        return [int(ints.sum(dtype=np.int64))]
-    if codes is not None and n * bound < 2**53:
-        # Every partial sum is an integer below 2**53: bincount's float64 holds it exactly.
-        return [int(x) for x in np.bincount(codes, weights=ints, minlength=k + 1)[:k]]
-    a_tot = [0] * k
-    b_tot = [0] * k
-    for start in range(0, max(len(ints), 1), _EXACT_CHUNK):
-        part = ints[start : start + _EXACT_CHUNK]
-        a, b = part >> 22, part & ((1 << 22) - 1)
-        if codes is None:
-            sa, sb = [int(a.sum())], [int(b.sum())]
-        else:
-            c = codes[start : start + _EXACT_CHUNK]
-            sa = np.bincount(c, weights=a, minlength=k + 1)[:k].astype(np.int64).tolist()
-            sb = np.bincount(c, weights=b, minlength=k + 1)[:k].astype(np.int64).tolist()
-        a_tot = [x + y for x, y in zip(a_tot, sa, strict=True)]
-        b_tot = [x + y for x, y in zip(b_tot, sb, strict=True)]
-    return [(x << 22) + y for x, y in zip(a_tot, b_tot, strict=True)]
-
-
 def _per_group(codes: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
     """Row counts (or sums of ``weights``) per group position; position ``k`` is dropped."""
     out = np.bincount(codes, weights=weights, minlength=k + 1)[:k]
@@ -897,11 +883,9 @@ class PandasExecutor(Executor):
         ``where``) and None. Otherwise every row's value, and positions where ``K`` (one past
         the last group) marks a row not counted, so nothing is copied out by a mask.
         """
-        series = _value(value, rel.df)
-        vals = _numeric(series)
+        vals = _numbers(rel, value)
         # Integer and boolean columns have no NULL to drop: skip the NaN scan.
-        plain = isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub"
-        nan = None if plain else np.isnan(vals)  # (nullable Int64 can hold NA: scanned)
+        nan = np.isnan(vals) if vals.dtype.kind == "f" else None
         if grouping is None:
             keep = rel.mask
             if nan is not None and nan.any():
@@ -922,19 +906,17 @@ class PandasExecutor(Executor):
             grouped = _integer_group_sums(rel, grouping, value, lo, hi)
             if grouped is not None:
                 return grouped
-        vals, codes = self._values(rel, grouping, value)
-        # clip also sends +-inf to the bounds, so they count like any other value.
-        clipped = _clip(vals, lo, hi)
-        # Summed exactly on the SUM's fixed-point grid (pinqpy.core.lattice.SumGrid): a float
-        # sum of 10**8 values can err by the sensitivity itself.
+        # Summed exactly on the SUM's fixed-point grid (pinqpy.core.lattice.SumGrid), in one
+        # blocked pass (pinqpy.core.grid_sums): a float sum of 10**8 values can err by the
+        # sensitivity itself. The clamp also sends +-inf to the bounds.
         grid = SumGrid.of(lo, hi)
-        k = 1 if codes is None else _n_groups(grouping)
-        if codes is not None:
-            clipped = np.where(codes < k, clipped, 0.0)  # uncounted rows (NaN...) add 0
-        totals = _exact_sums(codes, k, grid.indices(clipped))
-        sums = np.array([grid.total(t) for t in totals])
-        counts = np.array([len(clipped)], dtype=np.int64) if codes is None else _per_group(codes, k)
-        return sums, counts
+        if grouping is None:
+            total, n = grid_sum(grid, _numbers(rel, value), lo, hi, rel.mask)
+            return np.array([grid.total(total)]), np.array([n], dtype=np.int64)
+        vals, codes = self._values(rel, grouping, value)
+        k = _n_groups(grouping)
+        totals = grid_group_sums(grid, vals, lo, hi, codes, k)
+        return np.array([grid.total(t) for t in totals]), _per_group(codes, k)
 
     def lattice_sums(
         self,
@@ -955,17 +937,14 @@ class PandasExecutor(Executor):
             if got is not None:
                 total, n = got
                 return [(total - int(lo) * n) << -lat.shift], [0], np.array([n], dtype=np.int64)
+        if grouping is None:
+            s1, s2, n = lattice_sums(lat, _numbers(rel, value), rel.mask, squares)
+            return [s1], [s2], np.array([n], dtype=np.int64)
+        # Rows not counted (NULL, unlisted keys) have the position k, which is dropped.
         vals, codes = self._values(rel, grouping, value)
-        clipped = _clip(vals, lo, hi)
-        k = 1 if codes is None else _n_groups(grouping)
-        if codes is not None:
-            # Uncounted rows (NULL, NaN, unlisted keys) are sent to lo: d = 0 adds nothing.
-            clipped = np.where(codes < k, clipped, lo)
-        d = lat.indices(clipped)
-        s1 = _exact_sums(codes, k, d, lat.levels + 1)
-        s2 = _exact_sums(codes, k, d * d, (lat.levels + 1) ** 2) if squares else [0] * k
-        counts = np.array([len(d)], dtype=np.int64) if codes is None else _per_group(codes, k)
-        return s1, s2, counts
+        k = _n_groups(grouping)
+        sums, squared = lattice_group_sums(lat, vals, codes, k, squares)
+        return sums, squared, _per_group(codes, k)
 
     def buckets(
         self,

@@ -16,7 +16,7 @@ from pinqpy.engines.sqlgen.expressions import (
     ExprSql,
     S,
 )
-from pinqpy.expr.types import valid_text
+from pinqpy.expr.types import TIMESTAMP_TEXT, valid_text
 from pinqpy.plan.salts import salt_source
 
 __all__ = ["SPARK"]
@@ -63,8 +63,16 @@ class SparkDialect(Dialect):
         salt = self.str_lit(salt_source().bytes(8).hex())
         return f"xxhash64({', '.join([salt, *columns])})"
 
-    def hashable(self, dtype: object) -> bool:
-        return type(dtype).__name__ != "MapType"  # maps cannot be hashed
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        # Java's pow makes 1 and -1 to an infinite power NaN; IEEE 754 (pandas, DuckDB) 1.
+        x, y = t.bind(S(x, "float")).sql, t.bind(S(y, "float")).sql
+        inf = "CAST('Infinity' AS DOUBLE)"
+        return f"(CASE WHEN abs({x}) = 1D AND abs({y}) = {inf} THEN 1D ELSE pow({x}, {y}) END)"
+
+    def hash_input(self, column: str, dtype: object) -> str:
+        # xxhash64 refuses maps, also inside arrays and structs: those are hashed by their
+        # JSON text, a function of the value alone (its entries, in the map's own order).
+        return f"to_json({column})" if _holds_map(dtype) else column
 
     def str_lit(self, text: str) -> str:
         # Whether Spark unescapes backslashes in literals is a session setting
@@ -263,7 +271,11 @@ class SparkDialect(Dialect):
         return f"try_element_at(map({table}), lower({stripped}))"
 
     def to_timestamp(self, sql: str, kind: str) -> str:
-        return sql if kind == "datetime" else f"try_cast({sql} AS TIMESTAMP)"
+        if kind == "datetime":
+            return sql
+        # Text is read only in pinqpy's form (TIMESTAMP_TEXT), as on every engine.
+        text = self.str_lit(TIMESTAMP_TEXT)
+        return f"(CASE WHEN {sql} RLIKE {text} THEN try_cast({sql} AS TIMESTAMP) END)"
 
     def to_date(self, sql: str) -> str:
         return f"date_trunc('DAY', {sql})"
@@ -313,3 +325,16 @@ def _piece_text(piece: list[str | None]) -> str:
 
 
 SPARK = SparkDialect()
+
+
+def _holds_map(dtype: object) -> bool:
+    """Whether a Spark type is a map or holds one (in an array's items, a struct's fields or
+    a map's values)."""
+    name = type(dtype).__name__
+    if name == "MapType":
+        return True
+    if name == "ArrayType":
+        return _holds_map(dtype.elementType)  # type: ignore[attr-defined]
+    if name == "StructType":
+        return any(_holds_map(f.dataType) for f in dtype.fields)  # type: ignore[attr-defined]
+    return False

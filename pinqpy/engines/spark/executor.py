@@ -182,7 +182,7 @@ def _key_arrow(values: Sequence[Any], kind: str, tz: str) -> tuple[Any, Any]:
 _INLINE_ROWS = 1000
 # The reads one Spark job can compute together, by the name of their request.
 # A clamped sum's grid units are summed in two BIGINT parts split at this bit (see
-# SparkExecutor._aggregates).
+# _request_sql).
 _SUM_SPLIT = 20
 
 _REQUESTS = {"count": "count", "sum": "clamped_sum", "mean": "lattice", "moments": "lattice2"}
@@ -719,97 +719,22 @@ class SparkExecutor(Executor):
                 raise PinqError(f"unknown aggregate {r[0]!r}")
             if r[0] != "count" and not any(r[1] is v for v in values):
                 values.append(r[1])
-        # Per request: the SQL of its clamped values (None for a count), then its aggregates.
-        clamps: list[str] = []
+        # Per request: the SQL of its grid units (none for a count), then its aggregates.
+        units: list[str] = [f"__pinq_v{i}" for i in range(len(values))]
         aggs: list[str] = []
-        for r in requests:
-            if r[0] == "count":
-                aggs.append("COUNT(*)")
-                continue
-            i = next(j for j, v in enumerate(values) if v is r[1])
-            lo_s, hi_s = SPARK.float_lit(float(r[2])), SPARK.float_lit(float(r[3]))
-            # NULL values are not counted (and least/greatest would turn them into a bound).
-            c = f"__pinq_c{len(clamps)}"
-            clamped = (
-                f"CASE WHEN __pinq_v{i} IS NOT NULL THEN "
-                f"least(greatest(__pinq_v{i}, {lo_s}), {hi_s}) END"
-            )
-            clamps.append(f"{clamped} AS {c}")
-            if r[0] == "clamped_sum":
-                # Exactly on the SUM's fixed-point grid (SumGrid): truncated toward zero to
-                # multiples of q (CAST to BIGINT truncates; never larger in magnitude, so the
-                # sensitivity stays max(|lo|, |hi|)), |k| < 2**41. Each k is split as
-                # k = hi·2**20 + lo (an arithmetic shift and a mask, exact in two's
-                # complement), |hi| < 2**21 and 0 <= lo < 2**20, and both are summed as
-                # BIGINT: exact below 2**42 rows, as the lattice sums below. Python adds
-                # them exactly and scales by q (SumGrid.total). Spark's DECIMAL sums are
-                # several times slower, and a float sum of 10**8 doubles can err by the
-                # sensitivity itself.
-                grid = SumGrid.of(float(r[2]), float(r[3]))
-                k_i = f"__pinq_units{len(clamps)}"
-                clamps.append(f"CAST({grid.sql(clamped, SPARK.float_lit)} AS BIGINT) AS {k_i}")
-                aggs.extend(
-                    [
-                        f"sum(shiftright({k_i}, {_SUM_SPLIT}))",
-                        f"sum({k_i} & {(1 << _SUM_SPLIT) - 1})",
-                        f"COUNT({c})",
-                    ]
-                )
-                continue
-            # Exact lattice-index sums (pinqpy.core.lattice): d in [0, 2**21] computed in doubles
-            # as numpy does (bround is half-to-even), summed as BIGINT (exact below 2**42
-            # rows) and d² as DECIMAL(38, 0) (exact below 10**38 / 2**42 rows); never a float.
-            lat = Lattice.of(float(r[2]), float(r[3]))
-            # rint is Java's Math.rint, half to even on doubles as np.rint and bround(x, 0)
-            # are, without bround's decimal arithmetic (several times faster).
-            t = c
-            for f in lat.factors:
-                t = f"({t}) * {SPARK.float_lit(f)}"
-            top = SPARK.float_lit(float(lat.levels))
-            zero = SPARK.float_lit(0.0)
-            d = (
-                f"CAST(least(greatest(rint({t}) - {SPARK.float_lit(lat.base)}, {zero}), {top}) "
-                "AS BIGINT)"
-            )
-            squares = f"sum(CAST({d} * {d} AS DECIMAL(38, 0)))" if r[0] == "lattice2" else "0"
-            aggs.extend([f"sum({d})", squares, f"COUNT({c})"])
-        counts = [np.zeros(k, dtype=np.int64) for _ in requests]
-        sums = [np.zeros(k) for _ in requests]
-        isums: list[list[int]] = [[0] * k for _ in requests]
-        isumsq: list[list[int]] = [[0] * k for _ in requests]
+        for j, r in enumerate(requests):
+            i = -1 if r[0] == "count" else next(n for n, v in enumerate(values) if v is r[1])
+            unit, more = _request_sql(r, f"__pinq_v{i}", f"__pinq_u{j}")
+            units += [unit] if unit else []
+            aggs += more
         with self._call(what) as (call, p):
             base = self._base(call, p, plan, grouping, values)
             if base is not None:
-                rows_sql = f"SELECT {', '.join([*base.carry, *clamps])} FROM ({base.sql}) AS b"
+                rows_sql = f"SELECT {', '.join([*base.carry, *units])} FROM ({base.sql}) AS b"
                 rows = self._per_group(call, p, base, rows_sql, ", ".join(aggs))
             else:
                 rows = []
-        for row in rows:
-            gi, at = int(row[0]), 1
-            for j, r in enumerate(requests):
-                if r[0] == "count":
-                    counts[j][gi] = int(row[at])
-                    at += 1
-                    continue
-                s_, s2, n = row[at : at + 3]
-                at += 3
-                if not n:  # a single group with no values sums to NULL
-                    continue
-                counts[j][gi] = int(n)
-                if r[0] == "clamped_sum":
-                    grid = SumGrid.of(float(r[2]), float(r[3]))
-                    sums[j][gi] = grid.total((int(s_) << _SUM_SPLIT) + int(s2))
-                else:  # Python ints from BIGINT and Decimal: exact
-                    isums[j][gi], isumsq[j][gi] = int(s_), int(s2)
-        out: list[Any] = []
-        for j, r in enumerate(requests):
-            if r[0] == "count":
-                out.append(counts[j])
-            elif r[0] == "clamped_sum":
-                out.append((sums[j], counts[j]))
-            else:
-                out.append((isums[j], isumsq[j], counts[j]))
-        return out
+        return _request_results(requests, rows, k)
 
     def buckets(
         self,
@@ -971,3 +896,90 @@ class SparkExecutor(Executor):
         for gi, j, c in rows:
             out[int(gi), int(j)] = int(c)
         return out
+
+
+# -- the exact sums of one Spark job ---------------------------------------------------------
+# The grid units of pinqpy.core.lattice, computed in doubles exactly as numpy computes them
+# (rint is Java's Math.rint, half to even on doubles as np.rint is, without bround's decimal
+# arithmetic) and summed as BIGINT in parts no sum can overflow below 2**42 rows: never a
+# float sum, never a DECIMAL one (several times slower). Each unit is one CAST of one
+# expression of the value: no CASE, no second clamp. A NULL value is clamped to ``lo`` (Spark's
+# greatest and least skip NULLs), whose lattice unit is 0, so it adds nothing and only the
+# count (``COUNT(v)``, the non-NULL values) leaves it out; its SUM unit ``k(lo)`` is taken back
+# out in Python, ``(COUNT(*) - COUNT(v))·k(lo)``.
+_SQUARE_SPLIT = 21  # d² < 2**43 is summed as d² >> 21 (< 2**22) and d² & (2**21 - 1)
+
+
+def _request_sql(r: tuple[Any, ...], v: str, unit: str) -> tuple[str, list[str]]:
+    """The projection of request ``r``'s grid unit (``""`` for a count) of the value column
+    ``v``, named ``unit``, and its aggregates."""
+    if r[0] == "count":
+        return "", ["COUNT(*)"]
+    lo, hi = float(r[2]), float(r[3])
+    clamped = f"least(greatest({v}, {SPARK.float_lit(lo)}), {SPARK.float_lit(hi)})"
+    if r[0] == "clamped_sum":
+        # SumGrid: truncated toward zero to multiples of q (CAST to BIGINT truncates; never
+        # larger in magnitude, so the sensitivity stays max(|lo|, |hi|)), |k| < 2**41, split
+        # as k = hi·2**20 + lo (an arithmetic shift and a mask, exact in two's complement),
+        # |hi| < 2**21 and 0 <= lo < 2**20.
+        k = f"CAST({SumGrid.of(lo, hi).sql(clamped, SPARK.float_lit)} AS BIGINT) AS {unit}"
+        mask = (1 << _SUM_SPLIT) - 1
+        sums = [f"sum(shiftright({unit}, {_SUM_SPLIT}))", f"sum({unit} & {mask})"]
+        return k, [*sums, f"COUNT({v})", "COUNT(*)"]
+    # The lattice: d = R(x·2**-shift) - B, in [0, K] for x in [lo, hi] (K <= 2**21; the
+    # lattice's last clamp into [0, K] is the identity there, see pinqpy.core.grid_sums).
+    lat = Lattice.of(lo, hi)
+    t = clamped
+    for f in lat.factors:
+        t = f"({t}) * {SPARK.float_lit(f)}"
+    d = f"CAST(rint({t}) - {SPARK.float_lit(lat.base)} AS BIGINT) AS {unit}"
+    if r[0] == "lattice":
+        return d, [f"sum({unit})", f"COUNT({v})"]
+    sq = f"({unit} * {unit})"
+    mask = (1 << _SQUARE_SPLIT) - 1
+    squares = [f"sum(shiftright({sq}, {_SQUARE_SPLIT}))", f"sum({sq} & {mask})"]
+    return d, [f"sum({unit})", *squares, f"COUNT({v})"]
+
+
+def _request_results(
+    requests: Sequence[tuple[Any, ...]], rows: Sequence[tuple[Any, ...]], k: int
+) -> list[Any]:
+    """Each request's result (as its read method returns it) from the rows of
+    :func:`_request_sql`'s aggregates: a group's position, then each request's columns."""
+    counts = [np.zeros(k, dtype=np.int64) for _ in requests]
+    sums = [np.zeros(k) for _ in requests]
+    isums: list[list[int]] = [[0] * k for _ in requests]
+    isumsq: list[list[int]] = [[0] * k for _ in requests]
+    width = {"count": 1, "clamped_sum": 4, "lattice": 2, "lattice2": 4}
+    for row in rows:
+        gi, at = int(row[0]), 1
+        for j, r in enumerate(requests):
+            got = row[at : at + width[r[0]]]
+            at += width[r[0]]
+            if r[0] == "count":
+                counts[j][gi] = int(got[0])
+                continue
+            n = got[-2] if r[0] == "clamped_sum" else got[-1]
+            if not n:  # no value in this group: nothing to add (a single group's sum is NULL)
+                continue
+            counts[j][gi] = int(n)
+            if r[0] == "clamped_sum":
+                grid = SumGrid.of(float(r[2]), float(r[3]))
+                nulls = int(got[3]) - int(n)  # each summed as k(lo): taken back out
+                at_lo = int(grid.indices(np.array([float(r[2])]))[0])
+                total = (int(got[0]) << _SUM_SPLIT) + int(got[1]) - nulls * at_lo
+                sums[j][gi] = grid.total(total)
+            elif r[0] == "lattice":
+                isums[j][gi] = int(got[0])
+            else:
+                isums[j][gi] = int(got[0])
+                isumsq[j][gi] = (int(got[1]) << _SQUARE_SPLIT) + int(got[2])
+    out: list[Any] = []
+    for j, r in enumerate(requests):
+        if r[0] == "count":
+            out.append(counts[j])
+        elif r[0] == "clamped_sum":
+            out.append((sums[j], counts[j]))
+        else:
+            out.append((isums[j], isumsq[j], counts[j]))
+    return out

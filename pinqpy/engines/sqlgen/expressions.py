@@ -123,9 +123,11 @@ class Dialect:
         so that which rows are kept depends on the row and the salt alone."""
         raise NotImplementedError
 
-    def hashable(self, dtype: object) -> bool:
-        """Whether :meth:`row_priority` can hash a column of the engine type ``dtype``."""
-        return True
+    def hash_input(self, column: str, dtype: object) -> str:
+        """How :meth:`row_priority` reads a column (``column``: its SQL) of the engine type
+        ``dtype`` (None: not known): every column enters a row's priority, so that rows of
+        one key that differ in any column are ordered by their values, never by the engine."""
+        return column
 
     # -- spelling -------------------------------------------------------------------------
     def ident(self, name: str) -> str:
@@ -185,6 +187,10 @@ class Dialect:
         """ROUND(x, d) of DOUBLEs as numpy rounds; NULL where not finite."""
         raise NotImplementedError
 
+    def power(self, t: ExprSql, x: str, y: str) -> str:
+        """``x`` to the power ``y`` (DOUBLEs) as IEEE 754 and numpy compute it."""
+        return f"pow({x}, {y})"
+
     # -- text -----------------------------------------------------------------------------
     def datetime_text(self, sql: str) -> str:
         """A timestamp as ``YYYY-MM-DD HH:MM:SS``."""
@@ -222,7 +228,9 @@ class Dialect:
 
     # -- times ----------------------------------------------------------------------------
     def to_timestamp(self, sql: str, kind: str) -> str:
-        """A value of kind "datetime" or "str" as a TIMESTAMP (NULL when it is none)."""
+        """A value of kind "datetime" or "str" as a TIMESTAMP (NULL when it is none); text only
+        in pinqpy's form (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`), else NULL. ``sql`` is
+        simple (bound) when it is text: it may be read twice."""
         raise NotImplementedError
 
     def to_date(self, sql: str) -> str:
@@ -681,6 +689,8 @@ class ExprSql:
         # datetime
         if v.kind not in ("datetime", "str"):
             return self.null("datetime")
+        if v.kind == "str":  # read twice: matched against the timestamp text, then cast
+            s = self.bind(v).sql
         out = self.d.to_timestamp(s, v.kind)
         if upper == "DATE":
             out = self.d.to_date(out)
@@ -719,7 +729,7 @@ def _sign_fn(t: ExprSql, a: list[S]) -> S:
 
 def _power_fn(t: ExprSql, a: list[S]) -> S:
     x, y = t.as_double(t.numeric(a[0])), t.as_double(t.numeric(a[1]))
-    return t.finite(f"pow({x}, {y})")
+    return t.finite(t.d.power(t, x, y))
 
 
 def _coalesce_fn(t: ExprSql, a: list[S]) -> S:

@@ -26,7 +26,7 @@ from pinqpy.engines.sqlgen.expressions import (
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan import salts
-from pinqpy.plan.facts import facts_of
+from pinqpy.plan.facts import facts_of, on_unit
 from pinqpy.plan.nodes import (
     BoundContributions,
     BoundDegree,
@@ -373,7 +373,11 @@ class CtePlanSql(PlanVisitor[R]):
             v, q = self.value(child, c), self.d.ident(c)
             items.append(q if v == q else f"{v} AS {q}")
         cols = [self.read_col(by_name[c]) if by_name[c].nan else by_name[c] for c in node.columns]
-        sql = f"SELECT DISTINCT {', '.join(items)} FROM {self.name(child)}"
+        keep = ""
+        if on_unit(node.child, node.columns):
+            # The distinct ids of the unit: a NULL id (NaN read as NULL) is no one's.
+            keep = f" WHERE {self.value(child, node.columns[0])} IS NOT NULL"
+        sql = f"SELECT DISTINCT {', '.join(items)} FROM {self.name(child)}{keep}"
         return self.add(sql, cols, [child], True)
 
     def visit_explode(self, node: Explode) -> R:
@@ -423,7 +427,7 @@ class CtePlanSql(PlanVisitor[R]):
         dialect's :meth:`~pinqpy.engines.sqlgen.expressions.Dialect.row_priority`."""
         child = self.typed(self.normalized(child, columns))
         cols = self.columns(child)
-        prio = self.d.row_priority([self.d.ident(c.name) for c in cols if self.d.hashable(c.dtype)])
+        prio = self.d.row_priority([self.d.hash_input(self.d.ident(c.name), c.dtype) for c in cols])
         part = ", ".join(self.d.ident(c) for c in columns)
         keep = ""
         if drop_null:
@@ -530,8 +534,8 @@ class CtePlanSql(PlanVisitor[R]):
         cols = self.columns(child)
         dtypes = {c.name: c.dtype for c in cols}
         d = self.d
-        gprio = d.row_priority([d.ident(c) for c in pairs if d.hashable(dtypes.get(c))])
-        prio = d.row_priority([d.ident(c.name) for c in cols if d.hashable(c.dtype)])
+        gprio = d.row_priority([d.hash_input(d.ident(c), dtypes.get(c)) for c in pairs])
+        prio = d.row_priority([d.hash_input(d.ident(c.name), c.dtype) for c in cols])
         unit = d.ident(node.unit)
         by = ", ".join(d.ident(c) for c in node.by)
         part = ", ".join(d.ident(c) for c in pairs)
@@ -554,8 +558,10 @@ class CtePlanSql(PlanVisitor[R]):
         return self.add(sql, cols, [child], True)
 
     def visit_bound_degree(self, node: BoundDegree) -> R:
-        # A NULL key is one key, as in a bounded join's truncation.
-        return self.truncate(self.visit(node.child), node.columns, node.max_rows)
+        # A NULL key is one key, as in a bounded join's truncation; but a cap on exactly the
+        # unit drops the rows of no known person, as bound_contributions does.
+        drop = on_unit(node.child, node.columns)
+        return self.truncate(self.visit(node.child), node.columns, node.max_rows, drop_null=drop)
 
     def visit_set_op(self, node: SetOp) -> R:
         left = self.visit(node.left)

@@ -38,6 +38,7 @@ from pinqpy.expr.pandas_eval.numeric import (
     _round_half_away,
 )
 from pinqpy.expr.pandas_eval.values import (
+    _DATETIME_TEXT,
     _NAT,
     _NUMERIC,
     _V,
@@ -57,7 +58,7 @@ from pinqpy.expr.pandas_eval.values import (
     _scalarize,
     _str_series,
 )
-from pinqpy.expr.types import CAST_TYPES, valid_text
+from pinqpy.expr.types import CAST_TYPES, TIMESTAMP_TEXT, valid_text
 
 _CMP_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": lambda a, b: a == b,
@@ -315,6 +316,10 @@ class _Evaluator:
             return self.null_of("str")
         if v.kind == "bool":
             text = pd.Series(np.where(v.data, "true", "false"), dtype="str")
+        elif v.kind == "datetime":
+            # One format for every value, as the SQL engines write it (pandas alone would
+            # choose it from the whole column: no time when every value is at midnight).
+            text = pd.Series(v.data).dt.strftime(_DATETIME_TEXT)
         else:
             text = pd.Series(v.data).astype("str")
         m = v.nulls()
@@ -763,12 +768,21 @@ class _Evaluator:
         if v.kind == "datetime":
             data = v.data
         elif v.kind == "str":
-            parsed = pd.to_datetime(v.data, errors="coerce", format="ISO8601")
-            if getattr(parsed.dt, "tz", None) is not None:
-                parsed = parsed.dt.tz_convert(None)
-            data = parsed.to_numpy()
+            # pinqpy's timestamp text alone (no time zone): what every engine reads, alike.
+            text = _timestamp_text(v.data)
+            data = pd.to_datetime(text, errors="coerce", format="ISO8601").to_numpy()
         else:
             return self.null_of("datetime")
         if date_only:
-            data = data.astype("datetime64[D]").astype(data.dtype)
+            # In microseconds: numpy's nanoseconds-to-days conversion wraps near the start of
+            # the nanosecond range (1677-09-22 became 2262-04-11), and a day's start before
+            # it is not a nanosecond timestamp at all.
+            data = data.astype("datetime64[us]").astype("datetime64[D]").astype("datetime64[us]")
         return _V("datetime", data)
+
+
+def _timestamp_text(data: pd.Series) -> pd.Series:
+    """Text with every value that is not pinqpy's timestamp text
+    (:data:`~pinqpy.expr.types.TIMESTAMP_TEXT`) made NULL, so that pandas reads only what
+    every engine reads, alike (never ``'now'``, a time zone, or another spelling)."""
+    return data.where(data.str.fullmatch(TIMESTAMP_TEXT).fillna(False).astype(bool))

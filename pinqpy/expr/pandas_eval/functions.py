@@ -48,7 +48,10 @@ def _round(ev: _Evaluator, a: list[_V]) -> _V:
 def _power(ev: _Evaluator, a: list[_V]) -> _V:
     x = ev.as_float(ev.numeric(a[0]))
     y = ev.as_float(ev.numeric(a[1]))
-    return _float_result(np.power(x, y))
+    # NULL is NaN here, and the POWER of a NULL is NULL, as in SQL: IEEE pow makes
+    # pow(NaN, 0) and pow(1, NaN) 1 (so POWER(x = NULL, 0) was 1 on pandas alone).
+    null = np.isnan(x) | np.isnan(y)
+    return _float_result(np.where(null, np.nan, np.power(x, y)))
 
 
 def _substr(ev: _Evaluator, a: list[_V]) -> _V:

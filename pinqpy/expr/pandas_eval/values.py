@@ -13,6 +13,8 @@ from pinqpy.expr.pandas_eval.numeric import _I64_MAX, _TWO_63
 from pinqpy.expr.types import any_class, valid_text
 
 _NAT = np.datetime64("NaT", "ns")
+# A timestamp as text on every engine: to the second (DuckDB's strftime, Spark's date_format).
+_DATETIME_TEXT = "%Y-%m-%d %H:%M:%S"
 _UNSET: Any = object()
 
 # Kinds of values: "int" (int64 + mask), "float" (float64, NaN is NULL), "bool" (bool + mask,
@@ -202,7 +204,8 @@ def _scalar_text(kind: str, value: Any) -> str:
     if kind == "bool":
         return "true" if value else "false"
     if kind == "datetime":
-        return str(pd.Timestamp(value))
+        t = pd.Timestamp(value)
+        return f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}:{t.second:02d}"
     return str(value.item() if hasattr(value, "item") else value)
 
 

@@ -29,6 +29,12 @@ __all__ = ["CountMechanism", "PublicCountMechanism", "SumMechanism"]
 class CountMechanism(_AdditiveMechanism):
     """A noisy count: sensitivity 1 (adding or removing a row changes a count by one).
 
+    Over a table whose row count is public (neighbours: one row changed) a count of a
+    filtered frame, or of each part, moves by at most 1 per part the changed row leaves or
+    enters, at most 2 in all: the frame's stability 2 (the partition's largest part at 2)
+    charges exactly that under pure DP (L1 2). The count of the whole table is the public
+    count itself (:class:`PublicCountMechanism`).
+
     Exact integer noise (:func:`_count_noise`): the discrete Laplace of scale ``1/epsilon``
     (epsilon-DP), or with ``delta`` the discrete Gaussian calibrated by its exact CKS20 profile
     (:func:`discrete_gaussian_sigma2`). Released counts are ``int64`` integers.
@@ -60,6 +66,19 @@ class SumMechanism(_AdditiveMechanism):
     noise in grid units (:func:`_lattice_noise`): every released sum is a multiple of ``g``,
     whatever the data.
 
+    **One changed row** (``changed_row=True``: the whole of a table whose row count is
+    public; :func:`pinqpy.pipeline.prepare.changed_row_frame`). Neighbours then differ in one
+    row's value, not in a row added or removed. A row contributes its clamped value, in
+    ``[lo, hi]``, or 0 when it is NULL (a NaN, -0.0 and ±inf are clamped or skipped into
+    the same set), so changing one row moves the sum by at most ``D = max(hi, 0) -
+    min(lo, 0)``: ``hi - lo`` for bounds around 0, and ``max(|lo|, |hi|)`` for one-signed
+    bounds (NULL ↔ the far bound). Two rows added or removed, the generic bound, would be
+    ``2·max(|lo|, |hi|) >= D``. The frame is charged at stability 2 (a changed row is one
+    removed and one added), so the noise is calibrated to ``Δ = D/2`` per row of stability:
+    the release moves by at most ``2·Δ`` for one changed row, which the charge at 2 covers
+    exactly. (On the lattice: the snapped sum moves by at most ``ceil(2Δ/g) + 1 <= 2·(ceil(Δ/g)
+    + 1)`` grid units, twice the units the noise is calibrated for.)
+
     **Float error.** Every engine sums the clamped values exactly on a fixed-point grid
     (:class:`~pinqpy.core.lattice.SumGrid`: truncated toward zero to multiples of
     ``q <= Δ·2**-40``, which never increases a magnitude, so ``Δ`` stays exact; integer
@@ -72,13 +91,28 @@ class SumMechanism(_AdditiveMechanism):
     >>> m = SumMechanism(0.1, -5, 3)
     >>> m.describe()
     'Lattice Laplace(scale=50.0391, grid=2^-8)'
+    >>> SumMechanism(0.1, -5, 3, changed_row=True).sensitivity, SumMechanism(
+    ...     0.1, 10, 20, changed_row=True).sensitivity
+    (Fraction(4, 1), Fraction(10, 1))
     """
 
-    def __init__(self, epsilon: object, lo: object, hi: object, delta: object = None):
+    def __init__(
+        self,
+        epsilon: object,
+        lo: object,
+        hi: object,
+        delta: object = None,
+        *,
+        changed_row: bool = False,
+    ):
         self.lo, self.hi = _bounds(lo, hi)
         self.epsilon = Exact(check_epsilon(epsilon))
+        self.changed_row = bool(changed_row)
         dlt = _optional_delta(delta)
-        sens = max(_nonneg(abs(self.lo), "bound"), _nonneg(abs(self.hi), "bound"))
+        if self.changed_row:
+            sens = (max(Fraction(self.hi), Fraction(0)) - min(Fraction(self.lo), Fraction(0))) / 2
+        else:
+            sens = max(_nonneg(abs(self.lo), "bound"), _nonneg(abs(self.hi), "bound"))
         self._setup(_lattice_noise(sens, Fraction(self.epsilon), dlt), dlt)
 
     @property
@@ -104,7 +138,9 @@ class PublicCountMechanism:
     released exactly, charged nothing.
 
     The count is a public fact, not a function of the private rows beyond what the curator
-    published: releasing it is 0-DP (:class:`~pinqpy.accounting.charges.FreeCharge`), its
+    published: neighbouring tables (one row changed, the count kept;
+    :class:`~pinqpy.accounting.agents.ChangedRowView`) have the same count, so releasing it
+    is 0-DP (:class:`~pinqpy.accounting.charges.FreeCharge`), its
     ``ci`` is ``(n, n)`` and its error 0. ``n_of`` reads the public count (once, lazily);
     ``describe()`` shows it, since the number is public.
 

@@ -64,6 +64,14 @@ class ArgmaxMechanism(Mechanism):
     (exponents are at least ``min(clip, eps) = eps`` below the best) and case (b)'s
     ``p'_i ∈ [λ·p_i, p_i]``.
 
+    **One changed row** (a table whose row count is public: stability 2 at its own rows).
+    A changed row lowers one candidate's count by at most 1 and raises another's by at most
+    1: not monotone, but a removal followed by an addition, each a monotone step of the
+    argument above, so ``2·eps``, the charge at stability 2. The general
+    (non-monotone) bound for scores of sensitivity 1 needs coins at half the rate for
+    ``eps``, the same cost, so the generic rule is this mechanism's change-one-row bound
+    and it has no special case.
+
     **Exact rationals.** ``eps = e/d`` (capped at :data:`PF_MAX_EPSILON` and rounded *down* to
     a denominator of at most ``2**56`` if needed, :func:`_pf_epsilon`; either only adds
     privacy): the coin of candidate ``i`` is ``Bernoulli(exp(-e·(c* - c_i)/d))``.

@@ -197,7 +197,9 @@ def _count_noise_sample(noise: NoiseDistribution, n: int) -> np.ndarray:
     return z
 
 
-def _count_noise(epsilon: Fraction, delta: Fraction | None) -> _Noise:
+def _count_noise(
+    epsilon: Fraction, delta: Fraction | None, sensitivity: Fraction = Fraction(1)
+) -> _Noise:
     """Exact integer noise for an integer answer of sensitivity 1 (a count).
 
     * Pure: the discrete Laplace with scale ``b = Δ/ε`` (here ``1/ε``, rounded up to a rational
@@ -209,14 +211,34 @@ def _count_noise(epsilon: Fraction, delta: Fraction | None) -> _Noise:
     * With a delta: the discrete Gaussian with ``σ² =`` :func:`discrete_gaussian_sigma2`,
       charged by :class:`DiscreteGaussianCharge`; its ``sigma`` attribute is the largest float
       not above ``σ``, so ``rho_of_gaussian(1, sigma) >= 1/(2σ²)``.
+
+    ``sensitivity = 1/2`` (a count of a public-size table's rows, charged at stability 2 for
+    one changed row, which moves it by at most 1: :class:`VarianceMechanism`): the discrete
+    Laplace of scale ``Δ/ε`` (at stability 2 the ratio for a shift of ``1 = 2·Δ`` is
+    ``e^{2ε}``), or with a delta the discrete Gaussian of ``σ² >= Δ²/(2ρ)``, ``ρ`` the largest
+    with ``zcdp_delta(ρ, ε) <= δ``, charged by its zCDP conversion alone (at stability 2:
+    shifts of at most 1 give ``1/(2σ²) <= 4ρ``, CKS20 Proposition 5).
     """
     one = Fraction(1)
+    if sensitivity != one:
+        return _scaled_count_noise(epsilon, delta, Fraction(sensitivity))
     if delta is None:
         b = _fit_laplace_scale(1 / epsilon)
         return _Noise("count", DiscreteLaplaceNoise(b), PureCharge(epsilon), one, epsilon)
     s2 = discrete_gaussian_sigma2(epsilon, delta)
     charge = DiscreteGaussianCharge(epsilon, delta, 1, _sqrt_down(s2), sigma2=s2)
     return _Noise("count", DiscreteGaussianNoise(s2), charge, one, epsilon)
+
+
+def _scaled_count_noise(epsilon: Fraction, delta: Fraction | None, sens: Fraction) -> _Noise:
+    """:func:`_count_noise` for a sensitivity other than 1 (see there)."""
+    if delta is None:
+        b = _fit_laplace_scale(sens / epsilon)
+        return _Noise("count", DiscreteLaplaceNoise(b), PureCharge(epsilon), sens, epsilon)
+    rho = _rho_within(epsilon, delta)
+    s2 = _fit_sigma2(sens * sens / (2 * rho))
+    charge = DiscreteGaussianCharge(epsilon, delta, sens, _sqrt_down(s2))
+    return _Noise("count", DiscreteGaussianNoise(s2), charge, sens, epsilon)
 
 
 def _lattice_noise(sensitivity: Fraction, epsilon: Fraction, delta: Fraction | None) -> _Noise:
@@ -268,7 +290,7 @@ def _split(
 ) -> _Noise:
     eps = Fraction(epsilon) / parts
     dlt = None if delta is None else Fraction(delta) / parts
-    return _count_noise(eps, dlt) if count else _lattice_noise(sensitivity, eps, dlt)
+    return _count_noise(eps, dlt, sensitivity) if count else _lattice_noise(sensitivity, eps, dlt)
 
 
 def _keys_vector(x: object, what: str) -> np.ndarray:

@@ -158,6 +158,13 @@ class MeanMechanism(Mechanism):
     * the count ``N' = N + noise``, sensitivity 1, with exact integer noise
       (:func:`_count_noise`): ``N'`` is an integer.
 
+    **One changed row** (a table whose row count is public): this mechanism runs on its
+    groups and derived frames, never on the table's own rows (there the count is public:
+    :class:`PublicSizeMeanMechanism`). One changed row moves a group's centred sum by at
+    most ``2h`` and its count by at most 1 (the row leaves or enters it), or the sum by ``2h``
+    and the count by 0 (it stays): at most two rows added or removed, what the frame's
+    stability 2 charges. So the generic rule is its bound.
+
     Sequential composition makes the pair exactly ``(epsilon, delta)``-DP; everything after is
     post-processing: ``mean = mid + S'/max(N', 1)``, clamped into ``[lo, hi]``. Never NaN;
     an empty group gets a value inside the bounds (``mid`` when noise is off). PINQ's
@@ -322,14 +329,21 @@ class PublicSizeMeanMechanism(Mechanism):
     :class:`MeanMechanism`), measured with **all** of the mean's epsilon; no count is
     measured, since ``n`` is public.
 
-    **Privacy (add/remove neighbours).** Adding or removing one row changes ``S`` by that
-    row's ``x̂ - mid``, and ``|x̂ - mid| <= h`` (the lattice half-width, within ``q/2`` of
-    ``(hi - lo)/2``): ``S`` has sensitivity ``h``, and its lattice release with exact discrete
-    noise calibrated for ``(h, epsilon)`` is epsilon-DP (``(epsilon, delta)`` with Gaussian
-    noise). Dividing by the public constant ``n`` and adding the public ``mid`` (then
-    clamping) are post-processing. (The public ``n`` itself differs between neighbours; it is
-    the curator's published fact, released without charge by its own declaration, not
-    something this mechanism protects.)
+    **Privacy (one changed row).** Declaring the count public makes the table's neighbours
+    those of bounded DP: the same ``n`` rows, one of them changed
+    (:class:`~pinqpy.accounting.agents.ChangedRowView`). Changing a row replaces its term
+    ``x̂ - mid`` of ``S`` by another; each lies in ``[-h, h]`` (``h`` the lattice half-width,
+    within ``q/2`` of ``(hi - lo)/2``; a NULL's term is 0), so ``S`` moves by at most ``2h``,
+    attained by a row moved from ``lo`` to ``hi``. The noise is calibrated for ``(h,
+    epsilon)``, ``h`` per row added or removed, and the frame is charged at stability 2 (a
+    changed row is one row removed and one added): the lattice release moves by at most
+    ``2h`` for one changed row, which the charge at 2 covers exactly (``2·epsilon``-DP,
+    ``4·rho`` in zCDP, the Gaussian profile at shift ``2h``). So a mean asked at epsilon
+    costs ``2·epsilon``, and one charged ``epsilon`` has noise of scale ``2h/epsilon`` on
+    ``S``: the same as calibrating the centred sum to its change-one-row sensitivity ``2h``,
+    which is the bound this mechanism uses. Dividing by the public constant ``n`` and adding
+    the public ``mid`` (then clamping) are post-processing; ``n`` is the same in both
+    neighbours.
 
     **NULLs.** A NULL value contributes 0 to ``S`` (the engine's sums skip it), exactly as if
     it were the midpoint ``mid``, while ``n`` counts every row. So the released value is the
@@ -339,8 +353,9 @@ class PublicSizeMeanMechanism(Mechanism):
 
     **Accuracy.** The error is ``X/n`` with ``X`` the sum's noise: Laplace scale
     ``h/epsilon ≈ (hi - lo)/(2·epsilon)`` on ``S``, so ``(hi - lo)/(2·n·epsilon)`` on the
-    mean -- against the two-measurement mean's ``2·h/epsilon`` on its sum plus a noisy
-    count. ``ci`` is described in :class:`PublicSizeMeanAccuracy`.
+    mean, for a charge of ``2·epsilon`` -- against the two-measurement mean's
+    ``2·h/epsilon`` on its sum plus a noisy count at the same epsilon. ``ci`` is described in
+    :class:`PublicSizeMeanAccuracy`.
 
     ``release(index_sums, counts, n)`` takes each key's exact lattice-index sum ``Σd``, the
     number of non-NULL values it covers, and the public row count ``n`` (one key only: a

@@ -210,6 +210,19 @@ class QuantileMechanism(Mechanism):
     raises ``L_j`` by one (if ``x < c_j``), or ``G_j`` (if ``x > c_j``), or neither, so
     ``(1-q)L_j - qG_j`` moves by ``1-q``, ``-q`` or 0 and ``|Δu_j| <= Δu = max(q, 1-q)``.
 
+    **One changed row** (``changed_row=True``: the whole of a table whose row count is
+    public; :func:`pinqpy.pipeline.prepare.changed_row_frame`). Changing a row ``x`` into
+    ``x'`` removes ``x``'s term from ``D_j = (1-q)L_j - qG_j`` (``-(1-q)``, ``+q`` or 0: a
+    NULL or NaN is in neither count, a value equal to ``c_j`` neither) and adds ``x'``'s
+    (``+(1-q)``, ``-q`` or 0), so ``D_j``, and with it ``u_j``, moves by at most
+    ``(1-q) + q = 1``. Two rows added or removed, the generic bound, would be ``2·max(q,
+    1-q) >= 1`` (equal only for the median). The frame is charged at stability 2, so the
+    scores are calibrated to ``Δu = 1/2`` per row of stability (the coins' exponent
+    ``eps_sel·(U* - U_j)/b`` for ``q = a/b``): the *Privacy* argument below, with every score
+    moving by at most ``2·Δu = 1``, makes the selection ``2·eps_sel``-DP for one changed row,
+    the charge at 2. The interval's coarse histogram needs nothing new: one changed row
+    moves one row from one bin to another, L1 2, which the charge at 2 covers.
+
     **Selection: permute-and-flip.** Each candidate gets the coin
     ``p_j = exp(-eps_sel·(u* - u_j)/(2Δu))`` (``u*`` the best score) and
     :func:`_permute_and_flip` releases a candidate with ``P(j) = p_j·∫_0^1 Π_{i≠j}(1 - p_i·t)
@@ -286,8 +299,10 @@ class QuantileMechanism(Mechanism):
         candidates: object = None,
         *,
         ci_share: object = 0,
+        changed_row: bool = False,
     ):
         self.lo, self.hi = _bounds(lo, hi)
+        self.changed_row = bool(changed_row)
         self.epsilon = Exact(check_epsilon(epsilon))
         self.delta = Exact(0)
         qq = to_fraction(q, "q")
@@ -301,11 +316,14 @@ class QuantileMechanism(Mechanism):
         self.ci_share = Exact(share)
         self.select_epsilon = Exact(self.epsilon * (1 - share))
         self.ci_epsilon = Exact(self.epsilon * share)
-        self.sensitivity = max(qq, 1 - qq)
         # Exact selection exponents eps_sel·(U* - U)/(2M): see "Exact rationals" above.
         q_pf = qq if qq.denominator <= 1 << 24 else Fraction(round(qq * 2**24), 2**24)
         self._q_pf = q_pf
         big_m = max(q_pf.numerator, q_pf.denominator - q_pf.numerator)
+        # One changed row: U moves by at most b = q_pf.denominator, calibrated as b/2 per
+        # row of stability, so 2M is b (and b <= 2·big_m keeps the denominator's room).
+        two_m = q_pf.denominator if self.changed_row else 2 * big_m
+        self.sensitivity = Fraction(1, 2) if self.changed_row else max(qq, 1 - qq)
         e_sel = _pf_epsilon(
             Fraction(self.select_epsilon), _PF_MAX_DEN_BITS - 1 - big_m.bit_length(), 0
         )
@@ -313,7 +331,7 @@ class QuantileMechanism(Mechanism):
             raise PinqError("epsilon is too small for the quantile's exact selection")
         self._pf_eps = e_sel
         self._pf_mult = e_sel.numerator
-        self._pf_den = 2 * big_m * e_sel.denominator
+        self._pf_den = two_m * e_sel.denominator
         self.candidates = self._grid(candidates)
         m = len(self.candidates)
         n_cuts = min(m, QUANTILE_CI_CUTS)

@@ -107,6 +107,16 @@ class VarianceMechanism(Mechanism):
     * the shifted centred sum of squares ``C' = Σ ((x̂ - mid)² - h²/2) + noise``: a row adds
       ``(x̂-mid)² - h²/2``, which lies in ``[-h²/2, h²/2]``, so the sensitivity is ``h²/2``.
 
+    **One changed row** (``changed_row=True``: the whole of a table whose row count is
+    public; :func:`pinqpy.pipeline.prepare.changed_row_frame`). Changing one row moves each
+    measurement by at most: the count 1 (only a NULL ↔ value change moves it); the centred
+    sum ``2h`` (a row's term is in ``[-h, h]``, a NULL's 0); the shifted squares ``h²`` (a
+    row's term is in ``[-h²/2, h²/2]``, a NULL's 0). The frame is charged at stability 2 (a
+    changed row is one row removed and one added), so the sum and the squares keep their
+    sensitivities ``h`` and ``h²/2`` per row of stability, already exact for one changed row,
+    and the count is calibrated to ``1/2`` per row of stability (:func:`_count_noise`)
+    instead of 1, which two rows added or removed would need.
+
     ``S`` and ``C`` are computed **exactly** from the engine's exact integer sums ``Σd``,
     ``Σd²`` and ``N`` (:meth:`~pinqpy.core.lattice.Lattice.centred_squares`), and snapped and
     noised with exact integers (:meth:`_Noise.add_exact`): their error before the noise is
@@ -140,6 +150,7 @@ class VarianceMechanism(Mechanism):
         *,
         ddof: int = 1,
         stddev: bool = False,
+        changed_row: bool = False,
     ):
         self.lo, self.hi = _bounds(lo, hi, MAX_VARIANCE_BOUND)
         self.epsilon = Exact(check_epsilon(epsilon))
@@ -159,7 +170,9 @@ class VarianceMechanism(Mechanism):
         self.slack = _float_up(2 * half * q2 + q2 * q2)
         # A row adds (x̂ - mid)² - h²/2, exactly, in [-h²/2, h²/2].
         sq_sens = half * half / 2
-        self._count = _split(Fraction(1), self.epsilon, dlt, 3, count=True)
+        self.changed_row = bool(changed_row)
+        count_sens = Fraction(1, 2) if self.changed_row else Fraction(1)
+        self._count = _split(count_sens, self.epsilon, dlt, 3, count=True)
         self._sum = _split(half, self.epsilon, dlt, 3, count=False)
         self._sq = _split(sq_sens, self.epsilon, dlt, 3, count=False)
         self.count_noise, self.sum_noise = self._count.noise, self._sum.noise

@@ -4,8 +4,9 @@ The server holds every budget in its ledger and is the only one that charges it.
 client a :class:`RemoteBudget` is two things:
 
 - a name for the budget in the plans the client builds: it is the root agent of the remote
-  tables in a frame's catalog, so :attr:`~pinqpy.PrivateFrame.stabilities` and partitions
-  work as they do locally (the server recomputes both from its own catalog, whatever the
+  tables in a frame's catalog (through a :class:`~pinqpy.accounting.agents.ChangedRowView`
+  for a table whose row count is public), so :attr:`~pinqpy.PrivateFrame.stabilities` and
+  partitions work as they do locally (the server recomputes both from its own catalog, whatever the
   client thinks);
 - a window on the server's figures: ``total``, ``spent``, ``remaining``, ``accounting`` and
   :meth:`audit` are read from the server at each access, so they include every charge made

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from pinqpy.accounting.agents import ChangedRowView
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.pipeline.relation import Relation
 from pinqpy.plan.catalog import Catalog
@@ -146,8 +147,13 @@ class RemoteSession:
                 budget = self._budgets[label] = RemoteBudget(transport, label)
             plan = plan_from_data(entry.get("plan"))
             catalog = Catalog()
+            # A table whose row count is public has neighbours one changed row apart: two
+            # rows of stability, as the server charges (its count stays on the server).
+            agent: object = budget
+            if entry.get("public_size") is True:
+                agent = ChangedRowView(budget, Fraction(2))
             for table in _sources(plan):
-                catalog = catalog.with_table(table, _stub(table), budget)
+                catalog = catalog.with_table(table, _stub(table), agent)
             self._frames[name] = RemoteFrame._over(Relation(plan, catalog), transport)
             self._table_budget[name] = budget
 

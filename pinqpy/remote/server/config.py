@@ -24,6 +24,14 @@ The schema::
     max_sql_chars = 20000              # length of one SQL query (422)
     query_timeout_s = 60               # run time of one request (504, after the charge);
                                        # also the time its body may take to arrive (408)
+    max_requests = 64                  # requests in progress at once, all analysts (503)
+    max_requests_per_analyst = 8       # requests of one analyst in progress at once (429)
+    max_running = 2                    # requests reading data at once (default: the number
+                                       # of CPUs, at least 2); the others wait their turn
+    header_timeout_s = 10              # a request's head must arrive within this many
+                                       # seconds (else the connection is closed)
+    max_connections = 256              # connections open at once (the oldest one still
+                                       # short of a request head is closed for a new one)
 
     [tables.pums]                      # the table's name, as analysts and SQL see it
     source = "csv"                     # csv | parquet | duckdb | spark
@@ -39,7 +47,9 @@ The schema::
     schema = { age = "int" }
     public_size = true                 # optional: the row count is public (census totals
                                        # are); COUNT(*) then returns it free, AVG divides by
-                                       # it. Not with max_rows (that serves fewer rows).
+                                       # it, and neighbours differ in one changed row, so
+                                       # every query costs twice its stability. Not with
+                                       # max_rows (that serves fewer rows).
 
     [groups.lab]
     budget = { epsilon = 2.0, delta = 1e-6, accounting = "approx" }  # per table, shared
@@ -59,6 +69,7 @@ one budget per table (``group:<group>/<table>``).
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -81,6 +92,7 @@ __all__ = [
     "TableSpec",
     "load_config",
     "parse_config",
+    "shared_sources",
 ]
 
 SOURCES = ("csv", "parquet", "duckdb", "spark")
@@ -95,7 +107,8 @@ class ConfigError(PinqError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask of the server (see the module docstring)."""
+    """What one request may ask of the server, and how much work and how many connections
+    it takes on at once (see the module docstring)."""
 
     max_request_bytes: int = 1_000_000
     max_plan_nodes: int = 500
@@ -104,9 +117,23 @@ class Limits:
     max_public_rows: int = 100_000
     max_sql_chars: int = 20_000
     query_timeout_s: float = 60.0
+    max_requests: int = 64
+    max_requests_per_analyst: int = 8
+    max_running: int = field(default_factory=lambda: _cpus())
+    header_timeout_s: float = 10.0
+    max_connections: int = 256
 
     def as_dict(self) -> dict[str, int | float]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _cpus() -> int:
+    """The default ``max_running``: the CPUs this process may use, at least 2."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 2
+    return max(2, n)
 
 
 @dataclass(frozen=True)
@@ -273,7 +300,7 @@ class _Reader:
         values: dict[str, Any] = {}
         for name, v in d.items():
             k = f"server.limits.{name}"
-            if name == "query_timeout_s":
+            if name in ("query_timeout_s", "header_timeout_s"):
                 t = self.number(v, k)
                 if t <= 0:
                     raise self.fail(k, "must be a positive number of seconds")
@@ -527,6 +554,34 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
         tls_certfile=cert,
         tls_keyfile=key,
     )
+
+
+def shared_sources(config: ServerConfig) -> list[tuple[str, str, str]]:
+    """Pairs of tables that read the same data, ``(first, second, what)``: the same file or
+    folder (by its identity on disk, so a symbolic or hard link counts too; by its resolved
+    name when it does not exist, such as a glob), or the same table of one DuckDB database.
+
+    Each table has budgets of its own, so two tables over one file are two budgets over the
+    same people: ``pinqpy serve`` warns the curator at load."""
+    seen: list[tuple[str, object, str]] = []
+    pairs = []
+    for name, spec in config.tables.items():
+        where = spec.database if spec.source == "duckdb" else spec.path
+        assert where is not None
+        try:
+            st = os.stat(where)
+            ident: object = ("file", st.st_dev, st.st_ino)
+        except OSError:
+            ident = ("name", str(where))
+        shown = str(where)
+        if spec.source == "duckdb":
+            ident, shown = (ident, (spec.table or "").lower()), f"table {spec.table} of {where}"
+        for other, other_ident, other_shown in seen:
+            if other_ident == ident:
+                also = "" if other_shown == shown else f" (also named {shown})"
+                pairs.append((other, name, other_shown + also))
+        seen.append((name, ident, shown))
+    return pairs
 
 
 def load_config(path: str | Path) -> ServerConfig:

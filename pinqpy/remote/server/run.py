@@ -31,8 +31,9 @@ from typing import IO
 
 from pinqpy.errors import PinqError
 from pinqpy.remote.server.auth import TokenStore
-from pinqpy.remote.server.config import ServerConfig, load_config
-from pinqpy.remote.server.state import ServerState, parse_testing
+from pinqpy.remote.server.config import ServerConfig, load_config, shared_sources
+from pinqpy.remote.server.state import ServerState, inferred_type_warnings, parse_testing
+from pinqpy.remote.server.workers import WorkerPool
 
 __all__ = ["demo_config", "serve_command"]
 
@@ -144,25 +145,34 @@ def _serve(
 ) -> int:
     try:
         import uvicorn
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:
         raise PinqError(
-            "the server needs its extra: pip install 'pinqpy[server]' (starlette, uvicorn)"
+            "the server needs its extra: pip install 'pinqpy[server]' (starlette, uvicorn, "
+            "httptools)"
         ) from None
     from pinqpy.remote.server.app import create_app
+    from pinqpy.remote.server.guard import guarded
 
     state = ServerState(cfg, testing=testing)
+    workers: WorkerPool | None = None
     try:
+        _warn(cfg, state, err)
+        workers = _start_workers(state)  # before any thread or socket of this process
         sock = _bind(cfg.host, cfg.port)
         real_port = sock.getsockname()[1]
         scheme = "https" if cfg.tls_certfile else "http"
         shown_host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         url = f"{scheme}://{shown_host}:{real_port}"
         config = uvicorn.Config(
-            create_app(state, log=err),
+            create_app(state, log=err, workers=workers),
+            http=guarded(HttpToolsProtocol, cfg.limits),
+            ws="none",
             ssl_certfile=str(cfg.tls_certfile) if cfg.tls_certfile else None,
             ssl_keyfile=str(cfg.tls_keyfile) if cfg.tls_keyfile else None,
             log_level="warning",
             access_log=False,
+            timeout_keep_alive=5,
             timeout_graceful_shutdown=5,
         )
         try:
@@ -174,11 +184,50 @@ def _serve(
                 f"({type(e).__name__}: {e}); check the certificate and key files"
             ) from None
         _banner(cfg, url, testing, demo_token, set(state.tokens.load()), out)
+        for line in inferred_type_warnings(state):
+            print(f"pinqpy serve: warning: {line}", file=err)
         server = uvicorn.Server(config)
         server.run(sockets=[sock])
         return 0
     finally:
+        if workers is not None:
+            workers.close()
         state.close()
+
+
+def _start_workers(state: ServerState) -> WorkerPool | None:
+    """The worker processes of the analysts granted pandas tables only (none where the
+    system cannot fork)."""
+    analysts = [name for name, a in state.analysts.items() if state.pandas_only(a)]
+    if not analysts or not hasattr(os, "fork"):
+        return None
+    workers = WorkerPool(state, analysts)
+    workers.start()
+    return workers
+
+
+def _warn(cfg: ServerConfig, state: ServerState, err: IO[str]) -> None:
+    """The curator's warnings at load: two tables over one file (two budgets over the same
+    people), and analysts whose pandas work cannot be stopped at the run-time limit."""
+    for first, second, where in shared_sources(cfg):
+        print(
+            f"pinqpy serve: warning: tables {first!r} and {second!r} both read {where}: each "
+            "has budgets of its own, so an analyst granted both spends two budgets on the same "
+            "people; serve the data as one table (analysts may share it), or grant each "
+            "analyst only one of them",
+            file=err,
+        )
+    for name, a in state.analysts.items():
+        engines = {cfg.tables[t].engine for t in a.spec.tables}
+        if "pandas" in engines and len(engines) > 1:
+            print(
+                f"pinqpy serve: warning: analyst {name!r} is granted pandas tables and "
+                f"{' and '.join(sorted(engines - {'pandas'}))} ones, so their requests run in "
+                "the server's own process, where pandas work past query_timeout_s cannot be "
+                'stopped; serve those tables with engine = "duckdb", or grant them apart',
+                file=err,
+            )
+    err.flush()
 
 
 def _banner(

@@ -7,16 +7,21 @@
   facts, in the :class:`~pinqpy.api.session.Session` of every analyst it is granted to;
   an analyst's session holds only their granted tables, under the config's names;
 * every budget is a :class:`~pinqpy.Budget` kept in the config's ledger file, one object per
-  ledger name for the server's life: ``analyst:<name>/<table>`` for an analyst's own budget,
-  ``group:<group>/<table>`` for a group's, which every member's frame of that table draws on.
-  Charges go through the ledger (one SQLite transaction each, under the file's write lock), so
-  concurrent requests never overspend, and a restart restores every budget's spent and the
-  answers already released;
-* each analyst has a :class:`~pinqpy.remote.server.replay.PartitionRegistry`.
+  analyst and table for the server's life, under its ledger name: ``analyst:<name>/<table>``
+  for an analyst's own budget, ``group:<group>/<table>`` for a group's, which every member's
+  frame of that table draws on (each member through a
+  :class:`~pinqpy.remote.server.trail.MemberLedger` of their own: the same budget in the same
+  file, their own questions and answers apart). Charges go through the ledger (one SQLite
+  transaction each, under the file's write lock), so concurrent requests, threads or
+  processes never overspend, and a restart restores every budget's spent and the answers
+  already released;
+* each analyst has a :class:`~pinqpy.remote.server.replay.PartitionRegistry`;
+* the :class:`~pinqpy.remote.server.stopping.Gate` decides which requests read data now.
 
 The operations (:meth:`ServerState.session_doc`, :meth:`ServerState.aggregate`, ...) are plain
 synchronous functions of an analyst and a request body; :mod:`pinqpy.remote.server.app` runs
-them in worker threads. They answer exactly as the local API does, since they call it: the
+them in threads, or in the analyst's worker process (:mod:`pinqpy.remote.server.workers`),
+which is a fork of this state. They answer exactly as the local API does, since they call it: the
 aggregation endpoint replays the plan and calls the real ``PrivateFrame`` (or ``Partition``)
 method with the decoded arguments; the SQL endpoint calls the analyst's ``Session.sql``.
 
@@ -36,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -51,7 +56,8 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.partition import Partition
 from pinqpy.api.session import Session
 from pinqpy.core.version import __version__
-from pinqpy.engines.registry import Wrapped, read_file, wrap
+from pinqpy.engines.inferred import inferred_types_message
+from pinqpy.engines.registry import Wrapped, read_file, type_sources, wrap
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.pipeline.relation import Relation
@@ -68,6 +74,8 @@ from pinqpy.remote.server.replay import (
     decoding,
     public_tables,
 )
+from pinqpy.remote.server.stopping import Gate
+from pinqpy.remote.server.trail import MemberLedger, prepare
 
 __all__ = [
     "FRAME_METHODS",
@@ -78,6 +86,7 @@ __all__ = [
     "ServerState",
     "base_relation",
     "cost_doc",
+    "inferred_type_warnings",
     "open_table",
     "parse_testing",
 ]
@@ -142,6 +151,21 @@ def open_table(spec: TableSpec) -> Wrapped:
     return wrap(f"curated.{spec.table}", "duckdb", con, schema)
 
 
+def inferred_type_warnings(state: ServerState) -> list[str]:
+    """One line per served table whose column types were inferred from its file's rows (a
+    CSV table without ``schema``), with the config line that declares them."""
+    out: dict[str, str] = {}
+    for analyst in state.analysts.values():
+        for name, rel in analyst.sources.items():
+            found = type_sources(rel.plan)
+            types = {c: t for c, t in rel.schema.items() if found.get(c) == "inferred"}
+            if types and name not in out:
+                listed = ", ".join(f'{c} = "{t}"' for c, t in types.items())
+                declare = f"schema = {{ {listed} }} under [tables.{name}]"
+                out[name] = inferred_types_message(f"table {name}", declare)
+    return list(out.values())
+
+
 @dataclass
 class AnalystState:
     """One analyst: their session (granted tables only), budgets by table, partitions."""
@@ -168,6 +192,23 @@ class AnalystState:
         return self.sources
 
 
+def _engines(handles: Any) -> tuple[list[Any], list[Any]]:
+    """The DuckDB connections and Spark contexts the tables live in (what a request past
+    its limit is interrupted in)."""
+    duckdb: dict[int, Any] = {}
+    spark: dict[int, Any] = {}
+    for h in handles:
+        if h.engine == "duckdb":
+            con = getattr(h.data, "connection", None)
+            if con is not None:
+                duckdb[id(con)] = con
+        elif h.engine == "spark":
+            session = getattr(h.data, "session", None) or getattr(h.data, "sparkSession", None)
+            if session is not None:
+                spark[id(session.sparkContext)] = session.sparkContext
+    return list(duckdb.values()), list(spark.values())
+
+
 def base_relation(rel: Relation) -> Relation:
     """The relation of the one ``Source`` under a registered table's plan (the same node
     object every time, so plans of one table share it as they do locally)."""
@@ -187,40 +228,53 @@ class ServerState:
         self.tokens = TokenStore(config.tokens, config.analysts)
         self.tokens.load()
         self._serial = threading.Lock()
-        self._engine_lock = threading.Lock()
         self.ledger = Ledger(config.ledger)
+        self.member_ledgers: dict[str, MemberLedger] = {}
         try:
             handles = {name: open_table(spec) for name, spec in config.tables.items()}
-            budgets: dict[str, Budget] = {}
-            self.analysts: dict[str, AnalystState] = {}
-            for name, a in config.analysts.items():
-                session = Session()
-                mine = {}
-                for t in a.tables:
-                    ledger_name = a.ledger_name(t)
-                    budget = budgets.get(ledger_name)
-                    if budget is None:
-                        budget = config.budget_spec(a).make(ledger=self.ledger, name=ledger_name)
-                        budgets[ledger_name] = budget
-                    mine[t] = budget
-                    spec = config.tables[t]
-                    session.register(
-                        t,
-                        handles[t],
-                        budget=budget,
-                        bounds=dict(spec.bounds),
-                        keys={k: list(v) for k, v in spec.keys.items()},
-                        privacy_unit=spec.privacy_unit,
-                        max_rows=spec.max_rows,
-                        public_size=spec.public_size,
-                    )
-                self.analysts[name] = AnalystState(a, session, mine)
+            if any(a.group is not None for a in config.analysts.values()):
+                prepare(self.ledger)
+            self.analysts: dict[str, AnalystState] = {
+                name: self._analyst(a, handles) for name, a in config.analysts.items()
+            }
         except BaseException:
-            self.ledger.close()
+            self.close()
             raise
-        self.budgets = budgets
+        self.gate = Gate(self.limits.max_running, *_engines(handles.values()))
+
+    def _analyst(self, a: AnalystSpec, handles: dict[str, Wrapped]) -> AnalystState:
+        """An analyst's session and budgets. A group member draws on the group's budgets
+        through a ledger of their own (:class:`~pinqpy.remote.server.trail.MemberLedger`):
+        the same budgets in the same file, with their own questions and answers apart."""
+        ledger: Ledger = self.ledger
+        if a.group is not None:
+            ledger = self.member_ledgers[a.name] = MemberLedger(self.config.ledger, a.name)
+        session = Session()
+        mine = {}
+        for t in a.tables:
+            budget = self.config.budget_spec(a).make(ledger=ledger, name=a.ledger_name(t))
+            mine[t] = budget
+            spec = self.config.tables[t]
+            session.register(
+                t,
+                handles[t],
+                budget=budget,
+                bounds=dict(spec.bounds),
+                keys={k: list(v) for k, v in spec.keys.items()},
+                privacy_unit=spec.privacy_unit,
+                max_rows=spec.max_rows,
+                public_size=spec.public_size,
+            )
+        return AnalystState(a, session, mine)
+
+    def pandas_only(self, a: AnalystState) -> bool:
+        """Whether every table granted to ``a`` is on the pandas engine (their requests can
+        then run in a worker process, :mod:`pinqpy.remote.server.workers`)."""
+        return all(self.config.tables[t].engine == "pandas" for t in a.spec.tables)
 
     def close(self) -> None:
+        for ledger in self.member_ledgers.values():
+            ledger.close()
         self.ledger.close()
 
     # -- requests ------------------------------------------------------------------------
@@ -272,17 +326,23 @@ class ServerState:
         return {
             "analyst": a.name,
             "version": __version__,
-            "tables": [
-                {
-                    "name": t,
-                    "plan": plan_to_data(a.session.table(t)._plan),
-                    "budget": a.spec.ledger_name(t),
-                }
-                for t in a.spec.tables
-            ],
+            "tables": [self._table_doc(a, t) for t in a.spec.tables],
             "budgets": self.budget_docs(a),
             "limits": self.limits.as_dict(),
         }
+
+    def _table_doc(self, a: AnalystState, table: str) -> dict[str, Any]:
+        doc = {
+            "name": table,
+            "plan": plan_to_data(a.session.table(table)._plan),
+            "budget": a.spec.ledger_name(table),
+        }
+        # A public row count changes the table's neighbour relation (one row changed, two
+        # rows of stability): the client shows the stabilities the server charges. Its value
+        # is not sent; the plan has no field for it, so a client cannot declare it.
+        if self.config.tables[table].public_size:
+            doc["public_size"] = True
+        return doc
 
     def budget_doc(self, a: AnalystState, body: Any = None) -> dict[str, Any]:
         return {"budgets": self.budget_docs(a)}
@@ -313,6 +373,7 @@ class ServerState:
             v = args.get(name)
             if isinstance(v, list | tuple | dict | set):
                 self._check_count(len(v), f"{name} in {method}()")
+        self._check_domains(method, args)
         public = public_tables(body.get("public"), self.limits)
         replayer = Replayer(a.tables(), a.registry, self.limits, public)
         rel = replayer.relation(body["plan"])
@@ -329,21 +390,20 @@ class ServerState:
             inspect.signature(fn).bind(**args)
         except TypeError as err:
             raise PinqError(f"{method}() was called with bad arguments: {err}") from None
-        with self._engine(rel.engine != "pandas"):
+        # DuckDB and Spark tables are read through connections the whole server shares,
+        # one request at a time (the gate); pandas ones by each request on its own.
+        with self.gate.hold(rel.engine != "pandas"):
             return _call(method, fn, args)
 
-    @contextlib.contextmanager
-    def _engine(self, shared: bool) -> Iterator[None]:
-        """One request at a time on the DuckDB and Spark engines.
-
-        Their tables are read through a connection the whole server shares, and a DuckDB
-        connection refuses concurrent use (it fails mid-query, which would be after the
-        charge). pandas tables are read by each request on its own thread."""
-        if not shared:
-            yield
-            return
-        with self._engine_lock:
-            yield
+    def _check_domains(self, method: str, args: Mapping[str, Any]) -> None:
+        """A marginals call's per-column keys and cuts are public lists like partition keys:
+        each is bounded by max_keys too (its marginals' cells by the partition limit)."""
+        for name in ("keys", "cuts"):
+            given = args.get(name)
+            if isinstance(given, dict):
+                for column, values in given.items():
+                    if isinstance(values, list | tuple | set):
+                        self._check_count(len(values), f"{name}[{column!r}] in {method}()")
 
     def _check_count(self, n: int, what: str) -> None:
         if n > self.limits.max_keys:
@@ -373,7 +433,7 @@ class ServerState:
         if n is not None:
             call["n"] = n
         # A query may name any granted table.
-        with self._engine(any(r.engine != "pandas" for r in a.tables().values())):
+        with self.gate.hold(any(r.engine != "pandas" for r in a.tables().values())):
             if explain:
                 return _call("explain", a.session.explain, call)
             return _call("sql", a.session.sql, call)

@@ -79,7 +79,7 @@ def prepare(
     cands = _key_candidates(name, value, frame, extra)
     bounds = None if cands is not None else _bounds(ctx, call, value, frame, extra)
     if name == "SUM":
-        return prepare_sum(frame, value, eps, bounds, delta), scratch
+        return prepare_sum(frame, value, eps, bounds, delta, whole=whole), scratch
     if name == "AVG":
         return prepare_mean(frame, value, eps, bounds, delta, whole=whole), scratch
     if name in _VARIANCES:
@@ -88,7 +88,9 @@ def prepare(
         # serve both (post-processing), so the charge is the same.
         stddev = name in ("STDDEV", "STDDEV_POP")
         ddof = 0 if name.endswith("_POP") else 1
-        prepared = prepare_variance(frame, value, eps, bounds, delta, stddev=stddev, ddof=ddof)
+        prepared = prepare_variance(
+            frame, value, eps, bounds, delta, stddev=stddev, ddof=ddof, whole=whole
+        )
         return prepared, scratch
     _no_delta(call, delta)
     if name == "MEDIAN":
@@ -101,7 +103,7 @@ def prepare(
     else:
         raise ctx.syntax(f"{name} is not a noisy aggregate pinqpy can release", call.pos)
     ci = share.quantile_ci
-    return prepare_quantile(frame, value, level, eps, bounds, cands, ci), scratch
+    return prepare_quantile(frame, value, level, eps, bounds, cands, ci, whole=whole), scratch
 
 
 def _count(
