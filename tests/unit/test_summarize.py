@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Iterator
+from html import escape as html_escape
 
 import pytest
 
@@ -186,6 +187,9 @@ def test_a_preview_reads_as_one_line_and_a_small_table() -> None:
     html = mean._repr_html_()
     assert "<table" in html and "Budget(" not in html and "nothing charged" in html
     assert "Mean(sum: Lattice Laplace" in html
+    # the neighbour relation the charge protects, as str() says it
+    assert mean.neighbours and f">{html_escape(mean.neighbours)}</td>" in html
+    assert f"neighbours: {mean.neighbours}" in str(mean)
     assert "Budget(" not in str(mean)
     keys = people.accuracy("select_keys", "educ", epsilon=0.1, delta=1e-7)
     assert "threshold" in repr(keys) and "delta 1e-07" in repr(keys)
