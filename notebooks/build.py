@@ -889,7 +889,7 @@ SERVING = [
         5. the curator turns on the dashboard and sees who spent what, and when;
         6. the server is shut down.
 
-        Running it needs the server extra: `pip install 'pinqpy[server]'`.
+        Running it needs the server extra: `pip install '.[server]'` in pinqpy's clone.
         """
     ),
     md(

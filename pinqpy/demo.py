@@ -16,7 +16,7 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.errors import BudgetExceededError
 from pinqpy.results.values import NoisyCount, NoisyValue
 
-__all__ = ["NEXT_STEP", "PUMS_PATH", "load_pums", "main"]
+__all__ = ["NEXT_STEP", "PUMS_PATH", "WHOLE_RANGE", "load_pums", "main", "whole_range"]
 
 _PUMS = resources.files("pinqpy").joinpath("data", "PUMS.csv")
 # A file path, so engines that read files themselves (DuckDB, Spark) can be shown the sample.
@@ -41,12 +41,30 @@ def load_pums() -> pd.DataFrame:
         return pd.read_csv(fh)
 
 
-def _show(label: str, value: NoisyValue | NoisyCount) -> None:
+# Said of an interval that spans the whole public range: it says nothing the bounds did not.
+WHOLE_RANGE = "the interval is the whole range: too few rows for this epsilon"
+
+
+def whole_range(lo: float, hi: float, bounds: tuple[float, float] | None) -> str:
+    """``"  (the interval is the whole range: ...)"`` when ``[lo, hi]`` covers ``bounds``.
+
+    >>> whole_range(0.0, 500_000.0, (0, 500_000)), whole_range(1.0, 2.0, (0, 10))
+    ('  (the interval is the whole range: too few rows for this epsilon)', '')
+    """
+    if bounds is None or lo > bounds[0] or hi < bounds[1]:
+        return ""
+    return f"  ({WHOLE_RANGE})"
+
+
+def _show(
+    label: str, value: NoisyValue | NoisyCount, bounds: tuple[float, float] | None = None
+) -> None:
     lo, hi = value.ci(0.95)
     if isinstance(value, int):  # counts are exact integers from the discrete Laplace
         print(f"  {label:<44} {value:>12,d}   95% CI [{lo:,d}, {hi:,d}]")
     else:
-        print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]")
+        note = whole_range(lo, hi, bounds)
+        print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]{note}")
 
 
 def main() -> int:
@@ -58,8 +76,10 @@ def main() -> int:
     print("Noisy answers (each charges epsilon x stability before reading any row):")
     _show("people.count(epsilon=0.1)", people.count(epsilon=0.1))
     _show('where("age >= 65").count(epsilon=0.1)', people.where("age >= 65").count(epsilon=0.1))
-    _show('mean("income", epsilon=0.2)', people.mean("income", epsilon=0.2))
-    _show('median("age", epsilon=0.1, ci=True)', people.median("age", epsilon=0.1, ci=True))
+    income, age = PUMS_BOUNDS["income"], PUMS_BOUNDS["age"]
+    _show('mean("income", epsilon=0.2)', people.mean("income", epsilon=0.2), income)
+    median = people.median("age", epsilon=0.1, ci=True)
+    _show('median("age", epsilon=0.1, ci=True)', median, age)
     top = people.argmax("educ", candidates=PUMS_KEYS["educ"], epsilon=0.1)
     print(f"  {'most common educ code (argmax, epsilon=0.1)':<44} {top!s:>12}")
     print(f"\n  budget now: {budget}")
@@ -69,7 +89,10 @@ def main() -> int:
     ci = by_married.ci(0.95)
     for key, value in by_married.items():
         lo, hi = ci.loc[key]
-        print(f"  married={key}: mean income {value:>10,.0f}   95% CI [{lo:,.0f}, {hi:,.0f}]")
+        note = whole_range(lo, hi, income)
+        print(
+            f"  married={key}: mean income {value:>10,.0f}   95% CI [{lo:,.0f}, {hi:,.0f}]{note}"
+        )
     print(f"  budget now: {budget}")
 
     print("\nGroupBy has stability 2 (one person changes one group's row: out, then in):")

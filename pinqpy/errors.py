@@ -40,6 +40,9 @@ class PinqError(Exception):
     """
 
     hints: Mapping[str, str] = MappingProxyType({})
+    #: The columns whose types a type mismatch is about (empty for other errors), so that a
+    #: layer that knows where each column's type came from can say how to declare it.
+    typed_columns: tuple[str, ...] = ()
 
     def __init__(self, *args: object, hints: Mapping[str, str] | None = None):
         super().__init__(*args)
@@ -58,8 +61,9 @@ class BudgetExceededError(PinqError):
         requested: object = None,
         remaining: object = None,
         budget: str | None = None,
+        hints: Mapping[str, str] | None = None,
     ):
-        super().__init__(message)
+        super().__init__(message, hints=hints)
         self.requested = requested
         self.remaining = remaining
         self.budget = budget

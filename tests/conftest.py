@@ -50,6 +50,37 @@ def _postgres_missing() -> bool:
     from tests.postgres_server import binaries
 
     return importlib.util.find_spec("psycopg") is None or binaries() is None
+# The suites that dominate the full run's time (on 2 cores about 17 minutes of pytest; README
+# "Run the tests"): each marked ``slow``, so ``-m "not slow"`` is a quick subset. A module
+# listed here is slow as a whole; any test run on Spark is slow too (a JVM and a job per read).
+SLOW_SUITES = frozenset(
+    {
+        "tests/e2e/test_wheel.py",  # builds the wheel, pip into a fresh venv
+        "tests/e2e/test_notebooks.py",  # runs every notebook in a kernel
+        "tests/e2e/test_magic_nbclient.py",  # notebook kernels
+        "tests/e2e/test_docs_build.py",  # mkdocs build of the whole site
+        "tests/remote/test_server_limits.py",  # waits out real run-time limits
+        "tests/unit/test_spark_executor.py",  # Spark only
+    }
+)
+
+
+def _on_spark(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on Spark: an engine parameter ``spark``, a Spark fixture, or a
+    test named for Spark (``test_spark_...``)."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    named = getattr(item, "originalname", item.name).startswith("test_spark")
+    uses = "spark" in getattr(item, "fixturenames", ())
+    return named or uses or any(isinstance(v, str) and v == "spark" for v in params)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        where = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else ""
+        if where in SLOW_SUITES or _on_spark(item):
+            item.add_marker(pytest.mark.slow)
 
 
 def _engine_params() -> list[object]:

@@ -387,17 +387,47 @@ def _raise_exceeded(budget: RootAgent, requested: Cost) -> None:
     rem = budget.remaining
     name = getattr(budget, "name", None)  # which budget refused (the server logs it)
     if requested.delta > 0 and budget.total.delta == 0:
+        fix = "create the Budget with a delta, or leave out delta= to use the Laplace mechanism"
         raise BudgetExceededError(
-            "this query needs delta, but its budget was created with delta=0; create the "
-            "Budget with a delta, or leave out delta= to use the Laplace mechanism",
+            f"this query needs delta, but its budget has a delta of 0; {fix}",
             requested=requested,
             remaining=rem,
             budget=name,
+            hints={
+                "python": fix,
+                "magic": fix.replace("delta=", "-d"),
+                "shell": "start the shell with a delta budget (--delta D), or leave out the "
+                "delta (.delta 0, no OPTIONS (delta = ...)) to use the Laplace mechanism",
+                "cli": "give the table a delta budget (--delta D), or leave out the delta "
+                "(--delta-per-query, OPTIONS (delta = ...)) to use the Laplace mechanism",
+            },
         )
+    python = (
+        f"the query needs {requested!r} but only {rem!r} remains (nothing was charged); ask "
+        "with a smaller epsilon or use a fresh budget"
+    )
+    # The other interfaces speak of numbers and their own flags, not of Cost objects.
+    plain = (
+        f"the query needs {_cost_words(requested)} but only {_cost_words(rem)} remains "
+        "(nothing was charged); "
+    )
     raise BudgetExceededError(
-        f"privacy budget exceeded: the query needs {requested!r} but only {rem!r} remains "
-        "(nothing was charged); ask with a smaller epsilon or use a fresh budget",
+        f"privacy budget exceeded: {python}",
         requested=requested,
         remaining=rem,
         budget=name,
+        hints={
+            "python": python,
+            "magic": plain + "ask with a smaller -e E or use a fresh budget",
+            "shell": plain + "set a smaller .epsilon E (or OPTIONS (epsilon = ...)), or keep a "
+            "fresh budget in another ledger (--ledger PATH)",
+            "cli": plain + "pass a smaller --epsilon-per-query E (or OPTIONS (epsilon = "
+            "...)), or keep a fresh budget in another ledger (--ledger PATH)",
+        },
     )
+
+
+def _cost_words(cost: Cost) -> str:
+    """``epsilon 0.1`` (and ``, delta 1e-06`` when there is one)."""
+    text = f"epsilon {cost.epsilon}"
+    return text + (f", delta {float(cost.delta):g}" if cost.delta else "")

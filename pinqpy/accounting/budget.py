@@ -29,6 +29,7 @@ from pinqpy.core.lru import LRU
 from pinqpy.errors import PinqError
 from pinqpy.results.html import budget_html
 from pinqpy.results.panels import Amount, BudgetPanel
+from pinqpy.results.plots import spending_plot
 
 __all__ = ["Budget", "budget_panel", "observe_charges"]
 
@@ -111,6 +112,8 @@ class Budget(RootAgent):
         self._spent = Usage()
         self._lock = threading.RLock()
         self._history: list[tuple[Cost, str]] | deque[tuple[Cost, str]] = []
+        # Each charge as composed (rho under zCDP), for plot(); bounded with _history.
+        self._usages: list[Usage] | deque[Usage] = []
         # Released answers by question (see pinqpy.pipeline.answers): asking again is free.
         # Unbounded unless the holder bounds it (_keep_in_memory).
         self._answers: LRU = LRU()
@@ -203,6 +206,7 @@ class Budget(RootAgent):
         every charge and every answer it can store."""
         self._answers = answers
         self._history = deque(self._history, maxlen=history)
+        self._usages = deque(self._usages, maxlen=history)
 
     @property
     def charges(self) -> list[tuple[Cost, str]]:
@@ -218,6 +222,7 @@ class Budget(RootAgent):
         self._spent = self._spent + usage  # type: ignore[operator]
         if not usage.is_zero:  # type: ignore[attr-defined]
             self._history.append((usage.cost, label))  # type: ignore[attr-defined]
+            self._usages.append(usage)  # type: ignore[arg-type]
             for observer in _OBSERVERS.get():
                 with contextlib.suppress(Exception):  # watching never stops a charge
                     observer(self, usage)  # type: ignore[arg-type]
@@ -225,6 +230,48 @@ class Budget(RootAgent):
     def _charge_exact(self, cost: Cost, label: str = "charge") -> None:
         """Charge ``cost`` directly (used by tests and by the agents)."""
         charge({self: Fraction(1)}, cost, label=label)
+
+    def plot(self, ax: object = None) -> object:
+        """A plot (a matplotlib Axes) of what each query spent, in the order charged, with the
+        running total spent and the budget's total as a dashed line, in epsilon.
+
+        A budget kept in a ledger shows every charge the file holds (other processes' and
+        earlier runs' too); else this process's charges. Under zCDP the running total is the
+        (epsilon, delta) reading of the rho spent so far, as :attr:`spent` reports it, and each
+        bar is what that query added to it. Needs matplotlib (the ``notebook`` extra); ``ax``
+        draws on axes of your own. Reads only the budget's own record, never data.
+        """
+        charges, spent, labels = self._spending()
+        name = f"budget {self.name!r}" if self.name else "budget"
+        return spending_plot(
+            charges, spent, float(self.total.epsilon), labels=labels,
+            title=f"{name}: {float(self.spent.epsilon):g} of {float(self.total.epsilon):g} spent",
+            ax=ax,
+        )  # fmt: skip
+
+    def _spending(self) -> tuple[list[float], list[float], list[str]]:
+        """Per charge, in order: what it added to the spent epsilon, the spent epsilon after
+        it, and its label."""
+        if self._ledger is not None:
+            from pinqpy.accounting.ledger import _decode
+
+            rows = self._ledger.charges(self._ledger_name)
+            exact = [_decode(str(e)) for e in rows["epsilon_exact"]]
+            labels = [str(d) for d in rows["description"]]
+            if self.accounting == "zcdp":  # the file keeps rho
+                usages = [Usage(rho=r) for r in exact]
+            else:
+                deltas = [_decode(str(d)) for d in rows["delta_exact"]]
+                usages = [Usage(e, d, None) for e, d in zip(exact, deltas, strict=True)]
+        else:
+            usages, labels = list(self._usages), [label for _, label in self._history]
+        after, total = [], Usage()
+        for usage in usages:
+            total = total + usage
+            after.append(float(self._accountant.as_cost(total, self._total).epsilon))
+        before = [0.0, *after[:-1]] if after else []
+        added = [b - a for a, b in zip(before, after, strict=True)]
+        return added, after, labels
 
     def _repr_html_(self) -> str:
         return budget_html(budget_panel(self))

@@ -14,22 +14,33 @@ nothing charged or read) and hands it to the table's hooks, which charge, read a
   :data:`AGGREGATIONS` to the server under the same name, signature and docstring.
 
 A new aggregation is one method here and its name in :data:`AGGREGATIONS`.
+
+``summarize`` and ``accuracy_curve`` are here too, built on the table's ``accuracy`` (so a
+remote frame's are answered by its server's ``accuracy``): many previews in one DataFrame,
+and one preview across epsilons as a plot (:mod:`pinqpy.api.summaries`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pinqpy.api.expressions import ExprLike, unwrap
 from pinqpy.api.habits import need_epsilon
+from pinqpy.api.summaries import accuracy_curve, summarize_plans
 from pinqpy.pipeline import prepare
 from pinqpy.pipeline.relation import Relation
 
-__all__ = ["AGGREGATIONS", "ALIASES", "FRAME_AGGREGATIONS", "Aggregations"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["AGGREGATIONS", "ALIASES", "FRAME_AGGREGATIONS", "PREVIEWS", "Aggregations"]
 
 #: The aggregations of :class:`Aggregations`: a frame's and a partition's (per key) alike.
 AGGREGATIONS = ("count", "sum", "mean", "median", "quantile", "variance", "std", "argmax")
+#: Methods every table has that are built on its own ``accuracy`` (a frame's and a
+#: partition's, or the server's for a remote frame): not forwarded, nothing charged.
+PREVIEWS = ("summarize", "accuracy_curve")
 #: Other names of those aggregations (pandas spells the variance ``var``).
 ALIASES = {"var": "variance"}
 #: A frame's aggregations: the shared ones and those only a whole frame has (its own methods;
@@ -66,6 +77,63 @@ class Aggregations(Generic[Result, Label]):
     def _choose(self, prepared: prepare.Prepared) -> Label:
         """Charge, read and release ``prepared`` (an argmax) as this table's chosen label."""
         raise NotImplementedError
+
+    def summarize(
+        self,
+        *plans: object,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        n: float | None = None,
+        level: float = 0.95,
+    ) -> pd.DataFrame:
+        """An overview of planned measurements, one row each: the query, its mechanism,
+        epsilon, delta and (under zCDP) rho, noise scale, expected error and ``level``
+        interval half-width in the column's units, and whether a figure needs a row count.
+        Reads no data and charges nothing (each row is :meth:`accuracy`'s preview).
+
+        A plan is ``"count"``, ``("mean", "income")``, ``("quantile", "age", {"q": 0.9})``
+        or a mapping ``{"aggregation": ..., "column": ..., **options}``; ``epsilon``,
+        ``delta`` and ``n`` (a guessed or public row count, for means and quantiles) are
+        every plan's defaults. The columns are described in :mod:`pinqpy.results.summary`.
+        In a notebook the DataFrame shows as a table.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> f = pq.PrivateFrame(pd.DataFrame({"age": [30, 40]}), pq.Budget(1),
+        ...                     bounds={"age": (0, 100)})
+        >>> s = f.summarize("count", ("mean", "age"), ("median", "age"), epsilon=0.1, n=1000)
+        >>> s[["query", "expected_error", "ci95_half_width", "unit"]].round(2)
+                 query  expected_error  ci95_half_width  unit
+        0        count            9.98            30.00  rows
+        1    mean(age)            1.50             4.11   age
+        2  median(age)            6.12             8.11   age
+        >>> f.budgets[0].spent
+        Cost(epsilon=0)
+        """
+        return summarize_plans(
+            self, plans, epsilon=epsilon, delta=delta, n=n, level=level,
+            per_part=not self._whole,
+        )  # fmt: skip
+
+    def accuracy_curve(
+        self,
+        aggregation: str,
+        column: ExprLike | None = None,
+        *,
+        epsilons: Iterable[float],
+        level: float = 0.95,
+        ax: Any = None,
+        **options: Any,
+    ) -> Any:
+        """A plot (a matplotlib Axes) of the expected error and the ``level`` interval
+        half-width of ``aggregation`` against each of ``epsilons``, before spending anything:
+        :meth:`accuracy` at each epsilon (``options`` are its: ``n``, ``bounds``, ``q``,
+        ``delta``). A mean's error needs ``n=`` (a guessed or public row count); a
+        quantile's without one is in ranks. Needs matplotlib (the ``notebook`` extra);
+        ``ax`` draws on axes of your own.
+        """
+        return accuracy_curve(
+            self, aggregation, column, epsilons=epsilons, level=level, ax=ax, **options
+        )
 
     def count(self, epsilon: float | None = None, *, delta: float | None = None) -> Result:
         """A noisy row count.

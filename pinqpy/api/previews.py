@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from pinqpy.accounting.agents import flatten
+from pinqpy.accounting.charges import usage_of
 from pinqpy.accounting.cost import check_delta
 from pinqpy.core.exact import Exact
 from pinqpy.errors import PinqError, PrivacyError
@@ -68,6 +69,21 @@ def _charge(rel: Relation, m: Any, kind: str) -> dict[str, object]:
     lin = rel.lineage()
     rel.require_bounded(lin, kind)
     return {repr(b): m.charge.at(Fraction(k)) for b, k in flatten(lin).items()}
+
+
+def _extras(
+    rel: Relation, m: Any, expected: float | None, expected_times_n: float | None = None
+) -> dict[str, Any]:
+    """The preview's expected error, the measurement's delta, and its rho at stability 1
+    when a budget the frame draws on accounts in zCDP (what its charge is composed as)."""
+    zcdp = any(getattr(b, "accounting", None) == "zcdp" for b in flatten(rel.lineage()))
+    rho = usage_of(m.charge, 1).rho if zcdp else None
+    return {
+        "expected": None if expected is None else float(expected),
+        "expected_times_n": None if expected_times_n is None else float(expected_times_n),
+        "delta": float(getattr(m, "delta", 0) or 0),
+        "rho": None if rho is None else float(rho),
+    }
 
 
 def _scales(m: Any) -> float | dict[str, float] | None:
@@ -160,6 +176,7 @@ def _preview(
         return AccuracyPreview(
             kind, m.describe(), m.epsilon, lv, float(fig.error or 0.0), fig.unit,
             fig.noise_scale, charge, fig.note, fig.n, fig.error_times_n, fig.rank_error,
+            **_extras(rel, m, fig.expected, fig.expected_times_n),
         )  # fmt: skip
     if n is not None:
         raise PinqError(
@@ -175,7 +192,10 @@ def _preview(
         note = f"in {name or 'the column'}'s units"
     else:
         note = f"in {name or 'the column'}'s {'units' if kind == 'stddev' else 'units squared'}"
-    return AccuracyPreview(kind, m.describe(), m.epsilon, lv, err, "", _scales(m), charge, note)
+    return AccuracyPreview(
+        kind, m.describe(), m.epsilon, lv, err, "", _scales(m), charge, note,
+        **_extras(rel, m, float(m.expected_error())),
+    )  # fmt: skip
 
 
 def _keys_preview(
@@ -213,7 +233,7 @@ def _keys_preview(
         note = "public keys: every key is released, each count off by at most this many rows"
         return AccuracyPreview(
             kind, m.describe(), m.epsilon, level, float(m.accuracy(level)), "rows",
-            _scales(m), _charge(base, m, kind), note,
+            _scales(m), _charge(base, m, kind), note, **_extras(base, m, m.expected_error()),
         )  # fmt: skip
     if delta is None or (not isinstance(delta, bool) and delta == 0):
         raise PrivacyError(
@@ -235,4 +255,5 @@ def _keys_preview(
     return AccuracyPreview(
         kind, m.describe(), Exact(eps), level, float(fig.error or 0.0), "rows",
         fig.noise_scale, charge, fig.note, None, None, None, int(m.threshold), details,
+        **_extras(base, m, m.expected_error()),
     )  # fmt: skip

@@ -34,10 +34,13 @@ from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.panels import session_panel
 from pinqpy.engines.registry import public_frame, type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
+from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.nodes import Source
 from pinqpy.plan.public import snapshot
 from pinqpy.results.html import session_html
 from pinqpy.results.marginals import Marginals
+from pinqpy.results.noise import check_level
+from pinqpy.results.summary import PlannedMeasurement, summary_frame
 from pinqpy.results.tables import NoisyFrame
 from pinqpy.sql import ast as q
 from pinqpy.sql.compiler import (
@@ -52,6 +55,7 @@ from pinqpy.sql.explain import Explanation, cost_note, explain
 from pinqpy.sql.marginals import CompiledMarginals, compile_marginals, run_marginals
 from pinqpy.sql.parser import parse_statement
 from pinqpy.sql.run import run_release
+from pinqpy.sql.summary import release_rows
 
 __all__ = ["Session"]
 
@@ -256,6 +260,47 @@ class Session:
         rows = _explain_rows(inner, query, n)  # type: ignore[arg-type]
         return explain(compiled, self._budget_names(), self._table_names(), n=rows)
 
+    def summarize(
+        self,
+        *queries: str,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        n: float | None = None,
+        level: float = 0.95,
+    ) -> pd.DataFrame:
+        """An overview of the noisy measurements ``queries`` (SELECT statements) would make,
+        one row each: the query, the aggregate, its mechanism, epsilon, delta and (under
+        zCDP) rho, noise scale, expected error and ``level`` interval half-width in the
+        column's units, and whether a figure needs a row count ``n`` (a guess, or a public
+        count; per group for a grouped query). Compiles each query as EXPLAIN does: charges
+        nothing and reads no data. ``epsilon`` is each query's total unless its OPTIONS say
+        otherwise. The columns are described in :mod:`pinqpy.results.summary`; the shell's
+        ``.summarize SELECT ...`` prints the same table.
+
+        >>> import pandas as pd, pinqpy as pq
+        >>> s = pq.Session()
+        >>> _ = s.register("people", pd.DataFrame({"age": [30, 40]}), budget=pq.Budget(1),
+        ...                bounds={"age": (0, 100)})
+        >>> t = s.summarize("SELECT COUNT(*), AVG(age) FROM people", epsilon=0.2, n=500)
+        >>> t[["measurement", "epsilon", "ci95_half_width", "unit"]].round(2)
+          measurement  epsilon  ci95_half_width  unit
+        0    COUNT(*)      0.1            30.00  rows
+        1    AVG(age)      0.1             8.23   age
+        """
+        if not queries:
+            raise PinqError("summarize() needs at least one SELECT query")
+        rows: list[PlannedMeasurement] = []
+        for query in queries:
+            own = _own_options(query)  # a query's OPTIONS win over the defaults given here
+            eps, dlt = (None if "epsilon" in own else epsilon), (None if "delta" in own else delta)
+            statement, compiled = self._compile(query, eps, dlt, force_explain=True)
+            if not isinstance(compiled, CompiledRelease):
+                raise PinqSyntaxError("summarize() takes SELECT queries", text=query)
+            inner = statement.query if isinstance(statement, q.Explain) else statement
+            per = _explain_rows(inner, query, n)  # type: ignore[arg-type]
+            rows += release_rows(compiled, query, per, check_level(level))
+        return summary_frame(rows, level)
+
     def marginals(
         self,
         table: str,
@@ -321,14 +366,19 @@ class Session:
             statement = parse_statement(query, positions=True)
             self._compile_statement(statement, query, epsilon, delta, force_explain)
         except (PinqSyntaxError, PrivacyError) as err:
-            raise err from None
+            raise self._typed(err) from None
         except PinqError as err:
             raise PinqSyntaxError(str(err), text=query) from None
         except Exception as err:  # an internal fault must not surface as a raw error
             raise _internal(err, query) from None
         if isinstance(first, PinqSyntaxError | PrivacyError):
-            raise first from None
+            raise self._typed(first) from None
         raise PinqSyntaxError(str(first), text=query) from None
+
+    def _typed(self, err: PinqError) -> PinqError:
+        """``err``, saying how to declare a column's type when it is a type mismatch on a
+        column whose type was inferred from a file (:mod:`pinqpy.pipeline.typenotes`)."""
+        return note_inferred(err, [f._plan for f in self._private.values()])
 
     def _compile_statement(
         self, statement: q.Statement, text: str, epsilon: object, delta: object, force: bool
@@ -461,6 +511,17 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(private={list(self._private)}, public={list(self._public)})"
+
+
+def _own_options(query: object) -> set[str]:
+    """The OPTIONS names a query sets itself (empty when it does not parse: compiling it
+    then reports the error)."""
+    try:
+        statement = parse_statement(query, positions=False)  # type: ignore[arg-type]
+    except Exception:
+        return set()
+    inner = statement.query if isinstance(statement, q.Explain) else statement
+    return {name for name, _ in getattr(inner, "options", ())}
 
 
 def _sum_costs(charges: list[tuple[Cost, str]]) -> Cost:

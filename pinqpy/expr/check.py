@@ -16,10 +16,10 @@ unknown column 'agee'; did you mean 'age'?
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 
+from pinqpy.core.names import closest
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.expr.ast import (
     AGGREGATE_FUNCTIONS,
@@ -50,6 +50,7 @@ __all__ = [
     "infer_type",
     "read_untyped_literals",
     "resolve_column",
+    "tag_types",
 ]
 
 # Allowed argument counts (None: any number from the minimum up).
@@ -225,7 +226,20 @@ class _Checker:
         self.in_aggregate = False
 
     # -- error reporting ------------------------------------------------------------------
-    def error(self, node: Expr, message: str, *, expected: list[str] | None = None) -> PinqError:
+    def error(
+        self,
+        node: Expr,
+        message: str,
+        *,
+        expected: list[str] | None = None,
+        about: tuple[Expr, ...] = (),
+    ) -> PinqError:
+        """The error at ``node``; ``about`` are the expressions whose types the message is
+        about (their columns become the error's ``typed_columns``)."""
+        err = self._positioned(node, message, expected)
+        return tag_types(err, *about) if about else err
+
+    def _positioned(self, node: Expr, message: str, expected: list[str] | None) -> PinqError:
         if self.text is not None and node.pos is not None:
             return PinqSyntaxError(
                 message,
@@ -270,12 +284,12 @@ class _Checker:
         if isinstance(e, InList):
             t = self.check(e.operand)
             for item in e.items:
-                self.comparable(t, self.check(item), item, "IN")
+                self.comparable(t, self.check(item), item, "IN", e.operand)
             return "bool"
         if isinstance(e, Between):
             t = self.check(e.operand)
-            self.comparable(t, self.check(e.low), e.low, "BETWEEN")
-            self.comparable(t, self.check(e.high), e.high, "BETWEEN")
+            self.comparable(t, self.check(e.low), e.low, "BETWEEN", e.operand)
+            self.comparable(t, self.check(e.high), e.high, "BETWEEN", e.operand)
             return "bool"
         if isinstance(e, Like):
             self.need(e.operand, self.check(e.operand), ("str",), "LIKE needs a string")
@@ -318,7 +332,7 @@ class _Checker:
             self.boolean(e.right, rt, op)
             return "bool"
         if op in _COMPARISONS:
-            self.comparable(lt, rt, e.right, op)
+            self.comparable(lt, rt, e.right, op, e.left)
             return "bool"
         if op == "||":
             return "str"
@@ -327,7 +341,9 @@ class _Checker:
                 if t == "str":
                     hint = " (use || or CONCAT to join strings)" if op == "+" else ""
                     raise self.error(
-                        side, f"'{op}' needs numbers, but {self.sql(side)} is a string{hint}"
+                        side,
+                        f"'{op}' needs numbers, but {self.sql(side)} is a string{hint}",
+                        about=(side,),
                     )
                 self.need(side, t, tuple(NUMERIC_TYPES), f"'{op}' needs numbers")
             if "any" in (lt, rt):
@@ -343,20 +359,25 @@ class _Checker:
                 node,
                 f"{op} needs true/false values, but {self.sql(node)} is of type {t} "
                 f"(compare it, e.g. {self.sql(node)} <> 0)",
+                about=(node,),
             )
 
     def need(self, node: Expr, t: ColumnType, allowed: tuple[str, ...], what: str) -> None:
         if t != "any" and t not in allowed:
-            raise self.error(node, f"{what}, but {self.sql(node)} is of type {t}")
+            raise self.error(node, f"{what}, but {self.sql(node)} is of type {t}", about=(node,))
 
-    def comparable(self, a: ColumnType, b: ColumnType, node: Expr, op: str) -> None:
+    def comparable(
+        self, a: ColumnType, b: ColumnType, node: Expr, op: str, other: Expr | None = None
+    ) -> None:
+        """``a`` (the type of ``other``, the operand) and ``b`` (of ``node``) compare."""
         if "any" in (a, b) or a == b:
             return
         if a in NUMERIC_TYPES and b in NUMERIC_TYPES:
             return
         if {a, b} == {"datetime", "str"}:  # date columns compare with '2020-01-31'
             return
-        raise self.error(node, f"cannot compare {a} with {b} ({op})")
+        about = (node,) if other is None else (other, node)
+        raise self.error(node, f"cannot compare {a} with {b} ({op})", about=about)
 
     def unify(self, typed: list[tuple[Expr, ColumnType]], what: str) -> ColumnType:
         known = [(n, t) for n, t in typed if t != "any"]
@@ -396,9 +417,11 @@ class _Checker:
                 + (f"; did you mean '{hint}'?" if hint else ""),
             )
         if t == "datetime" and target in ("int", "float", "bool"):
-            raise self.error(e.operand, f"cannot CAST a datetime to {e.type_name}")
+            raise self.error(
+                e.operand, f"cannot CAST a datetime to {e.type_name}", about=(e.operand,)
+            )
         if target == "datetime" and t in ("int", "float", "bool"):
-            raise self.error(e.operand, f"cannot CAST a {t} to {e.type_name}")
+            raise self.error(e.operand, f"cannot CAST a {t} to {e.type_name}", about=(e.operand,))
         return target
 
     # -- calls ----------------------------------------------------------------------------
@@ -547,6 +570,17 @@ class _Checker:
         raise self.error(e, f"unknown function '{name}'")
 
 
+def tag_types(err: PinqError, *about: Expr) -> PinqError:
+    """``err`` marked as a type mismatch of the bare columns among ``about``: its
+    ``typed_columns`` name them, so a layer that knows where each column's type came from
+    (declared, or inferred from a file) can say how to declare it. A column inside a larger
+    expression is not named: declaring its type is then not what the message asks for.
+    Returns ``err``."""
+    names = {node.name for node in about if isinstance(node, Column)}
+    err.typed_columns = tuple(sorted(names))
+    return err
+
+
 def _char_at(text: str, pos: object) -> str:
     lines = text.split("\n")
     line, column = pos.line, pos.column  # type: ignore[attr-defined]
@@ -560,8 +594,7 @@ def _suggest(name: str, candidates: list[str]) -> str | None:
     for c in candidates:
         if c.lower() == name.lower():
             return c
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return close[0] if close else None
+    return closest(name, candidates)
 
 
 def _arity_ok(allowed: tuple[int, ...] | tuple[int, None], n: int) -> bool:
@@ -685,8 +718,11 @@ def read_untyped_literals(
             f"not {what}; write the number without quotes"
         )
         if node.pos is not None and text is not None:
-            raise PinqSyntaxError(message, text=text, line=node.pos.line, column=node.pos.column)
-        raise PinqSyntaxError(message)
+            raise tag_types(
+                PinqSyntaxError(message, text=text, line=node.pos.line, column=node.pos.column),
+                other,
+            )
+        raise tag_types(PinqSyntaxError(message), other)
 
     def fix(node: Expr) -> Expr:
         if isinstance(node, Binary) and node.op in _COMPARISONS:

@@ -39,9 +39,12 @@ from typing import Any, NoReturn
 from pinqpy.core.version import __version__
 from pinqpy.demo import main as demo
 from pinqpy.errors import PinqError
+from pinqpy.interfaces.charges import charge_footer, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, one_line
+from pinqpy.interfaces.ledger_cmd import ledger_command
 from pinqpy.interfaces.output import FORMATS, format_result
+from pinqpy.interfaces.progress import terminal_progress
 from pinqpy.interfaces.shell import Shell, SqlSession, tenth
 from pinqpy.interfaces.statements import run_statement
 from pinqpy.interfaces.tables import DEMO_EPSILON, DEMO_TABLE, LoadedSession, load_session
@@ -53,10 +56,11 @@ COMMANDS = {
     "shell": "an interactive SQL shell over private CSV/parquet files or a pinqpy server",
     "query": "answer one SQL query over private CSV/parquet files or a pinqpy server",
     "serve": "serve private tables to analysts over HTTP (needs pinqpy[server])",
+    "ledger": "show who spent what in a ledger file (read-only)",
 }
 
 USAGE = (
-    "usage: pinqpy {demo,shell,query,serve} ...\n\n"
+    "usage: pinqpy {demo,shell,query,serve,ledger} ...\n\n"
     + "\n".join(f"  {name:<7} {text}" for name, text in COMMANDS.items())
     + "\n\nexamples:\n"
     "  pinqpy demo\n"
@@ -65,9 +69,11 @@ USAGE = (
     "  pinqpy shell people=people.csv --epsilon 1 --bounds age=0:100 --keys sex=0,1\n"
     '  pinqpy query people=people.csv --epsilon 1 "SELECT COUNT(*) FROM people"\n'
     "  pinqpy serve server.toml\n"
-    "  PINQPY_TOKEN=... pinqpy shell --connect http://127.0.0.1:8765\n\n"
+    "  PINQPY_TOKEN=... pinqpy shell --connect http://127.0.0.1:8765\n"
+    "  pinqpy ledger --charges\n\n"
     "Budgets of local files are kept in a ledger between runs (--ledger PATH chooses it).\n"
-    "Run pinqpy shell --help, pinqpy query --help or pinqpy serve --help for every option."
+    "Run pinqpy shell --help, pinqpy query --help, pinqpy serve --help or pinqpy ledger "
+    "--help for every option."
 )
 
 
@@ -266,7 +272,10 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             ),
             epilog=_EPILOG,
         )
-        per_query = "the epsilon the query spends unless it says otherwise (default: --epsilon)"
+        per_query = (
+            "the epsilon the query spends unless it says otherwise (default: a tenth of "
+            "--epsilon, as in the shell; with --connect, the server's default)"
+        )
     else:
         raise CliError(f"unknown command {command!r}", 2)
     parser.add_argument(
@@ -441,17 +450,27 @@ def _query(args: argparse.Namespace) -> int:
     _warn_no_ledger(args)
     loaded = load_session(args)
     _warn_loaded(loaded)
-    epsilon = args.epsilon_per_query if args.epsilon_per_query is not None else args.epsilon
-    delta = args.delta_per_query if args.delta_per_query is not None else args.delta
+    # A tenth of each budget per query, as the shell spends: one run never empties a budget
+    # by default (the ledger keeps what it spent for the next run).
+    epsilon = args.epsilon_per_query
+    if epsilon is None:
+        epsilon = tenth(args.epsilon)
+    delta = args.delta_per_query if args.delta_per_query is not None else tenth(args.delta)
     return _answer(loaded.session, text, epsilon, delta, args.format)
 
 
 def _answer(session: SqlSession, text: str, epsilon: Any, delta: Any, fmt: str) -> int:
+    """Print the answer on standard output and, for a noisy answer, what it charged on
+    standard error (in every format, so csv and json stay clean)."""
+    before = read_budgets(session)
     try:
-        result = run_statement(session, text, epsilon, delta)
+        with terminal_progress(sys.stderr):  # "running query…" if it takes a while
+            result = run_statement(session, text, epsilon, delta)
     except PinqError as err:
         raise CliError(one_line(err, "cli")) from None
-    print(format_result(result, fmt))
+    print(format_result(result, fmt), flush=True)
+    if getattr(result, "accuracy", None):
+        print(charge_footer(before, read_budgets(session)), file=sys.stderr, flush=True)
     return 0
 
 
@@ -579,7 +598,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _dispatch(argv: Sequence[str]) -> int:
     if not argv:
-        raise CliError("choose a command: demo, shell, query or serve (see pinqpy --help)", 2)
+        raise CliError(
+            "choose a command: demo, shell, query, serve or ledger (see pinqpy --help)", 2
+        )
     command, rest = argv[0], list(argv[1:])
     if command in ("-h", "--help", "help"):
         print(USAGE)
@@ -594,8 +615,12 @@ def _dispatch(argv: Sequence[str]) -> int:
         if rest:
             raise CliError(f"demo takes no arguments, got {' '.join(rest)!r}", 2)
         return demo()
+    if command == "ledger":
+        return ledger_command(rest)
     if command not in COMMANDS:
-        raise CliError(f"unknown command {command!r}; choose demo, shell, query or serve", 2)
+        raise CliError(
+            f"unknown command {command!r}; choose demo, shell, query, serve or ledger", 2
+        )
     args = _parse(command, rest)
     if command == "serve":
         return _serve(args)

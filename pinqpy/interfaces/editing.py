@@ -37,6 +37,7 @@ DOT_COMMANDS: dict[str, tuple[str, str]] = {
     ".tables": ("", "the tables and their columns"),
     ".describe": ("TABLE", "a table's columns, types, bounds and keys"),
     ".budget": ("", "what each private table's budget has spent and has left"),
+    ".summarize": ("SELECT ...", "each noisy measurement's mechanism and error; spends nothing"),
     ".epsilon": ("[EPS]", "show or set the epsilon each query spends"),
     ".delta": ("[DELTA]", "show or set the delta each query may spend"),
     ".mode": ("[MODE]", "show or set how results print: table, csv, json or markdown"),

@@ -20,7 +20,8 @@ def one_line(err: BaseException, interface: str = "python") -> str:
     """An error's message on one line (a syntax error keeps its line and column), its fix-it
     hint spoken for ``interface`` (see :func:`for_interface`)."""
     if isinstance(err, PinqSyntaxError):
-        text = str(err).splitlines()[0] if str(err) else err.message
+        spoken = for_interface(err, interface)
+        text = spoken.splitlines()[0] if spoken else err.message
         if err.expected and len(err.expected) <= 8:
             text += "; expected one of: " + ", ".join(sorted(err.expected))
         return text

@@ -69,8 +69,9 @@ growth of each budget's spent in ``SHOW BUDGET`` read before and after
 (:mod:`pinqpy.interfaces.charges`).
 
 A pinqpy error (a syntax error, an unknown column, a query that cannot be answered privately,
-an exceeded budget) fails the cell: it raises IPython's ``UsageError``, shown as its message --
-with the caret under the fault -- and not as a traceback, so "Run All" and ``jupyter nbconvert
+an exceeded budget) fails the cell: it raises IPython's ``UsageError``, shown as its message
+alone (``PrivacyError: ...``, no ``UsageError:`` in front) -- with the caret under the fault --
+and not as a traceback, so "Run All" and ``jupyter nbconvert
 --execute`` stop there. It charges nothing, and the ``-o`` variable is deleted, so no result
 of an earlier run is mistaken for this one's. A fix-it hint in the message speaks the magic's
 options (:func:`pinqpy.interfaces.errors.for_interface`).
@@ -82,6 +83,7 @@ it. The user guide is ``docs/notebook.md``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import keyword
 import re
@@ -95,6 +97,7 @@ from pinqpy.interfaces.charges import charged, read_budgets
 from pinqpy.interfaces.connect import TOKEN_ENV, check_env_name, check_url, find_token, open_remote
 from pinqpy.interfaces.errors import CliError, for_interface
 from pinqpy.interfaces.parameters import ParameterError, bind, substitute
+from pinqpy.interfaces.progress import notebook_progress, terminal_progress
 
 if TYPE_CHECKING:
     from pinqpy.interfaces.shell import SqlSession
@@ -399,9 +402,10 @@ class PinqMagic:
         if not opts.quiet and not hasattr(session, "last_note"):
             before = None if first in _NO_STATEMENT_CHARGE else read_budgets(session)
         try:
-            result = session.sql(query, epsilon=opts.epsilon, delta=opts.delta)
+            with self.progress():
+                result = session.sql(query, epsilon=opts.epsilon, delta=opts.delta)
         except PinqError as err:
-            raise UsageError(self.failure(err, session, note)) from None
+            raise refused(self.failure(err, session, note)) from None
         if opts.out is not None:
             ns[opts.out] = result
         if opts.quiet:
@@ -409,6 +413,14 @@ class PinqMagic:
         if first not in _NO_STATEMENT_CHARGE:  # EXPLAIN's own text already says it is free
             self.note_charge(session, result, before)
         return result
+
+    def progress(self) -> contextlib.AbstractContextManager[None]:
+        """"running query…" while a statement takes more than about a second: a line in the
+        cell that clears when the answer comes (in a notebook), or a spinner on a terminal's
+        standard error (terminal IPython)."""
+        if getattr(self.shell, "kernel", None) is not None:
+            return notebook_progress()
+        return terminal_progress(sys.stderr)
 
     def failure(self, err: PinqError, session: object, note: str | None = None) -> str:
         """The message a failed call shows: the error's (its caret lines kept, its fix-it hint
@@ -558,6 +570,31 @@ class PinqMagic:
             )
         name = sorted(found_all)[0]
         return f"pinqpy: cells run on local sessions: {name} ({found_all[name]!r})"
+
+
+# -- a refused cell ------------------------------------------------------------------------
+@functools.cache
+def _refused_class() -> type[Exception]:
+    """A ``UsageError`` that IPython shows as its message alone.
+
+    IPython prints a plain ``UsageError`` as ``UsageError: message``; a subclass goes
+    through its ``_render_traceback_`` instead, which here is the message (the error's own
+    name first, its caret lines kept). It is still a ``UsageError``: the cell fails, so "Run
+    All" and ``nbconvert --execute`` stop there, with no traceback.
+    """
+    from IPython.core.error import UsageError
+
+    class RefusedCell(UsageError):
+        def _render_traceback_(self) -> list[str]:
+            return str(self).splitlines()
+
+    RefusedCell.__module__ = __name__
+    return RefusedCell
+
+
+def refused(message: str) -> Exception:
+    """The error a refused ``%%pinq`` statement raises (see :func:`_refused_class`)."""
+    return _refused_class()(message)
 
 
 # -- display -------------------------------------------------------------------------------

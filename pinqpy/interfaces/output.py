@@ -19,6 +19,7 @@ __all__ = [
     "interval_kinds",
     "render_markdown",
     "render_table",
+    "summary_text",
     "symmetric",
 ]
 
@@ -269,3 +270,36 @@ def format_result(result: object, fmt: str = "table", level: float = 0.95) -> st
         ]
         return json.dumps(records)
     raise CliError(f"unknown format {fmt!r}", 2)
+
+
+def summary_text(table: pd.DataFrame) -> pd.DataFrame:
+    """A summary table (:mod:`pinqpy.results.summary`) as the shell prints it: the columns a
+    reader needs, the figures with at most 4 significant digits (a figure that needs a row
+    count reads ``needs n``)."""
+    from pinqpy.results.format import sig
+
+    half = next(c for c in table.columns if str(c).endswith("_half_width"))
+    shown = pd.DataFrame(
+        {
+            "measurement": table["measurement"],
+            "mechanism": table["mechanism"],
+            "epsilon": table["epsilon"],
+            "expected error": [_figure(x, sig) for x in table["expected_error"]],
+            f"± ({half[2:-11]}%)": [_figure(x, sig) for x in table[half]],
+            "unit": table["unit"],
+        }
+    )
+    if table["query"].nunique() > 1:
+        shown.insert(0, "query", table["query"])
+    if (table["delta"] > 0).any():
+        shown.insert(shown.columns.get_loc("epsilon") + 1, "delta", table["delta"])
+    if table["rho"].notna().any():
+        rho = [_figure(x, sig) for x in table["rho"]]
+        shown.insert(shown.columns.get_loc("epsilon") + 1, "rho", rho)
+    return shown
+
+
+def _figure(x: object, sig: object) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "needs n"
+    return sig(float(x))  # type: ignore[operator, arg-type]

@@ -70,9 +70,10 @@ from pinqpy.interfaces.editing import (
     split_statements,
     statement_ready,
 )
-from pinqpy.interfaces.errors import one_line
-from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds
-from pinqpy.interfaces.statements import run_statement
+from pinqpy.interfaces.errors import for_interface, one_line
+from pinqpy.interfaces.output import FORMATS, format_result, interval_kinds, summary_text
+from pinqpy.interfaces.progress import terminal_progress
+from pinqpy.interfaces.statements import run_statement, summarize_statement
 
 __all__ = ["BudgetLine", "Shell", "SqlSession", "history_path", "tenth"]
 
@@ -301,11 +302,12 @@ class Shell:
             return self.command(text, where)
         before = self.read_budgets()
         try:
-            result = run_statement(self.session, text, self.epsilon, self.delta)
+            with terminal_progress(self.err):  # "running query…" if it takes a while
+                result = run_statement(self.session, text, self.epsilon, self.delta)
             # Read before anything else asks the session (SHOW BUDGET would replace it).
             note = getattr(self.session, "last_note", None)
         except PinqSyntaxError as err:
-            self._error(str(err), where)
+            self._error(for_interface(err, "shell"), where)
             return False
         except PinqError as err:
             self._error(one_line(err, "shell"), where)
@@ -343,7 +345,8 @@ class Shell:
         rows = len(result)
         parts = [f"{rows} row{'s' if rows != 1 else ''}"]
         if getattr(result, "accuracy", None):
-            parts.append(self._how_to_read(interval_kinds(result, self.level)))
+            if self.mode in ("table", "markdown"):  # csv and json hold intervals as columns
+                parts.append(self._how_to_read(interval_kinds(result, self.level)))
             self.budgets = self.read_budgets()
             charges = charged(before, self.budgets)
             if note and note.strip():  # the note names what each budget has left
@@ -387,6 +390,8 @@ class Shell:
         if name == ".budget":
             self._emit(self._budget_text())
             return True
+        if name == ".summarize":
+            return self._summarize(arg, where)
         if name in (".epsilon", ".delta"):
             return self._set_default(name[1:], arg, where)
         if name == ".mode":
@@ -399,6 +404,32 @@ class Shell:
             return self._set_bail(arg, where)
         self._error(f"unknown command {name}; type .help for the list", where)
         return False
+
+    def _summarize(self, arg: str, where: str) -> bool:
+        """``.summarize SELECT ...``: the query's planned measurements, their mechanisms and
+        errors (:meth:`pinqpy.Session.summarize`); reads no data and charges nothing."""
+        if not arg:
+            self._error(".summarize needs a query: .summarize SELECT ...", where)
+            return False
+        if not callable(getattr(self.session, "summarize", None)):
+            self._error(
+                ".summarize needs a local session; over a server, EXPLAIN SELECT ... states "
+                "the same figures",
+                where,
+            )
+            return False
+        try:
+            table = summarize_statement(self.session, arg, self.epsilon, self.delta)
+        except PinqError as err:
+            self._error(for_interface(err, "shell"), where)
+            return False
+        self._emit(format_result(summary_text(table), self.mode, self.level))
+        footer = "(charged nothing; OPTIONS (n = ...) states means and quantiles in values)"
+        if self.mode == "table":
+            self._emit(footer)
+        else:
+            print(footer, file=self.err, flush=True)
+        return True
 
     def _set_default(self, which: str, arg: str, where: str) -> bool:
         if not arg:
@@ -505,6 +536,7 @@ class Shell:
             f"epsilon (now {_fmt(self.epsilon)})\n"
             "  SELECT ... OPTIONS (epsilon = 0.5);   spend another epsilon on this query\n"
             "  EXPLAIN SELECT ...;                   the plan, noise and cost; spends nothing\n"
+            "  .summarize SELECT ...                 each measurement's error, as a table\n"
             "  SHOW TABLES;  SHOW BUDGET;  DESCRIBE table;\n"
             "Commands:\n"
             f"{commands}\n"

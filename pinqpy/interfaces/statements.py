@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from pinqpy.sql import ast as q
 from pinqpy.sql.parser import parse_statement
 
-__all__ = ["run_statement"]
+__all__ = ["run_statement", "summarize_statement"]
 
 
 class _Answers(Protocol):
@@ -32,6 +32,16 @@ def run_statement(session: _Answers, text: str, epsilon: object, delta: object) 
     """``session.sql`` with a default epsilon and delta that a query's OPTIONS override."""
     options = _query_options(text)
     return session.sql(
+        text,
+        epsilon=None if "epsilon" in options else epsilon,
+        delta=None if "delta" in options else (delta or None),
+    )
+
+
+def summarize_statement(session: Any, text: str, epsilon: object, delta: object) -> object:
+    """``session.summarize`` of one SELECT with the same defaults as :func:`run_statement`."""
+    options = _query_options(text)
+    return session.summarize(
         text,
         epsilon=None if "epsilon" in options else epsilon,
         delta=None if "delta" in options else (delta or None),

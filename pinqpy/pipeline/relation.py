@@ -15,7 +15,6 @@ plan node; nothing is read. The stability of each node is derived in
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 from collections import Counter
@@ -28,6 +27,7 @@ import pandas as pd
 
 from pinqpy.accounting.agents import ChangedRowView, PartAgent, PartitionAgent, flatten
 from pinqpy.accounting.budget import Budget
+from pinqpy.core.names import closest
 from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
@@ -35,6 +35,7 @@ from pinqpy.expr.bounds import MAX_DERIVED_KEYS, derive_bounds, derive_keys
 from pinqpy.expr.check import check_expression, parse_and_check
 from pinqpy.expr.parser import parse_expression
 from pinqpy.expr.types import ColumnType
+from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.catalog import Catalog, agent_name, new_id
 from pinqpy.plan.facts import declare_public_size, facts_of
 from pinqpy.plan.keys import is_null_key
@@ -192,12 +193,8 @@ class Relation:
     # -- expressions and columns ----------------------------------------------------------
     def expression(self, value: object, what: str, *, want_bool: bool = False) -> Expr | PyFunc:
         """``value`` (text, a parsed expression or a callable) checked against the schema."""
-        if isinstance(value, str):
-            text: str | None = value
-            e, ctype = parse_and_check(value, self.meta.schema)
-        elif isinstance(value, Expr):
-            e, text = value, None
-            ctype = check_expression(e, self.meta.schema)
+        if isinstance(value, str | Expr):
+            e, ctype, text = self._checked(value)
         elif callable(value):
             if not self.meta.allow_callables:
                 raise PrivacyError(
@@ -221,6 +218,19 @@ class Relation:
                 column=e.pos.column if (text and e.pos) else None,
             )
         return e
+
+    def _checked(self, value: str | Expr) -> tuple[Expr, ColumnType, str | None]:
+        """``value`` parsed (if text) and checked: the expression, its type and its text. A
+        type mismatch on a column whose type was inferred from a file says how to declare it."""
+        try:
+            if isinstance(value, str):
+                return (*parse_and_check(value, self.meta.schema), value)
+            return value, check_expression(value, self.meta.schema), None
+        except PinqError as err:
+            noted = note_inferred(err, [self.plan])
+            if noted is err:
+                raise
+        raise noted from None
 
     def column_expr(self, column: object, what: str) -> Expr | PyFunc:
         """A column name or an expression over columns."""
@@ -249,8 +259,8 @@ class Relation:
     def unknown_column(self, name: object) -> PinqError:
         if not isinstance(name, str):
             return PinqError(f"column names must be strings, not {type(name).__name__}")
-        hint = difflib.get_close_matches(name, self.columns, n=1)
-        extra = f"; did you mean {hint[0]!r}?" if hint else ""
+        hint = closest(name, self.columns)
+        extra = f"; did you mean {hint!r}?" if hint else ""
         return PinqSyntaxError(f"unknown column {name!r}{extra}", text=name, line=1, column=1)
 
     # -- stable transformations -----------------------------------------------------------

@@ -565,6 +565,12 @@ class AccuracyPreview:
     ``one row added or removed``, ``one person added or removed (...)``, or for a table whose
     row count is public ``one row changed, n public (n = ...)`` (each table's, named, when
     the frame reads several).
+
+    ``expected`` is the expected absolute error in the same units as ``error`` (None for a
+    mean without ``n``, whose expected error is ``expected_times_n / n``); ``delta`` is the
+    measurement's delta and ``rho`` its zCDP cost at stability 1 when a budget it draws on
+    accounts in zCDP (else None). The repr is one line and ``_repr_html_`` a small table
+    (:mod:`pinqpy.results.preview_text`).
     """
 
     aggregation: str
@@ -581,10 +587,26 @@ class AccuracyPreview:
     rank_error: float | None = None
     threshold: int | None = None
     details: dict[str, float] = field(default_factory=dict)
+    expected: float | None = None
+    expected_times_n: float | None = None
+    delta: float = 0.0
+    rho: float | None = None
     neighbours: str = ""
 
+    def __repr__(self) -> str:
+        from pinqpy.results.preview_text import preview_line
+
+        return preview_line(self)
+
+    def _repr_html_(self) -> str:
+        from pinqpy.results.preview_text import preview_html
+
+        return preview_html(self)
+
     def __str__(self) -> str:
-        cost = "; ".join(f"{c!r} to {b}" for b, c in self.charge.items())
+        from pinqpy.results.preview_text import charge_text
+
+        cost = charge_text(self)
         if self.error_times_n is not None and self.n is None:
             what = f"the error is about ± {_fmt(self.error_times_n, 4)}/n"
         else:

@@ -24,6 +24,24 @@ def _fmt(x: float, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
+def sig(x: float, digits: int = 4) -> str:
+    """``x`` with at most ``digits`` significant digits, written out below a million and in
+    exponent form above (an error figure, where more digits would claim false precision).
+
+    >>> sig(102912.7), sig(500000), sig(22531234.5), sig(29.9573), sig(0.000123456), sig(50)
+    ('102900', '500000', '2.253e+07', '29.96', '0.0001235', '50')
+    """
+    x = float(x)
+    if not math.isfinite(x):
+        return repr(x)
+    if x == 0:
+        return "0"
+    rounded = float(f"{x:.{digits}g}")
+    if 1e-4 <= abs(rounded) < 1e6:
+        return np.format_float_positional(rounded, trim="-")
+    return f"{rounded:.{digits}g}"
+
+
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
     if a.shape != b.shape:
         return False

@@ -13,12 +13,12 @@ classes expose as ``_repr_html_``:
 * :func:`result_html` -- a released result (:class:`~pinqpy.NoisyFrame`,
   :class:`~pinqpy.NoisySeries`, :class:`~pinqpy.NoisyValue`, :class:`~pinqpy.NoisyLabel`), an
   EXPLAIN text or a plain DataFrame: the released values, which are public, with their
-  confidence intervals.
+  confidence intervals (released tables are drawn by :mod:`pinqpy.results.release_html`).
 
 The first three take a plain description (:mod:`pinqpy.results.panels`) that the budget, the
 frame and the session build of themselves, so this module knows none of those classes. Every
 piece of text is HTML-escaped. This module imports no result class either (each renders itself
-through :func:`noisy_frame_html`, :func:`noisy_series_html` or :func:`noisy_scalar_html`, see
+through :mod:`pinqpy.results.release_html` or :func:`noisy_scalar_html`, see
 :func:`result_html`), so the classes can import it.
 
 >>> from fractions import Fraction
@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from pinqpy.results.format import _fmt, _same_values, interval_cells, interval_text
+from pinqpy.results.format import _fmt, _same_values, interval_text
 from pinqpy.results.panels import BudgetPanel, FramePanel, SessionPanel
 
 if TYPE_CHECKING:
@@ -48,10 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "budget_html",
     "frame_html",
-    "keys_html",
-    "noisy_frame_html",
+    "interval_columns",
     "noisy_scalar_html",
-    "noisy_series_html",
     "result_html",
     "session_html",
 ]
@@ -309,22 +307,6 @@ def interval_columns(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def interval_table(frame: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame | None:
-    """``level`` intervals (as text) for each noisy column, or None: ``± e`` where the
-    interval is symmetric about the released value, ``[low, high]`` where it is not."""
-    import pandas as pd
-
-    cols = interval_columns(frame)
-    if not cols:
-        return None
-    data = {}
-    for col in cols:
-        ci = frame.ci(col, level)  # type: ignore[attr-defined]
-        values = frame[col].to_numpy()
-        data[col] = interval_cells(values, ci["low"], ci["high"], cols[col], with_value=False)
-    return pd.DataFrame(data, index=frame.index)
-
-
 def _mechanisms(accuracies: dict[str, Any]) -> str:
     items = [
         f"{_e(col)}: {_e(acc.mechanism)}, epsilon {_e(acc.epsilon)}"
@@ -336,60 +318,6 @@ def _mechanisms(accuracies: dict[str, Any]) -> str:
 
 def _level(level: float) -> str:
     return f"{level * 100:g}%"
-
-
-def noisy_frame_html(frame: pd.DataFrame, level: float = LEVEL) -> str:
-    """A released NoisyFrame: its values, then the intervals of its noisy columns."""
-    parts = [_pandas_html(frame)]
-    table = interval_table(frame, level)
-    if table is not None:
-        parts.append(
-            f"<div><b>{_level(level)} intervals</b> "
-            f'<span style="{_MUTED}">(each contains the exact value with probability '
-            f"{level:g}; computed from the noise, free of charge)</span></div>"
-        )
-        parts.append(_pandas_html(table))
-        parts.append(_mechanisms(interval_columns(frame)))
-    return _box("".join(parts), "result")
-
-
-def noisy_series_html(series: pd.Series, level: float = LEVEL) -> str:
-    """A released NoisySeries: its values with their intervals."""
-    import pandas as pd
-
-    frame = pd.DataFrame({series.name if series.name is not None else "value": series})
-    parts = [_pandas_html(frame)]
-    try:
-        ci = series.ci(level)  # type: ignore[attr-defined]
-    except Exception:  # values changed or no accuracy: show the values only
-        return _box(parts[0], "result")
-    table = pd.DataFrame(
-        {
-            f"{_level(level)} interval": interval_cells(
-                series.to_numpy(),
-                ci["low"],
-                ci["high"],
-                series.accuracy,  # type: ignore[attr-defined]
-                with_value=False,
-            )
-        },
-        index=series.index,
-    )
-    parts.append(_pandas_html(table))
-    parts.append(_mechanisms({str(series.name or "value"): series.accuracy}))  # type: ignore[attr-defined]
-    return _box("".join(parts), "result")
-
-
-def keys_html(keys: Any, level: float = LEVEL) -> str:
-    """A private key selection's released keys: how many, and their noisy counts with their
-    intervals (the counts' own rendering)."""
-    counts = keys.counts
-    head = (
-        f"<div><b>{len(keys)} key(s) chosen privately</b> "
-        f'<span style="{_MUTED}">(released with their noisy counts; a key with few rows may '
-        "be left out)</span></div>"
-    )
-    return _box(head + noisy_series_html(counts, level), "result")
 
 
 def noisy_scalar_html(value: Any, level: float = LEVEL, *, label: bool = False) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from pinqpy.results.html import LEVEL, keys_html, result_html
+from pinqpy.results.html import LEVEL, result_html
+from pinqpy.results.release_html import keys_html
 from pinqpy.results.tables import NoisySeries
 
 __all__ = ["SelectedKeys"]

@@ -10,16 +10,33 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from pandas.plotting import PlotAccessor
 
 from pinqpy.core.exact import Exact
 from pinqpy.errors import PinqError
 from pinqpy.results.accuracy import Accuracy
 from pinqpy.results.format import _same_values
-from pinqpy.results.html import LEVEL, noisy_frame_html, noisy_series_html, result_html
+from pinqpy.results.html import LEVEL, result_html
 from pinqpy.results.noise import check_level
+from pinqpy.results.plots import noisy_plot
+from pinqpy.results.release_html import noisy_frame_html, noisy_series_html
 from pinqpy.results.text import noisy_frame_text, noisy_series_text
 
-__all__ = ["NoisyFrame", "NoisySeries"]
+__all__ = ["NoisyFrame", "NoisyPlot", "NoisySeries"]
+
+
+class NoisyPlot(PlotAccessor):
+    """``result.plot()`` of a released Series or frame: bars of the released values with
+    their intervals (:func:`pinqpy.results.plots.noisy_plot`): a count's interval clipped at
+    0, a quantile released without an interval drawn without one. Called with pandas'
+    arguments (``kind=``, ``result.plot.line()``...) it is pandas' own plot."""
+
+    _OWN = frozenset({"y", "x", "level", "title", "ax"})
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if args or not set(kwargs) <= self._OWN:
+            return super().__call__(*args, **kwargs)
+        return noisy_plot(self._parent, **kwargs)  # type: ignore[arg-type]
 
 
 class NoisySeries(pd.Series):
@@ -56,6 +73,11 @@ class NoisySeries(pd.Series):
 
     def _result_html(self, level: float = LEVEL) -> str:
         return noisy_series_html(self, level)
+
+    @property
+    def plot(self) -> NoisyPlot:  # type: ignore[override]
+        """``s.plot()``: one bar per key with its interval (see :class:`NoisyPlot`)."""
+        return NoisyPlot(self)
 
     def __repr__(self) -> str:
         """Marked noisy, each value with its 95% interval (:mod:`pinqpy.results.text`)."""
@@ -153,6 +175,12 @@ class NoisyFrame(pd.DataFrame):
 
     def _result_html(self, level: float = LEVEL) -> str:
         return noisy_frame_html(self, level)
+
+    @property
+    def plot(self) -> NoisyPlot:  # type: ignore[override]
+        """``r.plot(y="n")``: one bar per row of the noisy column ``y`` (the only one by
+        default), labelled by the other columns, with its interval (:class:`NoisyPlot`)."""
+        return NoisyPlot(self)
 
     def __repr__(self) -> str:
         """Marked noisy, each noisy column's values with their 95% intervals

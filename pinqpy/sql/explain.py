@@ -33,6 +33,7 @@ from pinqpy.plan.describe import Names, StepDescriber, multipliers, stability_te
 from pinqpy.plan.nodes import PartSource, PlanNode
 from pinqpy.plan.stability import INF
 from pinqpy.results.accuracy import mean_figure, quantile_figure
+from pinqpy.results.format import sig
 from pinqpy.sql.compiler import CompiledRelease
 
 __all__ = ["Explanation", "cost_note", "explain"]
@@ -82,34 +83,37 @@ def _error_text(mech: object, label: str, n: float | None, grouped: bool) -> str
         fig = mean_figure(mech, level=0.95, n=n, column=column)
         if isinstance(mech, PublicSizeMeanMechanism):
             return (
-                f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%), the row count "
+                f"expected error {sig(fig.expected)} (± {sig(fig.error)} at 95%), the row count "
                 f"public (n = {mech.n})"
             )
         if fig.n is None:
             return (
-                f"expected error {fig.expected_times_n:.4g}/n (± {fig.error_times_n:.4g}/n at "
-                f"95%) for n {rows}, first order; pass n= for a figure in "
+                f"expected error {sig(fig.expected_times_n)}/n (± {sig(fig.error_times_n)}/n at "
+                f"95%) for n {rows}, first order; OPTIONS (n = ...) gives a figure in "
                 f"{column or 'the column'}'s units"
             )
         if fig.n - mech.count_noise.half_width(0.95) < 1.0:
-            return f"error up to the bounds' width {fig.error:.4g}: {fig.note}"
+            return (
+                f"error up to the bounds' width {sig(fig.error)}: n = {_count(fig.n)} is too "
+                "few rows for this epsilon (the noisy count can be near 0)"
+            )
         return (
-            f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%) for n = "
+            f"expected error {sig(fig.expected)} (± {sig(fig.error)} at 95%) for n = "
             f"{_count(fig.n)} {rows}, first order, any mean within the bounds"
         )
     if isinstance(mech, QuantileMechanism):
         fig = quantile_figure(mech, level=0.95, n=n, column=column)
         if fig.n is None:
             return (
-                f"expected error {fig.expected:.4g} ranks; pass n= for a figure in "
+                f"expected error {sig(fig.expected)} ranks; OPTIONS (n = ...) gives a figure in "
                 f"{column or 'the column'}'s units"
             )
         return (
-            f"expected error {fig.expected:.4g} (± {fig.error:.4g} at 95%) for n = "
+            f"expected error {sig(fig.expected)} (± {sig(fig.error)} at 95%) for n = "
             f"{_count(fig.n)} {rows} spread evenly over the bounds "
-            f"({mech.expected_error():.4g} ranks)"
+            f"({sig(mech.expected_error())} ranks)"
         )
-    return f"expected error {mech.expected_error():.4g}"  # type: ignore[attr-defined]
+    return f"expected error {sig(mech.expected_error())}"  # type: ignore[attr-defined]
 
 
 def _count(n: float) -> str:
@@ -174,7 +178,7 @@ def explain(
             lines.append(
                 f"  {meas.label:<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
                 f"{sel.describe()}, delta {float(sel.delta):.3g}: the GROUP BY key selection, "
-                f"{released}; expected error {sel.expected_error():.4g}"
+                f"{released}; expected error {sig(sel.expected_error())}"
             )
             continue
         mech = meas.prepared.mechanism

@@ -117,7 +117,7 @@ def test_query_table_format_shows_each_group_with_its_accuracy(
         "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM people GROUP BY sex",
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
+    assert proc.stderr == "charged epsilon 0.5 to people; 0.5 of 1 left\n"
     header, rows = parse_table(proc.stdout)
     assert header == ["sex", "n", "mean_age"]
     assert [r[0] for r in rows] == ["0", "1"]
@@ -148,8 +148,8 @@ def test_query_csv_format_adds_interval_columns(people_csv: Path, pums: pd.DataF
     for row in rows:
         n, low, high = float(row["n"]), float(row["n_ci_low"]), float(row["n_ci_high"])
         assert low < n < high
-        # epsilon 1 (the whole budget: one query) on one count: scale 1.
-        assert (high - low) / 2 == pytest.approx(LN20, rel=0.02)
+        # epsilon 0.1 (a tenth of the budget, the default share) on one count: scale 10.
+        assert (high - low) / 2 == pytest.approx(10 * LN20, rel=0.02)
         assert abs(n - exact[int(row["married"])]) <= 3 * (high - low)
 
 
@@ -315,3 +315,56 @@ def test_errors_are_one_line_and_non_zero(
     assert fragment in lines[0], lines
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout == ""
+
+
+# -- what a query charged, and hints in the command line's words ------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "markdown"])
+def test_query_spends_a_tenth_and_says_so_on_stderr_in_every_format(
+    fmt: str, tmp_path: Path
+) -> None:
+    ledger = str(tmp_path / "ledger.db")
+    left = ["0.9", "0.8"]
+    for i, remaining in enumerate(left):
+        proc = pinqpy(
+            "query", "--demo-data", "--ledger", ledger, "--format", fmt,
+            f"SELECT COUNT(*) AS n FROM pums WHERE age > {30 + i}",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == f"charged epsilon 0.1 to pums; {remaining} of 1 left\n"
+        assert "charged" not in proc.stdout
+    if fmt == "json":
+        [record] = json.loads(proc.stdout)
+        # a tenth of the budget on one count: a discrete Laplace of scale 10
+        assert record["n_ci_high"] - record["n"] == round(10 * LN20)
+    again = pinqpy("query", "--demo-data", "--ledger", ledger, "--format", fmt,
+                   "SELECT COUNT(*) AS n FROM pums WHERE age > 30")  # fmt: skip
+    assert again.stderr == (
+        "charged nothing: the same query was answered before (pums: 0.8 of 1 left)\n"
+    )
+    plan = pinqpy("query", "--demo-data", "--ledger", ledger, "--format", fmt,
+                  "EXPLAIN SELECT COUNT(*) FROM pums")  # fmt: skip
+    assert plan.returncode == 0 and plan.stderr == ""  # EXPLAIN says itself that it is free
+
+
+def test_query_hints_speak_the_command_line(tmp_path: Path, pums: pd.DataFrame) -> None:
+    path = tmp_path / "adult.csv"
+    pums.to_csv(path, index=False)
+    base = ["query", f"adult={path}", "--epsilon", "1", "--no-ledger"]
+    over = pinqpy(*base, "--epsilon-per-query", "2", "SELECT COUNT(*) FROM adult")
+    assert over.returncode == 1
+    line = over.stderr.splitlines()[-1]
+    assert "the query needs epsilon 2 but only epsilon 1 remains (nothing was charged)" in line
+    assert "--epsilon-per-query" in line and "Cost(" not in line and "epsilon=" not in line
+    delta = pinqpy(*base, "SELECT COUNT(*) FROM adult OPTIONS (delta = 1e-6, noise = 'gaussian')")
+    assert "--delta D" in delta.stderr and "delta=" not in delta.stderr
+    bounds = pinqpy(*base, "SELECT AVG(age) FROM adult")
+    assert "pass --bounds age=LO:HI" in bounds.stderr and "bounds=" not in bounds.stderr
+    # educ's type was inferred from the CSV text (digits: int); the curator can declare it
+    typed = pinqpy(*base, "SELECT COUNT(*) FROM adult WHERE educ = 'BA'")
+    assert typed.returncode == 1
+    assert "educ: type inferred from the file's text" in typed.stderr
+    assert "--schema educ=TYPE" in typed.stderr and "schema=" not in typed.stderr
+    declared = pinqpy(*base, "--schema", "educ=str", "SELECT COUNT(*) FROM adult WHERE educ = 'BA'")
+    assert declared.returncode == 0, declared.stderr

@@ -76,7 +76,8 @@ def test_repeated_runs_spend_one_budget_and_refuse_when_it_is_gone(
     per = ("--epsilon-per-query", "0.4")
     first = pinqpy(*query(people_csv, "SELECT COUNT(*) FROM people WHERE age > 30", *per))
     assert first.returncode == 0, first.stderr
-    assert first.stderr == ""  # a script's stderr stays quiet
+    # stderr holds only what the query charged (stdout stays the answer alone)
+    assert first.stderr == "charged epsilon 0.4 to people; 0.6 of 1 left\n"
     ledger_file = state / "ledger.db"
     assert spent(ledger_file, people_csv) == Fraction(2, 5)
 
@@ -142,10 +143,13 @@ def test_no_ledger_warns_and_forgets(people_csv: Path, state: Path) -> None:
     for _ in range(2):  # the whole budget, twice: nothing remembers the first run
         proc = pinqpy(*query(people_csv, "SELECT COUNT(*) FROM people", "--no-ledger"))
         assert proc.returncode == 0, proc.stderr
-        [warning] = proc.stderr.splitlines()
+        [warning, footer] = proc.stderr.splitlines()
         assert warning.startswith("pinqpy: warning: --no-ledger")
         assert "will not carry over between runs" in warning
         assert "averages its noise away" in warning
+        # a tenth per query by default, as in the shell; and the same each run, since
+        # nothing remembers the first
+        assert footer == "charged epsilon 0.1 to people; 0.9 of 1 left"
     assert not (state / "ledger.db").exists()
 
 
@@ -172,8 +176,11 @@ def test_ledger_path_keeps_the_budgets_in_that_file(
     # The default ledger is another file: its budget is untouched and whole.
     fresh = pinqpy(*query(people_csv, "SELECT COUNT(*) FROM people WHERE sex = 1"))
     assert fresh.returncode == 0, fresh.stderr
+    assert "0.9 of 1 left" in fresh.stderr
     over = pinqpy(
-        *query(people_csv, "SELECT COUNT(*) FROM people WHERE sex = 0", "--ledger", str(chosen))
+        *query(people_csv, "SELECT COUNT(*) FROM people WHERE sex = 0", "--ledger", str(chosen)),
+        "--epsilon-per-query",
+        "0.5",
     )
     assert over.returncode == 1
     assert "budget exceeded" in over.stderr
@@ -202,12 +209,13 @@ def test_two_files_with_one_name_keep_separate_budgets(tmp_path: Path, state: Pa
         (tmp_path / folder).mkdir()
         pums.to_csv(tmp_path / folder / "people.csv", index=False)
     sql = "SELECT COUNT(*) FROM people"
+    whole = ("--epsilon", "1", "--epsilon-per-query", "1")
     for folder in ("a", "b"):  # a bare PATH names the table after its file: people
-        proc = pinqpy("query", f"{folder}/people.csv", "--epsilon", "1", sql, cwd=tmp_path)
+        proc = pinqpy("query", f"{folder}/people.csv", *whole, sql, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
     for folder in ("a", "b"):
         assert spent(state / "ledger.db", tmp_path / folder / "people.csv") == 1
-    again = pinqpy("query", "a/people.csv", "--epsilon", "1", f"{sql} WHERE age > 1", cwd=tmp_path)
+    again = pinqpy("query", "a/people.csv", *whole, f"{sql} WHERE age > 1", cwd=tmp_path)
     assert again.returncode == 1
     assert "budget exceeded" in again.stderr
 
@@ -229,3 +237,58 @@ def test_a_ledger_from_before_file_names_goes_on_spending(people_csv: Path, tmp_
     with Ledger(old) as ledger:
         assert list(ledger.budgets()["budget"]) == ["people"]
         assert ledger.spent("people").epsilon == 1
+
+
+# -- pinqpy ledger: who spent what ------------------------------------------------------------
+
+
+def test_pinqpy_ledger_shows_each_budget_and_every_charge(people_csv: Path, state: Path) -> None:
+    for sql in ("SELECT COUNT(*) FROM people", "SELECT COUNT(*) FROM people WHERE age > 30"):
+        assert pinqpy(*query(people_csv, sql)).returncode == 0
+    before = (state / "ledger.db").read_bytes()
+    table = pinqpy("ledger")  # the command line's own ledger, in the state directory
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == [
+        "table", "file", "epsilon", "spent", "remaining", "queries", "last_query",
+    ]  # fmt: skip
+    cells = lines[2].split()
+    assert cells[:6] == ["people", str(people_csv.resolve()), "1", "0.2", "0.8", "2"]
+    assert cells[-1] == "UTC"
+    [record] = json.loads(pinqpy("ledger", "--format", "json").stdout)
+    assert record["spent"] == pytest.approx(0.2) and record["queries"] == 2
+    assert record["last_query"].endswith("+00:00")  # programs get the ISO 8601 time
+    charges = pinqpy("ledger", str(state / "ledger.db"), "--charges", "--format", "csv")
+    assert charges.returncode == 0, charges.stderr
+    rows = charges.stdout.splitlines()
+    assert rows[0] == "query,time,table,budget,epsilon,label"
+    assert rows[2].endswith(",0.1,SELECT COUNT(*) FROM people WHERE age > 30")
+    assert (state / "ledger.db").read_bytes() == before  # read-only
+
+
+def test_pinqpy_ledger_of_a_server_file_names_the_analysts(tmp_path: Path) -> None:
+    from pinqpy.accounting.cost import Cost
+    from pinqpy.accounting.ledger import ChargeRecord
+
+    path = tmp_path / "server.db"
+    with Ledger(path) as led:
+        led.open_budget("analyst:ada/adult", Cost(epsilon=1))
+        led.open_budget("group:team/adult", Cost(epsilon=2))
+        led.charge([("group:team/adult", Cost(Fraction(1, 2)))], ChargeRecord("count"), {})
+    proc = pinqpy("ledger", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:2] == ["analyst", "table"]
+    assert lines[2].split()[:7] == ["analyst", "ada", "adult", "1", "0", "1", "0"]
+    assert lines[3].split()[:7] == ["group", "team", "adult", "2", "0.5", "1.5", "1"]
+
+
+def test_pinqpy_ledger_errors_are_one_line(tmp_path: Path) -> None:
+    missing = pinqpy("ledger", str(tmp_path / "nope.db"))
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("pinqpy: error: ledger ")
+    assert "no ledger file" in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1
+    assert not (tmp_path / "nope.db").exists()
+    bad = pinqpy("ledger", "--format", "xml")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

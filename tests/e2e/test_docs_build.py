@@ -8,6 +8,7 @@ one broken link added, and must fail naming it, so a passing first build means s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,26 @@ def test_the_docs_build_strictly(tmp_path: Path) -> None:
     assert "WARNING" not in proc.stderr, proc.stderr
     reference = (tmp_path / "site" / "reference" / "index.html").read_text()
     assert "pinqpy.PrivateFrame" in reference and "bound_contributions" in reference
+    _examples_are_code(reference)
     for page in ("concepts", "python", "sql", "server", "notebook", "shell", "accuracy"):
         assert (tmp_path / "site" / page / "index.html").exists(), page
+
+
+def _examples_are_code(page: str) -> None:
+    """Every ``>>>`` example of the API reference is inside a ``<pre>`` block (docstring
+    prose examples are fenced by docs/hooks/doctest_blocks.py), and Markdown turned nothing
+    of them into emphasis (``COUNT(*)`` twice on a line would be italics in a paragraph)."""
+    prompts = page.count("&gt;&gt;&gt;")
+    assert prompts >= 50, prompts  # the reference shows the docstrings' examples
+    outside = re.sub(r"<pre.*?</pre>", "", page, flags=re.S)
+    assert "&gt;&gt;&gt;" not in outside, outside[outside.find("&gt;&gt;&gt;") - 300 :][:600]
+    assert not re.search(r"COUNT\(<em>", page)
+    # one docstring example in prose, as rendered: its lines kept, in a code block
+    assert re.search(
+        r'<pre><code class="language-pycon">&gt;&gt;&gt; import pandas as pd, pinqpy as pq\n'
+        r"&gt;&gt;&gt; f = pq.PrivateFrame\(pd.DataFrame\(\{&quot;g&quot;",
+        page,
+    )
 
 
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:

@@ -55,13 +55,16 @@ def commands(block: str) -> list[list[str]]:
 def demo(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     (quick,) = [b for b in blocks("bash") if "--demo" in b]
     install, serve = commands(quick)
-    assert install == ["pip", "install", "'pinqpy[server]'"]
+    assert install == ["pip", "install", "'.[server]'"]
     assert serve == [*PINQPY, "serve", "--demo"]
     server = Server(serve, tmp_path)
     try:
         tokens = server.tokens()
         assert len(tokens) == 1, server.output()
-        assert f'pq.connect("{server.url}", token="{tokens[0]}")' in server.output()
+        # the token is shown for the analyst's shell, never inside a paste-able connect line
+        assert f"\nexport PINQPY_TOKEN={tokens[0]}\n" in server.output()
+        assert f'pq.connect("{server.url}")' in server.output()
+        assert f'token="{tokens[0]}"' not in server.output()
         yield server, tokens[0]
     finally:
         server.stop()

@@ -371,3 +371,61 @@ def test_connect_with_a_wrong_token_is_one_line(tmp_path: Path, server):
         "pinqpy: error: a valid analyst token is required (Authorization: Bearer <token>)\n"
     )
     assert proc.stdout == ""
+
+
+# -- progress on long work --------------------------------------------------------------------
+
+
+def _spawn(argv: list[str], tmp_path: Path, **env: str) -> Terminal:
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=environment(tmp_path, TERM="xterm", **env),
+        dimensions=(40, 160), encoding="utf-8", timeout=TIMEOUT,
+    )  # fmt: skip
+    return Terminal(child)
+
+
+def test_a_slow_query_shows_running_query_on_the_terminal_and_erases_it(tmp_path: Path):
+    # PINQPY_PROGRESS_AFTER=0 shows the spinner at once (a real one waits about a second).
+    argv = [sys.executable, "-m", "pinqpy", "query", "--demo-data", "SELECT COUNT(*) FROM pums"]
+    term = _spawn(argv, tmp_path, PINQPY_PROGRESS_AFTER="0")
+    term.expect(r"running query… \d+s")
+    term.expect(r"\d+ ± 30")
+    assert term.finish() == 0
+    raw = term.raw
+    # the line is erased before the answer is written in its place
+    assert raw.index("running query") < raw.index("\r\x1b[K") < raw.index(" ± 30")
+    assert not re.search(r"running query[^\r]*\d{3}", raw)  # elapsed seconds only, no count
+
+
+def test_progress_never_reaches_stdout_in_csv_mode(tmp_path: Path):
+    out = tmp_path / "answer.csv"
+    script = (
+        f"{sys.executable} -m pinqpy query --demo-data --format csv "
+        f"'SELECT COUNT(*) AS n FROM pums' > {out}"
+    )
+    term = _spawn(["/bin/bash", "-c", script], tmp_path, PINQPY_PROGRESS_AFTER="0")
+    term.expect(r"running query")  # stderr is the terminal: the spinner shows there ...
+    assert term.finish() == 0
+    assert out.read_text().splitlines()[0] == "n,n_ci_low,n_ci_high"  # ... stdout is clean
+    assert "running" not in out.read_text()
+    assert "charged epsilon 0.1 to pums" in term.screen
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pinqpy", "query", "--demo-data", "SELECT COUNT(*) FROM pums"],
+        env=environment(tmp_path, PINQPY_PROGRESS_AFTER="0"), capture_output=True, text=True,
+        encoding="utf-8", timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "charged epsilon 0.1 to pums; 0.9 of 1 left\n"
+
+
+def test_the_shell_shows_progress_too(tmp_path: Path, people_csv: Path):
+    term = _spawn([sys.executable, *shell_args(people_csv)], tmp_path, PINQPY_PROGRESS_AFTER="0")
+    term.expect(r"pinqpy>")
+    term.send("SELECT COUNT(*) FROM people;\r")
+    term.expect(r"running query")
+    term.expect(r"charged epsilon 0\.1")
+    term.send(".quit\r")
+    assert term.finish() == 0

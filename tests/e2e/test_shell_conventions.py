@@ -118,6 +118,9 @@ def test_mode_csv_has_interval_columns_and_the_footer_on_stderr() -> None:
         assert low < n < high and n - low == high - n
     # What the query spent is still shown, apart from the data.
     assert "charged epsilon 0.1 on pums: " in proc.stderr and "; 0.9 left)" in proc.stderr
+    # and no word on how to read '±' cells, which csv has none of
+    assert "±" not in proc.stderr and "interval" not in proc.stderr
+    assert proc.stderr.startswith("(2 rows; charged epsilon 0.1 on pums")
 
 
 def test_mode_json_and_the_format_flag() -> None:
@@ -227,8 +230,9 @@ def test_demo_data_needs_no_file_and_keeps_no_ledger(tmp_path: Path) -> None:
     # With --ledger the budget is kept: a second query finds it spent.
     ledger = tmp_path / "demo.db"
     args = ["query", "--demo-data", "--ledger", str(ledger)]
-    assert pinqpy(*args, "SELECT COUNT(*) FROM pums").returncode == 0
-    proc = pinqpy(*args, "SELECT COUNT(*) FROM pums WHERE age > 30")
+    kept = pinqpy(*args, "SELECT COUNT(*) FROM pums")
+    assert kept.returncode == 0 and kept.stderr == "charged epsilon 0.1 to pums; 0.9 of 1 left\n"
+    proc = pinqpy(*args, "--epsilon-per-query", "0.95", "SELECT COUNT(*) FROM pums WHERE age > 30")
     assert proc.returncode == 1 and "budget exceeded" in proc.stderr
 
 
@@ -244,9 +248,10 @@ def test_demo_data_with_other_flags(bare_csv: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     [record] = json.loads(proc.stdout)
-    # --epsilon 2 is the budget and the query's epsilon: a discrete Laplace of scale 1/2,
-    # whose 95% half-width is 1 (it is 3 at the default epsilon 1).
-    assert record["n_ci_high"] - record["n"] == 1
+    # --epsilon 2 is the budget, and the query spends a tenth of it: a discrete Laplace of
+    # scale 5, whose 95% half-width is 15 (it is 30 at the default budget of epsilon 1).
+    assert record["n_ci_high"] - record["n"] == 15
+    assert proc.stderr == "charged epsilon 0.2 to pums; 1.8 of 2 left\n"
     proc = pinqpy("query", "--demo-data", f"pums={bare_csv}", "--epsilon", "1", "SHOW TABLES")
     assert proc.returncode == 2
     assert "table name 'pums' is given twice (--demo-data names its table pums)" in proc.stderr

@@ -1,22 +1,42 @@
-"""The built wheel works on its own: grammar and sample data inside, SQL answers in a fresh venv.
+"""The built wheel works on its own, and every install line of the docs runs.
 
-Builds the wheel with ``pip wheel`` (no extra package needed), installs it with its
-dependencies from the index into a brand-new virtual environment outside the checkout, and
-runs a SQL query there from a directory outside the repository, so ``import pinqpy`` can only
-come from the wheel. Takes about 30-60 s (mostly pip).
+The wheel is built once, as docs/index.md says (``python -m build --wheel``, the ``build``
+package of the test extra), and serves every test here:
+
+* it is installed with its dependencies from the index into a brand-new virtual
+  environment outside the checkout, where a SQL query runs from a directory outside the
+  repository, so ``import pinqpy`` can only come from the wheel;
+* every ``pip install`` line of README.md, docs/*.md and the notebooks' text (from a clone:
+  ``.``, ``'.[EXTRA]'``, ``-e``; or the wheel: ``'dist/pinqpy-0.1.0-py3-none-any.whl[...]'``)
+  is one this test knows how to run, names extras pyproject.toml has and the wheel's real
+  file name, and is run by pip with ``--dry-run`` in the test environment (which holds every
+  extra's packages, so nothing is downloaded but the build backend and nothing is changed).
+
+Takes two to four minutes on a shared 2-core machine (mostly pip); the module is one
+of the ``slow`` suites (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
+import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
+from tests.e2e.snippets import pages
+
 REPO = Path(__file__).resolve().parents[2]
+#: The wheel's file name as the docs spell it.
+DOCS_WHEEL = "dist/pinqpy-0.1.0-py3-none-any.whl"
 
 SCRIPT = textwrap.dedent(
     """
@@ -63,14 +83,23 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProce
     return proc
 
 
-def test_wheel_installs_and_answers_sql_in_a_fresh_venv(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO)],
-        cwd=tmp_path,
-        timeout=300,
-    )
-    (wheel,) = wheels.glob("pinqpy-*.whl")
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built once as docs/index.md says: ``python -m build --wheel``."""
+    if importlib.util.find_spec("build") is None:
+        message = "the wheel is built with the build package (pip install -e '.[test]')"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+         cwd=out, timeout=600)  # fmt: skip
+    (built,) = out.glob("pinqpy-*.whl")
+    assert built.name == Path(DOCS_WHEEL).name, "the docs name another wheel file"
+    return built
+
+
+def test_wheel_installs_and_answers_sql_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "pinqpy/grammar/pinqpy.lark" in names
     assert "pinqpy/data/PUMS.csv" in names
@@ -85,7 +114,9 @@ def test_wheel_installs_and_answers_sql_in_a_fresh_venv(tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     cfg = (venv / "pyvenv.cfg").read_text()
     assert "include-system-site-packages = false" in cfg
-    _run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, timeout=600)
+    # The wheel alone (its extras are resolved by the install-line test below, in this
+    # environment, so the fresh one downloads only pinqpy's own dependencies).
+    _run([str(python), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path, timeout=900)
 
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
@@ -107,3 +138,75 @@ def test_wheel_installs_and_answers_sql_in_a_fresh_venv(tmp_path: Path) -> None:
     # The console script works from the wheel too.
     demo = _run([str(venv / "bin" / "pinqpy"), "demo"], cwd=workdir, timeout=120).stdout
     assert "budget" in demo.lower()
+
+
+# -- every install line of the docs -----------------------------------------------------------
+_INSTALL = re.compile(r"\bpip install ([^`&|;#\n]+)")
+_TARGET = re.compile(
+    r"^(?P<path>\.|dist/pinqpy-[\w.]+-py3-none-any\.whl)(?:\[(?P<extras>[\w,-]+)\])?$"
+)
+
+
+def install_lines() -> list[tuple[str, list[str]]]:
+    """Every ``pip install`` of the docs: ``(where, arguments)``."""
+    texts = [(p.relative_to(REPO).as_posix(), p.read_text()) for p in pages()]
+    texts.append(("notebooks/build.py", (REPO / "notebooks" / "build.py").read_text()))
+    found = []
+    for where, text in texts:
+        for match in _INSTALL.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((f"{where}:{line}", shlex.split(match.group(1))))
+    return found
+
+
+def _extras() -> set[str]:
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return set(meta["optional-dependencies"])
+
+
+def test_every_install_line_of_the_docs_runs(wheel: Path, tmp_path: Path) -> None:
+    lines = install_lines()
+    assert len(lines) >= 10, lines  # README, the install page, the server pages...
+    known = _extras()
+    clone, editable, wheels, tools = [], [], [], []
+    for where, args in lines:
+        flags = [a for a in args if a.startswith("-")]
+        targets = [a for a in args if not a.startswith("-")]
+        assert set(flags) <= {"-q", "-e"} and len(targets) == 1, f"{where}: pip install {args}"
+        (target,) = targets
+        if target == "build":  # the tool the wheel is built with
+            tools.append(target)
+            continue
+        found = _TARGET.match(target)
+        assert found, f"{where}: installs {target!r}, which is neither the clone nor the wheel"
+        extras = set(filter(None, (found["extras"] or "").split(",")))
+        assert extras <= known, f"{where}: no extra {sorted(extras - known)} in pyproject.toml"
+        if found["path"] == ".":
+            (editable if "-e" in flags else clone).append(target)
+        else:
+            assert found["path"] == DOCS_WHEEL, f"{where}: the wheel is {DOCS_WHEEL}"
+            wheels.append(str(wheel) + target[len(found["path"]):])
+    assert clone and wheels and tools, (clone, wheels, tools)
+    for group in (sorted(set(clone)), [f"-e{t}" for t in sorted(set(editable))],
+                  sorted(set(wheels)), tools[:1]):  # fmt: skip
+        if group:
+            _dry_run(group, tmp_path)
+
+
+def _dry_run(requirements: list[str], tmp_path: Path) -> None:
+    """``pip install --dry-run`` of ``requirements`` from the clone, in this environment: it
+    resolves them as the reader's pip would and changes nothing here."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "-q", "--report", str(report),
+         *requirements],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, f"pip install {requirements} failed:\n{proc.stdout}{proc.stderr}"
+    assert "does not provide the extra" not in proc.stderr, proc.stderr
+    planned = json.loads(report.read_text())["install"]
+    names = {item["metadata"]["name"].lower() for item in planned}
+    # pinqpy itself (from the clone or the wheel) is all there is to fetch: every extra the
+    # docs install is already satisfied by the test extra, so pip downloaded nothing more.
+    assert names <= {"pinqpy"}, f"pip install {requirements} would also fetch {sorted(names)}"

@@ -572,3 +572,22 @@ def test_budgets_and_their_audit_trail(pair: Pair) -> None:
     everything = s.audit()  # every budget's charges: at least this one's
     assert len(everything) >= len(trail)
     assert set(everything["budget"]) <= {budget.name for budget in budgets.values()}
+
+
+def test_summarize_and_accuracy_curve_work_on_remote_frames(pair: Pair) -> None:
+    """Built on accuracy(), which the server answers: the same table as locally, nothing
+    charged on either side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    plans = ("count", ("mean", "age"), ("median", "age"), ("sum", "income"))
+    local, remote = pair.both("pums")
+    before = {name: b.spent for name, b in pair.budgets.items()}
+    pair.same("pums", lambda f: f.summarize(*plans, epsilon=0.5, n=800))
+    pair.same("pums", lambda f: f.partition("sex").summarize(*plans, epsilon=0.5, n=400))
+    ax = remote.accuracy_curve("mean", "age", epsilons=[0.1, 1], n=800)
+    want = local.accuracy_curve("mean", "age", epsilons=[0.1, 1], n=800)
+    for got_line, want_line in zip(ax.get_lines(), want.get_lines(), strict=True):
+        assert list(got_line.get_ydata()) == list(want_line.get_ydata())
+    pair.check_charges()
+    assert {name: b.spent for name, b in pair.budgets.items()} == before

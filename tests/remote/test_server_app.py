@@ -177,7 +177,7 @@ def test_demo_serves_pums_and_prints_the_token_and_connect_line():
     try:
         assert proc.stdout is not None
         lines = []
-        while not any(line.startswith("pq.connect(") for line in lines):
+        while not any("pq.connect(" in line for line in lines):
             line = proc.stdout.readline()
             assert line, "\n".join(lines)
             lines.append(line.rstrip("\n"))
@@ -185,7 +185,9 @@ def test_demo_serves_pums_and_prints_the_token_and_connect_line():
         url = re.search(r"^listening on (http://127\.0\.0\.1:(\d+))$", text, re.M).group(1)
         assert not url.endswith(":0")
         token = re.search(r"^token: (\S+)$", text, re.M).group(1)
-        assert f'pq.connect("{url}", token="{token}")' in lines
+        assert f"export PINQPY_TOKEN={token}" in lines  # for the analyst's shell ...
+        assert f'then, in Python: pq.connect("{url}") (it reads $PINQPY_TOKEN)' in lines
+        assert f'token="{token}"' not in text  # ... never inside a line to paste
         assert re.search(r"^tables: pums\b", text, re.M)
         assert re.search(r"^analysts: demo\b", text, re.M)
         for _ in range(200):

@@ -18,6 +18,7 @@ from pinqpy.demo import load_pums
 from pinqpy.noise.keyselect import KeySelectionMechanism
 from pinqpy.noise.mechanisms import MeanMechanism, QuantileMechanism
 from pinqpy.results.accuracy import mean_figure, mean_first_order, quantile_figure
+from pinqpy.results.format import sig
 from pinqpy.results.noise import DiscreteLaplaceNoise, LaplaceNoise
 
 BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
@@ -237,11 +238,12 @@ def test_explain_with_n_keyword_and_option(session: pq.Session) -> None:
     by_method = session.explain(query, epsilon=1, n=1000)
     assert str(by_option) == str(by_keyword) == str(by_method)
     mean = pums().accuracy("mean", "age", epsilon=0.5, n=1000)
-    assert f"± {mean.error:.4g} at 95%) for n = 1000 rows" in by_option
+    assert f"± {sig(mean.error)} at 95%) for n = 1000 rows" in by_option
     assert "spread evenly over the bounds" in by_option
     without = session.explain(query, epsilon=1)
-    assert f"± {mean.error_times_n:.4g}/n at 95%" in without and "pass n=" in without
-    assert "ranks; pass n= for a figure in age's units" in without
+    assert f"± {sig(mean.error_times_n)}/n at 95%" in without
+    assert "OPTIONS (n = ...) gives a figure in age's units" in without
+    assert "ranks; OPTIONS (n = ...) gives a figure in age's units" in without
     assert _spent(session) == [pq.Cost(0), pq.Cost(0)]  # EXPLAIN charges nothing
 
 

@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy.api.aggregations import AGGREGATIONS, ALIASES, FRAME_AGGREGATIONS, Aggregations
+from pinqpy.api.aggregations import (
+    AGGREGATIONS,
+    ALIASES,
+    FRAME_AGGREGATIONS,
+    PREVIEWS,
+    Aggregations,
+)
 from pinqpy.remote.client.frame import RemoteFrame, RemotePartition
 from pinqpy.remote.server.state import FRAME_METHODS, PARTITION_METHODS
 
@@ -22,7 +28,7 @@ def _public_methods(cls: type) -> set[str]:
 
 
 def test_the_list_is_the_mixins_methods():
-    assert set(AGGREGATIONS) | set(ALIASES) == _public_methods(Aggregations)
+    assert set(AGGREGATIONS) | set(ALIASES) | set(PREVIEWS) == _public_methods(Aggregations)
     for alias, name in ALIASES.items():
         assert getattr(Aggregations, alias) is getattr(Aggregations, name)
 

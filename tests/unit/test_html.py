@@ -259,11 +259,9 @@ def test_noisy_frame_html_shows_values_and_intervals(people: pq.PrivateFrame) ->
     html = result._repr_html_()
     assert html == result_html(result)
     text = texts(html)
-    assert "95% intervals" in text
+    assert "n 95% interval" in text and html.count("<table") == 1  # values and intervals
     for value in result["n"]:
-        # the released (public) values are shown; counts are integers
-        shown = str(value) if float(value).is_integer() else f"{value:.3f}"[:5]
-        assert shown in text
+        assert f"{int(value):,}" in text  # the released (public) counts, as integers
     low, high = result.ci("n").iloc[0]
     assert low < result["n"].iloc[0] < high
     # a count's interval is symmetric about the released value: shown as ± its half-width
@@ -278,10 +276,10 @@ def test_noisy_frame_html_drops_intervals_of_changed_values(people: pq.PrivateFr
     changed = result.copy()
     changed["n"] = changed["n"] * 2
     html = result_html(changed)
-    assert "95% intervals" in html
+    assert "a 95% interval" in texts(html) and "n 95% interval" not in texts(html)
     assert "n: Laplace" not in texts(html)  # n lost its interval; a (a mean) keeps its own
     assert "a: Mean" in texts(html)
-    assert "95% intervals" not in result_html(changed[["name"]])
+    assert "interval" not in result_html(changed[["name"]])
 
 
 def test_scalar_series_and_label_html() -> None:
@@ -294,7 +292,7 @@ def test_scalar_series_and_label_html() -> None:
     acc3 = AdditiveAccuracy(np.array([1.0, 2.0, 3.0]), LaplaceNoise(1.0), epsilon=1)
     series = pq.NoisySeries.from_release(acc3, index=["a", "b", "c"], name="n")
     text = texts(series._repr_html_())
-    assert "95% interval" in text and "± 2.99573" in text
+    assert "95% interval" in text and "1.0 ± 3.0" in text  # two digits of the error
     assert "95% interval" not in result_html(series * 2)  # values changed: no interval
 
     lab = pq.NoisyLabel.from_release(
@@ -324,3 +322,35 @@ def test_no_html_for_private_frames_contains_data(
     for frame in frames:
         assert_clean(frame_html(frame))
     assert_clean(budget_html(people.budgets[0]))
+
+
+def test_release_html_clips_counts_at_0_and_keeps_one_format_per_column() -> None:
+    from fractions import Fraction
+
+    from pinqpy.results.noise import DiscreteLaplaceNoise
+
+    counts = AdditiveAccuracy(np.array([3, 250]), DiscreteLaplaceNoise(Fraction(2)), epsilon=0.5)
+    means = AdditiveAccuracy(np.array([1.23456, 20.5]), LaplaceNoise(0.04), epsilon=0.5)
+    frame = pq.NoisyFrame.from_release(
+        pd.DataFrame({"k": ["a", "b"], "n": counts.values, "m": means.values}),
+        {"n": counts, "m": means},
+    )
+    text = texts(frame._repr_html_())
+    low, high = frame.ci("n").iloc[0]
+    assert low < 0  # the noise's interval reaches below 0 ...
+    assert f"3 [0, {int(high)}]" in text  # ... and is shown clipped, lopsided
+    assert f"± {int(high - 3)}" in text.split("b 250")[-1]  # the far-from-0 count keeps ±
+    assert "clipped at 0" in text
+    # one format for the column m: the decimals two digits of its half-width need
+    assert "1.23 ± 0.12" in text and "20.50 ± 0.12" in text
+    assert frame.ci("n")["low"].iloc[0] == low  # ci() itself is the noise's interval
+
+
+def test_release_html_of_a_median_series_shows_its_rank_error() -> None:
+    frame = pq.PrivateFrame(pd.DataFrame({"g": [0, 1] * 50, "x": range(100)}), pq.Budget(5),
+                            bounds={"x": (0, 100)}, keys={"g": [0, 1]})  # fmt: skip
+    series = frame.partition("g").median("x", epsilon=1)
+    text = texts(series._repr_html_())
+    ranks = series.accuracy.rank_error(0.95)
+    assert f"± {ranks:.4g} ranks" in text and "rank error (95%)" in text
+    assert "interval" not in text.replace("no value interval", "")

@@ -237,3 +237,20 @@ def test_symmetric_intervals_and_the_cells_they_print() -> None:
     assert re.search(r"\d+ \[0, \d+\]$", row), text
     assert interval_kinds(result) == {"±", "[]"}
     assert "[0, " in render_markdown(result)
+
+
+def test_an_exceeded_budget_speaks_each_interface() -> None:
+    session = _session()
+    err = _raised(lambda: session.sql("SELECT COUNT(*) FROM people", epsilon=2))
+    assert isinstance(err, BudgetExceededError)
+    python = str(err)
+    assert "needs Cost(epsilon=2) but only Cost(epsilon=1) remains" in python  # unchanged
+    assert for_interface(err, "python") == python
+    for interface, words in (
+        ("cli", "pass a smaller --epsilon-per-query E"),
+        ("shell", "set a smaller .epsilon E"),
+        ("magic", "a smaller -e E"),
+    ):
+        spoken = for_interface(err, interface)
+        assert "the query needs epsilon 2 but only epsilon 1 remains" in spoken
+        assert words in spoken and "Cost(" not in spoken, spoken

@@ -14,6 +14,7 @@ from pinqpy.interfaces import magic
 
 pytest.importorskip("IPython")
 
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -112,8 +113,8 @@ def test_run_cell_magic_directly(shell: Any, session: Any, pums: Any) -> None:
 def test_result_has_html_with_intervals(shell: Any, session: Any) -> None:
     frame = shell.run_cell_magic("pinq", "-e 0.2", QUERY)
     data, _meta = shell.display_formatter.format(frame)
-    assert "95% intervals" in data["text/html"]
-    assert "mean_income" in data["text/html"]
+    assert "mean_income 95% interval" in data["text/html"]  # values and intervals together
+    assert data["text/html"].count("<table") == 1
     assert "95% intervals" in data["text/plain"]
 
 
@@ -152,7 +153,7 @@ def test_session_option_picks_a_named_session(shell: Any, session: Any, pums: An
     assert "%pinq use NAME" in out.stderr
     shell.run_line_magic("pinq", "use s")
     res, out = run(shell, "%%pinq -e 0.4\nSELECT COUNT(*) AS n FROM others")
-    assert not res.success and "unknown table" in out.stderr
+    assert not res.success and "unknown table" in out.stdout
 
 
 def test_session_option_errors_are_usage_errors(shell: Any, session: Any) -> None:
@@ -209,9 +210,10 @@ def test_epsilon_option_sets_the_charge(shell: Any, session: Any) -> None:
 def test_missing_epsilon_is_a_short_message(shell: Any, session: Any) -> None:
     res, out = run(shell, "%%pinq\nSELECT COUNT(*) FROM people")
     assert not res.success and res.result is None
-    assert out.stderr.startswith("UsageError: PrivacyError")
-    assert "epsilon" in out.stderr
-    assert "Traceback" not in out.stderr
+    # shown as the message alone: the error's name first, no "UsageError:" before it
+    assert out.stdout.startswith("PrivacyError: ") and "UsageError" not in out.stdout
+    assert "epsilon" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
 
 
 def test_delta_option_is_passed(shell: Any, pums: Any) -> None:
@@ -255,16 +257,16 @@ def test_unknown_column_shows_the_caret_not_a_traceback(shell: Any, session: Any
         shell, "%%pinq -e 0.5 -o result\nSELECT COUNT(*) AS n\nFROM people WHERE agee > 3"
     )
     assert not res.success
-    assert type(res.error_in_exec).__name__ == "UsageError"
+    assert isinstance(res.error_in_exec, UsageError)  # the cell fails: Run All stops here
     assert res.result is None
     assert "result" not in shell.user_ns
-    lines = out.stderr.splitlines()
-    assert lines[0].startswith("UsageError: PinqSyntaxError: unknown column 'agee'")
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
     assert "(line 2, column 19)" in lines[0]
     assert lines[1].strip() == "FROM people WHERE agee > 3"
     assert lines[2].index("^") == lines[1].index("agee")
     assert "Traceback" not in out.stderr + out.stdout
-    assert out.stdout == ""
+    assert out.stderr == ""
     assert budget.spent.epsilon == 0
     assert budget.charges == []
 
@@ -273,8 +275,9 @@ def test_budget_exceeded_is_a_short_message(shell: Any, session: Any) -> None:
     budget = shell.user_ns["budget"]
     res, out = run(shell, "%%pinq -e 2\nSELECT COUNT(*) FROM people")
     assert not res.success and res.result is None
-    assert out.stderr.startswith("UsageError: BudgetExceededError:")
-    assert "Traceback" not in out.stderr
+    assert out.stdout.startswith("BudgetExceededError: privacy budget exceeded")
+    assert "-e E" in out.stdout  # the hint in the magic's words
+    assert "Traceback" not in out.stdout
     assert budget.spent.epsilon == 0
 
 
@@ -301,8 +304,8 @@ def test_line_magic_keeps_string_literals(shell: Any, session: Any) -> None:
 def test_line_magic_error(shell: Any, session: Any) -> None:
     res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM peeple")
     assert not res.success and res.result is None
-    assert "unknown table" in out.stderr and "^" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert "unknown table" in out.stdout and "^" in out.stdout
+    assert "Traceback" not in out.stdout
 
 
 # -- EXPLAIN and SHOW ------------------------------------------------------------------------
@@ -460,10 +463,10 @@ def test_an_error_on_the_server_says_which_server(
     shell.run_line_magic("pinq", f"connect {URL}")
     res, out = run(shell, "%%pinq -e 0.1\nSELECT COUNT(*) FROM pums WHERE agee > 3")
     assert not res.success and res.result is None
-    lines = out.stderr.splitlines()
-    assert lines[0].startswith("UsageError: PinqSyntaxError: unknown column 'agee'")
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
     assert lines[-1] == f"(on the pinqpy server {URL})"
-    assert "Traceback" not in out.stderr
+    assert "Traceback" not in out.stdout
     assert servers[0].budget.spent.epsilon == 0
 
 
@@ -574,7 +577,7 @@ def test_session_option_takes_a_server_session_variable(
     assert res.success and isinstance(res.result, pq.NoisyFrame), out.stderr
     assert remote.budget.spent.epsilon == 0.2
     _, out = run(shell, "%%pinq -s s2 -e 0.2\nSELECT COUNT(*) FROM nobody")
-    assert out.stderr.splitlines()[-1] == f"(on RemoteSession('{URL}', analyst='alice'))"
+    assert out.stdout.splitlines()[-1] == f"(on RemoteSession('{URL}', analyst='alice'))"
 
 
 def test_unloading_closes_the_connection(

@@ -107,8 +107,8 @@ def test_a_failing_cell_fails_without_a_traceback(shell: Any, ns: dict[str, Any]
     assert res.success is False
     assert isinstance(res.error_in_exec, UsageError)
     assert "Traceback" not in out.stdout + out.stderr
-    lines = out.stderr.splitlines()
-    assert lines[0].startswith("UsageError: PinqSyntaxError: unknown column 'agee'")
+    lines = out.stdout.splitlines()  # the message alone, with no "UsageError:" in front
+    assert lines[0].startswith("PinqSyntaxError: unknown column 'agee'")
     assert lines[1].strip() == "FROM people WHERE agee > 3"
     assert lines[2].index("^") == lines[1].index("agee")
     assert ns["budget"].spent.epsilon == 0
@@ -124,7 +124,8 @@ def test_every_pinqpy_refusal_fails_the_cell(shell: Any, ns: dict[str, Any]) -> 
         res, out = run(shell, cell)
         assert res.success is False, cell
         assert isinstance(res.error_in_exec, UsageError), cell
-        assert name in out.stderr and "Traceback" not in out.stderr, cell
+        assert name in out.stdout and "Traceback" not in out.stdout + out.stderr, cell
+        assert "UsageError" not in out.stdout, cell
     assert ns["budget"].spent.epsilon == 0
 
 
@@ -153,7 +154,7 @@ def test_the_hint_speaks_the_magic(
     res, out = run(shell, f"%%pinq\n{COUNT}")
     assert res.success is False
     assert seen == ["magic"]
-    assert "-e E" in out.stderr
+    assert "-e E" in out.stdout
 
 
 # -- the session is explicit -------------------------------------------------------------
@@ -174,7 +175,7 @@ def test_a_newer_session_does_not_steal_cells(
     assert ns["budget"].spent.epsilon == pytest.approx(0.2)
     # a failure says where it ran, since it is not obvious
     res, out = run(shell, "%pinq -e 0.1 SELECT COUNT(*) FROM nowhere")
-    assert out.stderr.splitlines()[-1] == "(session: session)"
+    assert out.stdout.splitlines()[-1] == "(session: session)"
     _, out = run(shell, "%pinq status")
     assert out.stdout.startswith("pinqpy: cells run on local sessions: session (Session(")
 

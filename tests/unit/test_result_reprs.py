@@ -14,6 +14,7 @@ import pinqpy as pq
 from pinqpy.demo import load_pums
 from pinqpy.remote.protocol import decode_result, encode_result
 from pinqpy.results.format import interval_text, value_text
+from pinqpy.results.release_html import _decimals
 
 BOUNDS = {"age": (0, 100), "income": (0, 500_000)}
 KEYS = {"sex": [0, 1], "race": [1, 2, 3, 4, 5, 6], "educ": list(range(1, 17))}
@@ -114,7 +115,8 @@ def test_series_html_symmetric_and_not(people: pq.PrivateFrame) -> None:
     assert text_of(counts._repr_html_()).count("± 3") == 2
     html = text_of(means._repr_html_())
     lo, hi = means.ci().iloc[0]
-    assert f"[{lo:.6g}, {hi:.6g}]" in html
+    d = _decimals(((means.ci()["high"] - means.ci()["low"]) / 2).to_numpy())
+    assert f"[{lo:.{d}f}, {hi:.{d}f}]" in html  # one format for the column
 
 
 def test_long_series_still_marked(people: pq.PrivateFrame) -> None:
@@ -151,7 +153,11 @@ def test_sql_group_by_frame_text_and_html(session: pq.Session) -> None:
     assert f"{r['n'].iloc[0]} ± " in text and f"[{lo:.6g}, {hi:.6g}]" in text
     assert "ranks)" in text
     html = text_of(r._repr_html_())
-    assert "95% intervals" in html and f"[{lo:.6g}, {hi:.6g}]" in html and "± " in html
+    d = _decimals(((r.ci("a")["high"] - r.ci("a")["low"]) / 2).to_numpy())
+    assert "a 95% interval" in html and f"[{lo:.{d}f}, {hi:.{d}f}]" in html and "± " in html
+    # the median shows its rank error, as the text repr does
+    ranks = r.accuracy["m"].rank_error(0.95)
+    assert "m rank error (95%)" in html and f"± {ranks:.4g} ranks" in html
 
 
 def test_a_noisy_column_taken_alone_stays_marked(session: pq.Session) -> None:

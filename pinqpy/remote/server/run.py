@@ -9,7 +9,9 @@
   section (the server never writes the config), and exits;
 * ``pinqpy serve --demo`` serves the bundled PUMS sample (``pinqpy/data/server-demo.toml``)
   as table ``pums`` to analyst ``demo``, with a fresh token and its ledger in a temporary
-  folder, and prints the ``pq.connect(...)`` line to paste.
+  folder, and prints the token and the ``export PINQPY_TOKEN=...`` line to paste into the
+  analyst's shell (``pq.connect(url)`` reads the token from there, so it stays out of
+  notebooks).
 
 ``--host`` and ``--port`` override the config (port 0: any free port; the banner shows the
 real one). ``--testing no-noise`` / ``--testing seed=N`` (not shown in ``--help``) run every
@@ -306,5 +308,6 @@ def _banner(
         )
     if demo_token is not None:
         print(f"token: {demo_token}", file=out)
-        print(f'pq.connect("{url}", token="{demo_token}")', file=out)
+        print(f"export PINQPY_TOKEN={demo_token}", file=out)
+        print(f'then, in Python: pq.connect("{url}") (it reads $PINQPY_TOKEN)', file=out)
     out.flush()

@@ -10,12 +10,12 @@ users write names in any case); an exact match wins, and a tie is ambiguous.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from pinqpy.core.names import closest
 from pinqpy.errors import PinqSyntaxError
 from pinqpy.expr.ast import MAX_DEPTH, Column, Expr, Literal, Pos, contains_aggregate, depth
 from pinqpy.expr.check import read_untyped_literals
@@ -135,8 +135,7 @@ def close_name(name: str, names: Iterable[str]) -> str | None:
     for n in names:
         if n.casefold() == folded or n.rsplit(".", 1)[-1].casefold() == folded:
             return n
-    close = difflib.get_close_matches(name, names, n=1)
-    return close[0] if close else None
+    return closest(name, names)
 
 
 def column_path(c: Column) -> q.Path:
