@@ -56,8 +56,16 @@ def state() -> Path:
     return Path(os.environ["PINQPY_STATE_DIR"])
 
 
+# The file's column types, declared: an undeclared CSV makes pinqpy warn on stderr that its
+# types were inferred (a public fact), which these tests of stderr would read.
+SCHEMA = [f"--schema={c}={t}" for c, t in (
+    ("age", "int"), ("sex", "int"), ("educ", "int"), ("race", "int"), ("income", "float"),
+    ("married", "int"),
+)]  # fmt: skip
+
+
 def query(people_csv: Path, sql: str, *flags: str, epsilon: str = "1") -> list[str]:
-    return ["query", f"people={people_csv}", "--epsilon", epsilon, *flags, sql]
+    return ["query", f"people={people_csv}", *SCHEMA, "--epsilon", epsilon, *flags, sql]
 
 
 def spent(ledger_file: Path, people_csv: Path, name: str = "people") -> Fraction:
@@ -124,6 +132,7 @@ def test_the_shell_and_query_share_the_ledger(people_csv: Path, state: Path) -> 
     shell = pinqpy(
         "shell",
         f"people={people_csv}",
+        *SCHEMA,
         "--epsilon",
         "1",
         stdin="SELECT COUNT(*) FROM people OPTIONS (epsilon = 0.3);\n"

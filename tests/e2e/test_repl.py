@@ -97,12 +97,21 @@ def people_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# The file's column types, declared: an undeclared CSV makes pinqpy warn on stderr that its
+# types were inferred (a public fact), which these tests of stderr would read.
+SCHEMA = [f"--schema={c}={t}" for c, t in (
+    ("age", "int"), ("sex", "int"), ("educ", "int"), ("race", "int"), ("income", "float"),
+    ("married", "int"),
+)]  # fmt: skip
+
+
 def shell_args(people_csv: Path) -> list[str]:
     return [
         "-m",
         "pinqpy",
         "shell",
         f"people={people_csv}",
+        *SCHEMA,
         "--epsilon",
         "1",
         "--bounds",

@@ -231,7 +231,10 @@ def test_query_connect_reads_the_token_from_the_environment(
     assert json.loads(out.out)[0]["n"] == len(load_pums())
     [(url, token, remote)] = connections
     assert (url, token) == (URL, TOKEN)
-    assert remote.calls == [("sql", ("SELECT COUNT(*) AS n FROM pums", 0.5, None))]
+    # Besides the query, the budget is read (SHOW BUDGET, free) for the charge line on stderr.
+    asked = [c for c in remote.calls if c != ("sql", ("SHOW BUDGET", None, None))]
+    assert asked == [("sql", ("SELECT COUNT(*) AS n FROM pums", 0.5, None))]
+    assert ("sql", ("SHOW BUDGET", None, None)) in remote.calls
     assert remote.closed
 
 
@@ -243,6 +246,7 @@ def test_query_connect_per_query_flags_and_options(
     assert main([*argv, "SELECT COUNT(*) FROM pums OPTIONS (epsilon = 0.1)"]) == 0
     assert main([*argv, "--delta", "1e-9", "SHOW TABLES"]) == 0
     sent = [args for _, _, r in connections for kind, args in r.calls]
+    sent = [a for a in sent if a != ("SHOW BUDGET", None, None)]  # read for the charge line
     # OPTIONS wins over the flag; --delta with --connect is the query's delta.
     assert sent == [
         ("SELECT COUNT(*) FROM pums OPTIONS (epsilon = 0.1)", None, None),

@@ -94,6 +94,9 @@ def test_sql_result_shows_no_interval_for_a_quantile_without_one():
     assert len(r.ci("n")) == 1  # the count keeps its interval
     with pytest.raises(pq.PinqError, match="quantile_ci = true"):
         r.ci("m")
-    assert "PermuteAndFlip" not in html  # the interval table lists only the count's mechanism
+    # The median shows its rank error (as the text repr does), never an interval of values.
+    assert "m rank error (95%)" in html and "m 95% interval" not in html
+    assert "n 95% interval" in html
     paid = s.sql("SELECT MEDIAN(x, 0, 200) AS m FROM t OPTIONS (quantile_ci = true)", epsilon=1)
     assert "PermuteAndFlip" in paid._repr_html_()
+    assert "m 95% interval" in paid._repr_html_()
