@@ -1251,6 +1251,19 @@ SERVING = [
         charges[["query_id", "budget", "epsilon", "description", "has_answer"]]
         """
     ),
+    code(
+        """
+        # The same from a terminal: pinqpy ledger PATH (read-only; the server keeps running).
+        import subprocess
+        import sys
+
+        shown = subprocess.run(
+            [sys.executable, "-m", "pinqpy", "ledger", str(curator / "server.ledger.db")],
+            capture_output=True, text=True, check=True,
+        )
+        print(shown.stdout)
+        """
+    ),
     md(
         """
         ## 5. Who spent what: the curator's dashboard
