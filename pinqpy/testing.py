@@ -117,7 +117,8 @@ def engine(name: str, connection: object = None) -> Iterator[None]:
     >>> people.engine
     'duckdb'
     """
-    from pinqpy.engines.registry import set_default_connection, set_default_engine
+    from pinqpy.engines.registry import set_default_engine
+    from pinqpy.engines.wrapping.wrapped import set_default_connection
 
     _require("engine")
     previous = set_default_engine(name)

@@ -32,7 +32,8 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.accounting.cost import Cost
 from pinqpy.api.frame import PrivateFrame
 from pinqpy.api.panels import session_panel
-from pinqpy.engines.registry import public_frame, type_sources
+from pinqpy.engines.registry import public_frame
+from pinqpy.engines.wrapping.wrapped import type_sources
 from pinqpy.errors import BudgetExceededError, PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.pipeline.typenotes import note_inferred
 from pinqpy.plan.nodes import Source

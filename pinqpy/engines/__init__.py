@@ -1,1 +1,2 @@
-"""Engines: what an executor provides, the registry, and one folder per backend."""
+"""Engines: what an executor provides, the registry (which executor runs a plan), the
+wrapping of user data into plan sources, and one folder per backend."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from pinqpy.expr.types import ColumnType
 
 if TYPE_CHECKING:
-    from pinqpy.engines.registry import Wrapped
+    from pinqpy.engines.wrapping.wrapped import Wrapped
 
 __all__ = ["inferred_types", "inferred_types_message"]
 

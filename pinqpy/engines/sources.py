@@ -1,7 +1,7 @@
 """The engine handles a plan source holds for DuckDB, Spark, Polars and PostgreSQL data.
 
-The registry makes them when it wraps user data; the executors read them. Both import them
-from here, so the executors never import the registry.
+:mod:`pinqpy.engines.wrapping` makes them when it wraps user data; the executors read them.
+Both import them from here, so the executors never import the wrapping code.
 """
 
 from __future__ import annotations

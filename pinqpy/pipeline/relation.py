@@ -28,7 +28,8 @@ import pandas as pd
 from pinqpy.accounting.agents import ChangedRowView, PartAgent, PartitionAgent, flatten
 from pinqpy.accounting.budget import Budget
 from pinqpy.core.names import closest
-from pinqpy.engines.registry import Wrapped, engine_name, note_type_sources, same_engine
+from pinqpy.engines.registry import Wrapped, engine_name, same_engine
+from pinqpy.engines.wrapping.wrapped import note_type_sources
 from pinqpy.errors import PinqError, PinqSyntaxError, PrivacyError
 from pinqpy.expr.ast import AGGREGATE_FUNCTIONS, Call, Column, Expr
 from pinqpy.expr.bounds import MAX_DERIVED_KEYS, derive_bounds, derive_keys

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pinqpy.engines.registry import type_sources
+from pinqpy.engines.wrapping.wrapped import type_sources
 from pinqpy.errors import PinqError, PinqSyntaxError
 from pinqpy.plan.nodes import PlanNode
 

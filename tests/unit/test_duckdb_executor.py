@@ -875,7 +875,7 @@ def test_relation_of_the_default_connection_needs_no_argument() -> None:
 
 
 def test_relation_connection_probe_leaves_no_variable() -> None:
-    from pinqpy.engines.registry import relation_connection
+    from pinqpy.engines.wrapping.duckdb_source import relation_connection
 
     con = duckdb.connect()
     pq.PrivateFrame(pd.DataFrame({"x": [1]}), pq.Budget(1), connection=con)

@@ -16,8 +16,8 @@ from pinqpy.errors import PinqError
 
 duckdb = pytest.importorskip("duckdb")
 
-from pinqpy.engines import registry  # noqa: E402
 from pinqpy.engines.duckdb.executor import DuckDBExecutor  # noqa: E402
+from pinqpy.engines.wrapping import duckdb_source  # noqa: E402
 
 VIEWS = "SELECT view_name FROM duckdb_views() WHERE schema_name = '__pinqpy' ORDER BY 1"
 
@@ -141,7 +141,7 @@ def test_a_missing_table_is_refused_as_before(con: object) -> None:
 def test_views_no_longer_kept_are_dropped_after_their_frames(
     con: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(registry, "_TABLE_VIEWS_KEPT", 1)
+    monkeypatch.setattr(duckdb_source, "_TABLE_VIEWS_KEPT", 1)
     con.execute("CREATE TABLE u AS SELECT 1 AS x")  # type: ignore[attr-defined]
     f = pq.PrivateFrame("t", pq.Budget(10), engine="duckdb", connection=con)
     pq.PrivateFrame("u", pq.Budget(10), engine="duckdb", connection=con)  # t's is not kept

@@ -166,7 +166,7 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch, pums) -
     monkeypatch.setattr(builtins, "__import__", no_engines)
     monkeypatch.delitem(sys.modules, "duckdb")
     monkeypatch.delitem(sys.modules, "polars", raising=False)
-    monkeypatch.setattr("pinqpy.engines.registry._OWN_DUCKDB", [])
+    monkeypatch.setattr("pinqpy.engines.wrapping.duckdb_source._OWN_DUCKDB", [])
     extras = [(e, f"pinqpy[{e}]") for e in ("duckdb", "spark", "polars")]
     for engine, extra in extras:
         with pytest.raises(pq.PinqError, match=re.escape(f"pip install '{extra}'")):

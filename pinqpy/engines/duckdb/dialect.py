@@ -1,11 +1,12 @@
-"""What DuckDB's SQL spells differently (:class:`~pinqpy.engines.sqlgen.expressions.Dialect`)."""
+"""What DuckDB's SQL spells differently (:class:`~pinqpy.engines.sqlgen.dialect.Dialect`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS, Dialect, ExprSql, S
+from pinqpy.engines.sqlgen.dialect import FALSE_WORDS, TRUE_WORDS, Dialect, S
+from pinqpy.engines.sqlgen.expressions import ExprSql
 from pinqpy.expr.types import TIMESTAMP_TEXT
 from pinqpy.plan.salts import salt_source
 

@@ -31,8 +31,8 @@ __all__ = ["from_pandas", "scan_file", "wrap_frame"]
 #: CSV column types are inferred from this many rows when the file is wrapped.
 CSV_INFER_ROWS = 10_000
 
-# Converts a pandas DataFrame's declared columns (the registry's conversion, which reads
-# Python objects as pandas does).
+# Converts a pandas DataFrame's declared columns (the conversion of
+# pinqpy.engines.wrapping.declared, which reads Python objects as pandas does).
 DeclarePandas = Callable[[pd.DataFrame, dict[str, ColumnType]], pd.DataFrame]
 
 

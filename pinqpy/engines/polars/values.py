@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pinqpy.engines.sqlgen.expressions import FALSE_WORDS, TRUE_WORDS
+from pinqpy.engines.sqlgen.dialect import FALSE_WORDS, TRUE_WORDS
 from pinqpy.expr.types import TIMESTAMP_TEXT
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""What PostgreSQL's SQL spells differently (:class:`~pinqpy.engines.sqlgen.expressions.Dialect`).
+"""What PostgreSQL's SQL spells differently (:class:`~pinqpy.engines.sqlgen.dialect.Dialect`).
 
 PostgreSQL raises where pinqpy's semantics give NULL: integer overflow, division by zero,
 a double that overflows **or underflows to zero** (``1e-200 * 1e-200``), the square root of
@@ -30,15 +30,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pinqpy.engines.sqlgen.expressions import (
+from pinqpy.engines.sqlgen.dialect import (
     FALSE_WORDS,
     I64_MAX,
     I64_MIN,
     TRUE_WORDS,
     Dialect,
-    ExprSql,
     S,
 )
+from pinqpy.engines.sqlgen.expressions import ExprSql
 from pinqpy.expr.types import TIMESTAMP_TEXT
 from pinqpy.plan.salts import salt_source
 

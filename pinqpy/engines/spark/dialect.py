@@ -1,4 +1,4 @@
-"""What Spark's SQL spells differently (:class:`~pinqpy.engines.sqlgen.expressions.Dialect`),
+"""What Spark's SQL spells differently (:class:`~pinqpy.engines.sqlgen.dialect.Dialect`),
 whatever the session's ANSI setting: the ``try_`` functions give NULL where ANSI Spark raises.
 """
 
@@ -8,14 +8,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from pinqpy.engines.sqlgen.expressions import (
-    FALSE_WORDS,
-    I64_MIN,
-    TRUE_WORDS,
-    Dialect,
-    ExprSql,
-    S,
-)
+from pinqpy.engines.sqlgen.dialect import FALSE_WORDS, I64_MIN, TRUE_WORDS, Dialect, S
+from pinqpy.engines.sqlgen.expressions import ExprSql
 from pinqpy.expr.types import TIMESTAMP_TEXT, valid_text
 from pinqpy.plan.salts import salt_source
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.engines.spark.session import guard, spark_types
-from pinqpy.engines.sqlgen.expressions import I64_MAX
+from pinqpy.engines.sqlgen.dialect import I64_MAX
 from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType
 

@@ -1,2 +1,2 @@
 """One SQL generator for the SQL engines: expressions and plan helpers, with a declared
-:class:`~pinqpy.engines.sqlgen.expressions.Dialect` per engine."""
+:class:`~pinqpy.engines.sqlgen.dialect.Dialect` per engine."""

@@ -45,7 +45,8 @@ from pinqpy.engines.base import (
     canonical_key_counts,
     prefetched,
 )
-from pinqpy.engines.sqlgen.expressions import Dialect, numeric_value, typed
+from pinqpy.engines.sqlgen.dialect import Dialect
+from pinqpy.engines.sqlgen.expressions import numeric_value, typed
 from pinqpy.engines.sqlgen.groups import Groups, group_by, key_columns, key_rows
 from pinqpy.engines.sqlgen.plans import Col, CtePlanSql, compatible, value_kind
 from pinqpy.errors import PinqError

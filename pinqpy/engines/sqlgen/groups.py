@@ -15,7 +15,7 @@ row starts with the :attr:`Groups.width` columns that name its group, and
   columns do: Python's equality on those values is the engine's on the columns, ``-0.0``
   equal to ``0.0``; a NaN key column value is read as NULL first).
 * **Joined**: each row joined to the listed keys written as a ``VALUES`` list on the
-  dialect's NULL-safe :meth:`~pinqpy.engines.sqlgen.expressions.Dialect.join_equal`, so each
+  dialect's NULL-safe :meth:`~pinqpy.engines.sqlgen.dialect.Dialect.join_equal`, so each
   row gets its key's position, and no row two. Used when the listed values of the columns
   could make more than :data:`INLINE_GROUPS` groups, and if two groups ever met one key.
 
@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from pinqpy.engines.base import column_key_rows
-from pinqpy.engines.sqlgen.expressions import Dialect
+from pinqpy.engines.sqlgen.dialect import Dialect
 from pinqpy.errors import PinqSyntaxError
 from pinqpy.plan.grouping import Grouping
 
@@ -159,7 +159,7 @@ _ALIASED = re.compile(r"(\(.*\)) AS __pinq_s\d+", re.DOTALL)
 
 def _as_r(src: str) -> str:
     """The FROM item ``src`` named ``r``: a table's name, or the projections of bound values
-    (:meth:`~pinqpy.engines.sqlgen.expressions.Lets.source`), whose outermost name nothing
+    (:meth:`~pinqpy.engines.sqlgen.lets.Lets.source`), whose outermost name nothing
     else reads, renamed."""
     m = _ALIASED.fullmatch(src)
     return f"{m[1] if m else src} AS r"

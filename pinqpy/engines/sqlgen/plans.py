@@ -1,6 +1,6 @@
 """Plans as SQL for every SQL engine: each plan node translated once (:class:`CtePlanSql`),
 over relations whose columns are described alike (:class:`Col`); an engine gives how it holds
-and reads its relations, and its :class:`~pinqpy.engines.sqlgen.expressions.Dialect` the
+and reads its relations, and its :class:`~pinqpy.engines.sqlgen.dialect.Dialect` the
 few things its SQL does differently. Also public keys matched in SQL."""
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.engines.base import NO_MATCH, column_key
-from pinqpy.engines.sqlgen.expressions import (
-    Dialect,
-    ExprSql,
-    Lets,
-    S,
-    aggregate,
-    no_callable,
-    typed,
-)
+from pinqpy.engines.sqlgen.dialect import Dialect, S
+from pinqpy.engines.sqlgen.expressions import ExprSql, aggregate, no_callable, typed
+from pinqpy.engines.sqlgen.lets import Lets
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan import salts
@@ -438,7 +432,7 @@ class CtePlanSql(PlanVisitor[R]):
     def truncate(self, child: R, columns: Sequence[str], limit: int, drop_null: bool = False) -> R:
         """The ``limit`` rows of lowest salted-hash priority per key of ``columns`` (with
         ``drop_null``, rows whose key is NULL are dropped first). The priority is the
-        dialect's :meth:`~pinqpy.engines.sqlgen.expressions.Dialect.row_priority`."""
+        dialect's :meth:`~pinqpy.engines.sqlgen.dialect.Dialect.row_priority`."""
         child = self.typed(self.normalized(child, columns))
         cols = self.columns(child)
         prio = self.d.row_priority([self.d.hash_input(self.d.ident(c.name), c.dtype) for c in cols])

@@ -154,7 +154,7 @@ class _Evaluator:
         if isinstance(value, float):
             return _V("float", np.float64(value))
         if isinstance(value, str):
-            return _V("str", valid_text(value))  # as tables are read (pinqpy.engines.registry)
+            return _V("str", valid_text(value))  # as tables are read (pinqpy.engines.wrapping)
         raise PinqError(f"unsupported literal of type {type(value).__name__}")
 
     def column(self, e: Column) -> _V:

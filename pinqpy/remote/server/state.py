@@ -67,7 +67,8 @@ from pinqpy.api.session import Session
 from pinqpy.core.lru import LRU
 from pinqpy.core.version import __version__
 from pinqpy.engines.inferred import inferred_types_message
-from pinqpy.engines.registry import Wrapped, read_file, type_sources, wrap
+from pinqpy.engines.registry import Wrapped, read_file, wrap
+from pinqpy.engines.wrapping.wrapped import type_sources
 from pinqpy.errors import PinqError
 from pinqpy.noise import source as _noise
 from pinqpy.pipeline import answers as _answers
