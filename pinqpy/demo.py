@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import shutil
 import signal
 import socket
@@ -63,7 +64,8 @@ def postgres_binaries() -> Path | None:
     found = shutil.which("initdb")
     if found:
         return Path(os.path.realpath(found)).parent
-    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+    versions = glob.glob("/usr/lib/postgresql/*/bin")
+    for folder in sorted(versions, key=lambda f: [int(n) for n in re.findall(r"\d+", f)])[::-1]:
         if os.path.exists(os.path.join(folder, "initdb")):
             return Path(folder)
     return None
@@ -76,8 +78,9 @@ def postgres_server() -> Iterator[str]:
     For trying the postgres engine (the notebooks, the test suite): a curator's data lives in
     their own server. ``initdb`` makes a cluster in a new temporary folder; the server
     listens on 127.0.0.1 only, on a free port (its Unix socket in that folder), with trust
-    authentication for user ``pinq`` and database ``pinq``, and without durability (the data
-    is thrown away). At the end it is stopped by its PID and the folder is removed. initdb
+    authentication for user ``pinq`` and database ``pinq`` (any local user may connect while
+    it runs: it is for demo and test data), and without durability (the data is thrown
+    away). At the end it is stopped by its PID and the folder is removed. initdb
     and the server refuse to run as root, so as root they run as the ``postgres`` user
     (which Debian's package creates). A missing PostgreSQL or psycopg 3
     (``pip install 'pinqpy[postgres]'``) is a PinqError that says so.
