@@ -1422,8 +1422,8 @@ FIVE_ENGINES = [
     ),
     code(
         """
-        import contextlib
         import atexit
+        import contextlib
         import importlib.util
         import numbers
         import os
@@ -1452,6 +1452,7 @@ FIVE_ENGINES = [
         # panel of 600 people: row i belongs to person i % 600, so 400 people have two rows.
         data = load_pums().assign(person=lambda d: d.index % 600)
         folder = Path(tempfile.mkdtemp(prefix="pinqpy-05-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # should a cell fail first
         PARQUET = folder / "pums.parquet"  # where DuckDB, Spark and Polars read it from
         data.to_parquet(PARQUET)
 
@@ -1529,7 +1530,7 @@ FIVE_ENGINES = [
         DuckDB reads the parquet file into a table of its own database; Polars scans the
         file lazily; Spark (a local session on two cores, started once) reads it as a Spark
         DataFrame; PostgreSQL gets a table of its own, copied in with `COPY`. pinqpy reads
-        each where it lies: nothing is brought back into pandas but the exact aggregates.
+        each where it lies: only the exact aggregates come back to Python.
         """
     ),
     code(
