@@ -1414,10 +1414,10 @@ FIVE_ENGINES = [
            engine computes exactly the same answer;
         3. the noisy answers, each with its 95% interval, and how long each engine took.
 
-        An engine that is not installed is skipped, and its output says so (`pip install
-        'pinqpy[duckdb]'`, `'pinqpy[spark]'` with Java 17+, `'pinqpy[polars]'`,
-        `'pinqpy[postgres]'` with a PostgreSQL server). The noise is fresh every run; the
-        charges are exact.
+        An engine that is not installed is skipped, and its output says so. In pinqpy's
+        clone, `pip install '.[duckdb,spark,polars,postgres]'` installs them all (Spark also
+        needs Java 17 or newer, PostgreSQL its server programs). The noise is fresh every
+        run; the charges are exact.
         """
     ),
     code(
@@ -1536,7 +1536,7 @@ FIVE_ENGINES = [
     code(
         """
         if importlib.util.find_spec("duckdb") is None:
-            skip("DuckDB", "pip install 'pinqpy[duckdb]'")
+            skip("DuckDB", "the duckdb extra is not installed")
         else:
             import duckdb
 
@@ -1546,7 +1546,7 @@ FIVE_ENGINES = [
                 "pums", budget, connection=con, **facts)
 
         if importlib.util.find_spec("polars") is None:
-            skip("Polars", "pip install 'pinqpy[polars]'")
+            skip("Polars", "the polars extra is not installed")
         else:
             import polars as pl
 
@@ -1558,7 +1558,7 @@ FIVE_ENGINES = [
     code(
         """
         if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
-            skip("Spark", "pip install 'pinqpy[spark]', and Java 17 or newer")
+            skip("Spark", "it needs the spark extra and Java 17 or newer")
         else:
             import warnings
 
@@ -1607,7 +1607,7 @@ FIVE_ENGINES = [
             else:
                 print("the PostgreSQL server of PINQPY_POSTGRES_URL")
         except ImportError:
-            skip("PostgreSQL", "pip install 'pinqpy[postgres]' (psycopg 3)")
+            skip("PostgreSQL", "the postgres extra (psycopg 3) is not installed")
         except pq.PinqError as err:
             skip("PostgreSQL", str(err))
         else:

@@ -54,6 +54,53 @@ def load_pums() -> pd.DataFrame:
         return pd.read_csv(fh)
 
 
+def _show(label: str, value: NoisyValue | NoisyCount) -> None:
+    lo, hi = value.ci(0.95)
+    if isinstance(value, int):  # counts are exact integers from the discrete Laplace
+        print(f"  {label:<44} {value:>12,d}   95% CI [{lo:,d}, {hi:,d}]")
+    else:
+        print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]")
+
+
+def main() -> int:
+    print("pinqpy demo: a private query session over 1,000 real Californians (PUMS)\n")
+    budget = Budget(epsilon=2.0)
+    people = PrivateFrame(load_pums(), budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+    print(people, "\n")
+
+    print("Noisy answers (each charges epsilon x stability before reading any row):")
+    _show("people.count(epsilon=0.1)", people.count(epsilon=0.1))
+    _show('where("age >= 65").count(epsilon=0.1)', people.where("age >= 65").count(epsilon=0.1))
+    _show('mean("income", epsilon=0.2)', people.mean("income", epsilon=0.2))
+    _show('median("age", epsilon=0.1, ci=True)', people.median("age", epsilon=0.1, ci=True))
+    top = people.argmax("educ", candidates=PUMS_KEYS["educ"], epsilon=0.1)
+    print(f"  {'most common educ code (argmax, epsilon=0.1)':<44} {top!s:>12}")
+    print(f"\n  budget now: {budget}")
+
+    print("\nParallel composition: one mean per marital status costs 0.2 in all, not 0.4:")
+    by_married = people.partition("married").mean("income", epsilon=0.2)
+    ci = by_married.ci(0.95)
+    for key, value in by_married.items():
+        lo, hi = ci.loc[key]
+        print(f"  married={key}: mean income {value:>10,.0f}   95% CI [{lo:,.0f}, {hi:,.0f}]")
+    print(f"  budget now: {budget}")
+
+    print("\nGroupBy has stability 2 (one person changes one group's row: out, then in):")
+    levels = people.groupby("educ").agg(n="COUNT(*)", mean_age="AVG(age)")
+    print(f"  levels.stability == {levels.stability}, so a query at epsilon 0.5 charges 1.0")
+    _show("education levels with >= 50 people (eps 0.5)", levels.where("n >= 50").count(0.5))
+    print(f"  budget now: {budget}")
+
+    print("\nAsking for more than remains is refused before any data is read:")
+    try:
+        people.count(epsilon=1.0)
+    except BudgetExceededError as err:
+        print(f"  BudgetExceededError: {err}")
+    print(f"  budget unchanged: {budget}")
+    print(f"\n{NEXT_STEP}")
+    return 0
+
+
 # -- a throwaway PostgreSQL server --------------------------------------------------------
 
 
@@ -205,53 +252,6 @@ def _stop(folder: Path, proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=30)
-
-
-def _show(label: str, value: NoisyValue | NoisyCount) -> None:
-    lo, hi = value.ci(0.95)
-    if isinstance(value, int):  # counts are exact integers from the discrete Laplace
-        print(f"  {label:<44} {value:>12,d}   95% CI [{lo:,d}, {hi:,d}]")
-    else:
-        print(f"  {label:<44} {float(value):>12,.1f}   95% CI [{lo:,.1f}, {hi:,.1f}]")
-
-
-def main() -> int:
-    print("pinqpy demo: a private query session over 1,000 real Californians (PUMS)\n")
-    budget = Budget(epsilon=2.0)
-    people = PrivateFrame(load_pums(), budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
-    print(people, "\n")
-
-    print("Noisy answers (each charges epsilon x stability before reading any row):")
-    _show("people.count(epsilon=0.1)", people.count(epsilon=0.1))
-    _show('where("age >= 65").count(epsilon=0.1)', people.where("age >= 65").count(epsilon=0.1))
-    _show('mean("income", epsilon=0.2)', people.mean("income", epsilon=0.2))
-    _show('median("age", epsilon=0.1, ci=True)', people.median("age", epsilon=0.1, ci=True))
-    top = people.argmax("educ", candidates=PUMS_KEYS["educ"], epsilon=0.1)
-    print(f"  {'most common educ code (argmax, epsilon=0.1)':<44} {top!s:>12}")
-    print(f"\n  budget now: {budget}")
-
-    print("\nParallel composition: one mean per marital status costs 0.2 in all, not 0.4:")
-    by_married = people.partition("married").mean("income", epsilon=0.2)
-    ci = by_married.ci(0.95)
-    for key, value in by_married.items():
-        lo, hi = ci.loc[key]
-        print(f"  married={key}: mean income {value:>10,.0f}   95% CI [{lo:,.0f}, {hi:,.0f}]")
-    print(f"  budget now: {budget}")
-
-    print("\nGroupBy has stability 2 (one person changes one group's row: out, then in):")
-    levels = people.groupby("educ").agg(n="COUNT(*)", mean_age="AVG(age)")
-    print(f"  levels.stability == {levels.stability}, so a query at epsilon 0.5 charges 1.0")
-    _show("education levels with >= 50 people (eps 0.5)", levels.where("n >= 50").count(0.5))
-    print(f"  budget now: {budget}")
-
-    print("\nAsking for more than remains is refused before any data is read:")
-    try:
-        people.count(epsilon=1.0)
-    except BudgetExceededError as err:
-        print(f"  BudgetExceededError: {err}")
-    print(f"  budget unchanged: {budget}")
-    print(f"\n{NEXT_STEP}")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
