@@ -1405,6 +1405,371 @@ SERVING = [
 ]
 
 # ------------------------------------------------------------------------------------------
+# 05 -- one analysis on five engines
+# ------------------------------------------------------------------------------------------
+FIVE_ENGINES = [
+    md(
+        """
+        # One analysis, five engines: the same charges everywhere
+
+        pinqpy runs where the data already lives: a pandas DataFrame, a DuckDB database, a
+        Spark DataFrame, a Polars lazy query or a PostgreSQL table. Each engine computes the
+        few exact aggregates a query needs (in DuckDB's, Spark's, Polars' or PostgreSQL's own
+        SQL or lazy engine), and pinqpy adds the noise afterwards, in Python. The stabilities
+        and charges come from the query plan before any row is read, so **the engine cannot
+        change what a query costs**.
+
+        This notebook runs one analysis of the bundled PUMS sample (1,000 Californians, US
+        Census, public domain) on all five engines and shows:
+
+        1. every query charges exactly the same epsilon on every engine;
+        2. with the noise switched off (a test hook, used here only to compare engines), every
+           engine computes exactly the same answer;
+        3. the noisy answers, each with its 95% interval, and how long each engine took.
+
+        An engine that is not installed is skipped, and its output says so. In pinqpy's
+        clone, `pip install '.[duckdb,spark,polars,postgres]'` installs them all (Spark also
+        needs Java 17 or newer, PostgreSQL its server programs). The noise is fresh every
+        run; the charges are exact.
+        """
+    ),
+    code(
+        """
+        import atexit
+        import contextlib
+        import importlib.util
+        import numbers
+        import os
+        import shutil
+        import tempfile
+        import time
+        from pathlib import Path
+
+        import pandas as pd
+        import pinqpy as pq
+        from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums, postgres_server
+
+        # The test hooks (pq.testing.no_noise below) work only with this switch. It is on here
+        # to compare the engines' exact aggregates; never set it for real releases.
+        os.environ["PINQPY_TESTING"] = "1"
+        IN_CI = bool(os.environ.get("CI"))  # in CI every engine must be there
+
+
+        def skip(engine: str, why: str) -> None:
+            if IN_CI:
+                raise RuntimeError(f"{engine} is missing in CI: {why}")
+            print(f"skipping {engine}: {why}")
+
+
+        # The curator's data. To show user-level privacy as well, pretend the rows come from a
+        # panel of 600 people: row i belongs to person i % 600, so 400 people have two rows.
+        data = load_pums().assign(person=lambda d: d.index % 600)
+        folder = Path(tempfile.mkdtemp(prefix="pinqpy-05-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # should a cell fail first
+        PARQUET = folder / "pums.parquet"  # where DuckDB, Spark and Polars read it from
+        data.to_parquet(PARQUET)
+
+        # Each engine: how to wrap its copy of the table, given a budget and the public facts.
+        engines = {"pandas": lambda budget, **facts: pq.PrivateFrame(data, budget, **facts)}
+        print(f"pinqpy {pq.__version__}; columns {list(data.columns)}; data in {PARQUET.name}")
+        """
+    ),
+    md(
+        """
+        ## The analysis
+
+        Six questions, one budget of epsilon = 1 per engine. The charge of each is
+        `epsilon × stability`, known before any row is read:
+
+        | question | call | charge |
+        |---|---|---|
+        | people 65 or older | `where("age >= 65").count(epsilon=0.1)` | 0.1 |
+        | mean income (declared bounds 0 to 500,000) | `mean("income", epsilon=0.1)` | 0.1 |
+        | median age, with a value interval | `median("age", epsilon=0.2, ci=True)` | 0.2 |
+        | mean income of each sex | `partition("sex").mean("income", epsilon=0.2)` | 0.2 |
+        | panel rows, ≤ 2 per person | `bound_contributions(max_rows=2).count(0.1)` | 2 × 0.1 |
+        | under 65s, count and mean income by `married` | SQL `GROUP BY`, `epsilon=0.2` | 0.2 |
+
+        The last one is SQL over a table registered in a `pq.Session`; the user-level count
+        wraps the same table with `privacy_unit="person"` (each person's rows are one unit).
+        """
+    ),
+    code(
+        """
+        SQL = (
+            "SELECT married, COUNT(*) AS n, AVG(income) AS mean_income "
+            "FROM people WHERE age < 65 GROUP BY married"
+        )
+
+
+        def questions(people, panel, session):
+            \"\"\"The analyst's questions, in order: (name, the call that asks it).\"\"\"
+            return [
+                ("count: age >= 65", lambda: people.where("age >= 65").count(epsilon=0.1)),
+                ("mean income", lambda: people.mean("income", epsilon=0.1)),
+                ("median age", lambda: people.median("age", epsilon=0.2, ci=True)),
+                ("mean income by sex (0 | 1)",
+                 lambda: people.partition("sex").mean("income", epsilon=0.2)),
+                ("panel rows, <= 2 per person",
+                 lambda: panel.bound_contributions(max_rows=2).count(epsilon=0.1)),
+                ("SQL: n, mean income by married (0 | 1)", lambda: session.sql(SQL, epsilon=0.2)),
+            ]
+
+
+        def analyse(wrap) -> pd.DataFrame:
+            \"\"\"Ask every question on one engine: each one's charge, answer and seconds.\"\"\"
+            budget = pq.Budget(epsilon=1.0)
+            people = wrap(budget, bounds=PUMS_BOUNDS, keys=PUMS_KEYS)
+            panel = wrap(budget, privacy_unit="person")
+            session = pq.Session()
+            session.register("people", people)
+            rows = []
+            for name, ask in questions(people, panel, session):
+                before, started = budget.spent.epsilon, time.perf_counter()
+                answer = ask()
+                rows.append({"question": name, "charge": budget.spent.epsilon - before,
+                             "answer": answer, "seconds": time.perf_counter() - started})
+            assert budget.spent.epsilon == 1, budget.spent  # the whole budget, exactly
+            return pd.DataFrame(rows).set_index("question")
+
+
+        print("questions:", [name for name, _ in questions(None, None, None)])
+        """
+    ),
+    md(
+        """
+        ## The engines
+
+        DuckDB reads the parquet file into a table of its own database; Polars scans the
+        file lazily; Spark (a local session on two cores, started once) reads it as a Spark
+        DataFrame; PostgreSQL gets a table of its own, copied in with `COPY`. pinqpy reads
+        each where it lies: only the exact aggregates come back to Python.
+        """
+    ),
+    code(
+        """
+        if importlib.util.find_spec("duckdb") is None:
+            skip("DuckDB", "the duckdb extra is not installed")
+        else:
+            import duckdb
+
+            con = duckdb.connect()  # in memory; a database file works the same way
+            con.execute(f"CREATE TABLE pums AS SELECT * FROM read_parquet('{PARQUET}')")
+            engines["DuckDB"] = lambda budget, **facts: pq.PrivateFrame(
+                "pums", budget, connection=con, **facts)
+
+        if importlib.util.find_spec("polars") is None:
+            skip("Polars", "the polars extra is not installed")
+        else:
+            import polars as pl
+
+            engines["Polars"] = lambda budget, **facts: pq.PrivateFrame(
+                pl.scan_parquet(PARQUET), budget, **facts)
+        print({name: wrap(pq.Budget(1.0)).engine for name, wrap in engines.items()})
+        """
+    ),
+    code(
+        """
+        if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
+            skip("Spark", "it needs the spark extra and Java 17 or newer")
+        else:
+            import warnings
+
+            from pyspark.sql import SparkSession
+
+            # pyspark warns at start-up about pandas 3, which pinqpy's Spark suites run with.
+            warnings.filterwarnings("ignore", "PySpark does not yet fully support", FutureWarning)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver binds there anyway
+            started = time.perf_counter()
+            spark = (
+                SparkSession.builder.master("local[2]").appName("pinqpy-05")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.driver.host", "127.0.0.1")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            pums_sdf = spark.read.parquet(str(PARQUET))
+            engines["Spark"] = lambda budget, **facts: pq.PrivateFrame(pums_sdf, budget, **facts)
+            print(f"Spark {spark.version} started in {time.perf_counter() - started:.0f} s")
+        """
+    ),
+    md(
+        """
+        PostgreSQL needs a server. With `PINQPY_POSTGRES_URL` set (a connection string),
+        the notebook uses that server and makes a table `pinqpy_demo_pums` there, dropped at
+        the end. Without it, `pinqpy.demo.postgres_server()` starts a throwaway one: `initdb`
+        in a temporary folder, listening on 127.0.0.1 only, stopped at the end of the
+        notebook.
+        """
+    ),
+    code(
+        """
+        servers = contextlib.ExitStack()  # the throwaway server, if any: closed at the end
+        atexit.register(servers.close)  # or when the kernel exits, should a cell fail first
+        url = os.environ.get("PINQPY_POSTGRES_URL")
+        try:
+            import psycopg
+
+            if url is None:
+                url = servers.enter_context(postgres_server())
+                print("a throwaway PostgreSQL server on 127.0.0.1 (pinqpy.demo.postgres_server)")
+            else:
+                print("the PostgreSQL server of PINQPY_POSTGRES_URL")
+        except ImportError:
+            skip("PostgreSQL", "the postgres extra (psycopg 3) is not installed")
+        except pq.PinqError as err:
+            skip("PostgreSQL", str(err))
+        else:
+            columns = ", ".join(f"{c} {'double precision' if c == 'income' else 'int'}"
+                                for c in data.columns)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS pinqpy_demo_pums")
+                conn.execute(f"CREATE TABLE pinqpy_demo_pums ({columns})")
+                with conn.cursor().copy(f"COPY pinqpy_demo_pums ({', '.join(data.columns)}) "
+                                        "FROM STDIN") as copy:
+                    for row in data.itertuples(index=False):
+                        copy.write_row(tuple(row))
+                print(conn.execute("SHOW server_version").fetchone()[0], "| table:", columns)
+            engines["PostgreSQL"] = lambda budget, **facts: pq.PrivateFrame.from_sql(
+                url, "pinqpy_demo_pums", budget, **facts)
+        """
+    ),
+    md(
+        """
+        ## 1. The charges
+
+        The analysis runs once on each engine, each with its own budget of 1. (In practice a
+        table lives in one engine: five releases from copies of the same people would add up
+        to epsilon = 5.) The charges are `Fraction`s, compared exactly.
+        """
+    ),
+    code(
+        """
+        runs = {name: analyse(wrap) for name, wrap in engines.items()}
+        charges = pd.DataFrame({name: run["charge"] for name, run in runs.items()})
+        charges.loc["total"] = charges.sum()
+        same = charges.apply(lambda row: len(set(row)) == 1, axis=1)
+        if not same.all():
+            raise AssertionError(f"the engines charged differently:\\n{charges[~same]}")
+        charges.astype(str).assign(**{"the same on every engine": same})
+        """
+    ),
+    md(
+        """
+        ## 2. The exact answers, with the noise off
+
+        `pq.testing.no_noise()` makes every mechanism release its exact value (the charges
+        are made as usual). Run again on each engine with a fresh budget, the analysis gives
+        the same answer everywhere, to the last bit: the counts, the exact grid sums behind
+        the means, the median's choice among the candidate values, the partition and the SQL
+        groups.
+        """
+    ),
+    code(
+        """
+        def plain(answer):
+            \"\"\"An answer as plain Python values, to compare engines exactly.\"\"\"
+            if isinstance(answer, pd.DataFrame):  # SQL: one tuple per group
+                return tuple(tuple(row) for row in answer.itertuples(index=False))
+            if isinstance(answer, pd.Series):  # a partition: one value per key
+                return tuple(answer.items())
+            return int(answer) if isinstance(answer, int) else float(answer)
+
+
+        def number(x) -> str:
+            return f"{x:,}" if isinstance(x, numbers.Integral) else f"{x:,.1f}"
+
+
+        def shown(value) -> str:
+            \"\"\"An exact answer as text; groups in the question's order, without their keys.\"\"\"
+            if isinstance(value, tuple):
+                return " | ".join(", ".join(number(x) for x in group[1:]) for group in value)
+            return number(value)
+
+
+        with pq.testing.no_noise():
+            exact = {name: analyse(wrap) for name, wrap in engines.items()}
+        answers = pd.DataFrame({name: run["answer"].map(plain) for name, run in exact.items()})
+        agree = answers.apply(lambda row: len(set(row)) == 1, axis=1)
+        if not agree.all():
+            raise AssertionError(f"the engines' exact answers differ:\\n{answers[~agree]}")
+        answers.map(shown).assign(**{"the same on every engine": agree})
+        """
+    ),
+    md(
+        """
+        ## 3. The noisy answers and their accuracy
+
+        These are what an analyst sees: each noisy value with its 95% interval (a count's
+        interval is ± its noise; a mean's comes from the noise of its sum and count; the
+        median's is in value space, paid for by part of its epsilon). The noise is drawn
+        afresh for every release, so the engines' answers differ by the noise alone.
+        """
+    ),
+    code(
+        """
+        def with_interval(value, low, high) -> str:
+            return f"{float(value):,.0f} [{float(low):,.0f}, {float(high):,.0f}]"
+
+
+        def noisy(answer) -> str:
+            if isinstance(answer, pd.DataFrame):  # SQL: each noisy column of each group
+                ci = answer.ci()
+                cells = [[with_interval(answer.at[i, c], *ci.loc[i, c]) for c in answer.accuracy]
+                         for i in answer.index]
+                return " | ".join(", ".join(row) for row in cells)
+            if isinstance(answer, pd.Series):
+                ci = answer.ci(0.95)
+                return " | ".join(with_interval(v, *ci.loc[k]) for k, v in answer.items())
+            return with_interval(answer, *answer.ci(0.95))
+
+
+        pd.set_option("display.max_colwidth", None)
+        pd.DataFrame({name: run["answer"].map(noisy) for name, run in runs.items()})
+        """
+    ),
+    md(
+        """
+        How long each engine took for the six noisy queries, in seconds. Indicative only:
+        1,000 rows, a machine that may be busy, and each engine's fixed cost per query
+        (Spark schedules a job for each, and its first one warms the JVM up; PostgreSQL is one
+        round trip per aggregate). The speed of each engine on 10^6 to 10^8 rows is measured
+        in `benchmarks/RESULTS.md`.
+        """
+    ),
+    code(
+        """
+        pd.Series({name: run["seconds"].sum() for name, run in runs.items()},
+                  name="seconds (indicative)").round(2).to_frame().T
+        """
+    ),
+    md(
+        """
+        ## Clean up
+
+        Stop Spark, drop the PostgreSQL table (from a server of `PINQPY_POSTGRES_URL`) or
+        stop the throwaway server, and remove the parquet file's folder.
+        """
+    ),
+    code(
+        """
+        if "Spark" in engines:
+            spark.stop()
+        if "PostgreSQL" in engines and os.environ.get("PINQPY_POSTGRES_URL"):
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE pinqpy_demo_pums")
+        servers.close()
+        shutil.rmtree(folder)
+        print("stopped and removed:", ", ".join(engines), "| folder gone:", not folder.exists())
+        """
+    ),
+]
+
+# ------------------------------------------------------------------------------------------
 # 06 -- marginals
 # ------------------------------------------------------------------------------------------
 MARGINALS = [
@@ -1667,6 +2032,7 @@ NOTEBOOKS = {
     "02_sql_magic.ipynb": SQL_MAGIC,
     "03_pinq_classics.ipynb": CLASSICS,
     "04_serving_analysts.ipynb": SERVING,
+    "05_engines.ipynb": FIVE_ENGINES,
     "06_marginals.ipynb": MARGINALS,
 }
 

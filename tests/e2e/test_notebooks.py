@@ -31,6 +31,7 @@ def test_the_notebooks_are_there():
         "02_sql_magic.ipynb",
         "03_pinq_classics.ipynb",
         "04_serving_analysts.ipynb",
+        "05_engines.ipynb",
         "06_marginals.ipynb",
     ]
 
@@ -67,6 +68,23 @@ def test_saved_notebook_has_real_outputs(path):
         assert len(images) >= 4, f"{path.name} should hold its four plots, has {len(images)}"
     if path.name.startswith("06"):
         assert len(images) >= 3, f"{path.name} should hold its three plots, has {len(images)}"
+    if path.name.startswith("05"):
+        _saved_with_every_engine(path.name, code)
+
+
+ENGINES = ("pandas", "DuckDB", "Polars", "Spark", "PostgreSQL")
+
+
+def _saved_with_every_engine(name: str, code: list) -> None:
+    """05 is saved from a run on all five engines, which charged and answered alike."""
+    streams = "".join(o.get("text", "") for c in code for o in c.outputs)
+    assert "skipping" not in streams, f"{name} was saved with an engine skipped"
+    tables = [o["data"]["text/plain"] for c in code for o in c.outputs if "data" in o]
+    same = [t for t in tables if "the same on every engine" in t]
+    assert len(same) == 2, f"{name} should show its charges and exact answers tables"
+    for table in same:
+        assert all(e in table for e in ENGINES), table
+        assert "False" not in table, table
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
