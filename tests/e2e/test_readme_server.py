@@ -117,7 +117,7 @@ def test_three_ways_in_shell(demo: tuple[Server, str]) -> None:
 
 
 def test_config_and_add_analyst(tmp_path: Path) -> None:
-    (config,) = blocks("toml")
+    config = blocks("toml")[0]  # the full config; the second block is a PostgreSQL table
     shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")  # "path" is relative to the config file
     (tmp_path / "server.toml").write_text(config)
     (add, serve) = commands(next(b for b in blocks("bash") if "--add-analyst" in b))
@@ -150,7 +150,10 @@ def test_config_and_add_analyst(tmp_path: Path) -> None:
 def test_config_block_loads(tmp_path: Path) -> None:
     from pinqpy.remote.server.config import load_config
 
-    (block,) = blocks("toml")
+    block, postgres = blocks("toml")
+    # The PostgreSQL table's block names the variable that holds the connection string.
+    visits = tomllib.loads(postgres)["tables"]["visits"]
+    assert visits["source"] == "postgres" and visits["connection_env"] == "CENSUS_PG_URL"
     shutil.copy(PUMS_PATH, tmp_path / "PUMS.csv")
     (tmp_path / "server.toml").write_text(block)
     config = load_config(tmp_path / "server.toml")

@@ -149,7 +149,7 @@ def summary(state: ServerState, now: datetime | None = None) -> dict[str, Any]:
             continue
         mine = by_budget.get(name, [])
         if group is not None:
-            asked = state.member_ledgers[analyst].asked()
+            asked = state.ledgers[analyst].asked()
             mine = [c for c in mine if c.query_id in asked]
         row, timeline = _row(record, mine, analyst=analyst, table=table, group=group)
         row["budget_queries"] = len(by_budget.get(name, []))
