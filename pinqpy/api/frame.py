@@ -37,36 +37,26 @@ from pinqpy.accounting.budget import Budget
 from pinqpy.api.aggregations import Aggregations
 from pinqpy.api.expressions import Expression, ExprLike, unwrap
 from pinqpy.api.habits import FRAME_HABITS, GROUPED_HABITS, habit_error
+from pinqpy.api.keyed import KeyedReleases
+from pinqpy.api.metadata import FrameMetadata, stability_value
 from pinqpy.api.panels import frame_panel
 from pinqpy.api.partition import Partition
-from pinqpy.api.previews import preview
 from pinqpy.engines.inferred import inferred_types, inferred_types_message
 from pinqpy.engines.registry import Wrapped, read_file, wrap
 from pinqpy.errors import InferredTypesWarning, PandasHabitTypeError, PinqError, PrivacyError
-from pinqpy.expr.types import ColumnType
 from pinqpy.pipeline import prepare, run
 from pinqpy.pipeline.relation import Relation, positive_int
 from pinqpy.plan.nodes import PlanNode
-from pinqpy.plan.stability import INF
-from pinqpy.results.accuracy import AccuracyPreview
 from pinqpy.results.html import frame_html
 from pinqpy.results.labels import NoisyLabel
-from pinqpy.results.marginals import Marginals
-from pinqpy.results.tables import NoisySeries
 from pinqpy.results.values import NoisyValue
-from pinqpy.sql.explain import Explanation
 
 __all__ = ["GroupedFrame", "PrivateFrame"]
 
 
-def _stability_value(k: Fraction | float) -> int | Fraction | float:
-    if k == INF:
-        return math.inf
-    k = Fraction(k)
-    return int(k) if k.denominator == 1 else k
-
-
-class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
+# The public metadata, explain and accuracy (pinqpy.api.metadata), the releases over keys
+# (pinqpy.api.keyed) and the noisy aggregations (pinqpy.api.aggregations) are bases.
+class PrivateFrame(FrameMetadata, KeyedReleases, Aggregations[NoisyValue, NoisyLabel]):
     """A private table that can be transformed freely and read only through noisy aggregates.
 
     Parameters
@@ -306,133 +296,6 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
     @property
     def _plan(self) -> PlanNode:
         return self._rel.plan
-
-    # -- public metadata ------------------------------------------------------------------
-    @property
-    def columns(self) -> list[str]:
-        """The column names (the schema is public)."""
-        return self._rel.columns
-
-    @property
-    def schema(self) -> dict[str, ColumnType]:
-        """Column name -> type (``int``, ``float``, ``str``, ``bool``, ``datetime``, ``any``)."""
-        return dict(self._rel.meta.schema)
-
-    @property
-    def bounds(self) -> dict[str, tuple[float, float]]:
-        """Declared public bounds that still hold for this frame's columns."""
-        return dict(self._rel.meta.bounds)
-
-    @property
-    def keys(self) -> dict[str, tuple[Hashable, ...]]:
-        """Declared public keys per column."""
-        return dict(self._rel.meta.keys)
-
-    @property
-    def engine(self) -> str:
-        """Where exact aggregates are computed: ``"pandas"``, ``"duckdb"``, ``"spark"`` or
-        ``"polars"`` or ``"postgres"``."""
-        return self._rel.engine
-
-    @property
-    def privacy_unit(self) -> str | None:
-        """The column naming each row's owner, while it is still tracked."""
-        return self._rel.privacy_unit
-
-    @property
-    def stabilities(self) -> dict[Budget, int | Fraction | float]:
-        """``{budget: multiplier}`` for every budget the frame draws on.
-
-        The multiplier is how many of this frame's rows one privacy unit of that budget's
-        table can change; a query of epsilon on this frame costs that budget at most
-        ``epsilon × multiplier``. Over a table whose row count is public (``public_size``)
-        neighbours differ in one changed row, one row removed and one added, so the
-        multiplier is twice what it would be (2 for the table itself).
-        """
-        return {b: _stability_value(k) for b, k in self._rel.stabilities().items()}
-
-    @property
-    def stability(self) -> int | Fraction | float:
-        """The multiplier from this frame to its budget (see :attr:`stabilities`)."""
-        st = self.stabilities
-        if len(st) != 1:
-            raise PinqError(
-                f"this frame draws on {len(st)} budgets, so it has one stability per budget; "
-                "use .stabilities"
-            )
-        return next(iter(st.values()))
-
-    @property
-    def budgets(self) -> list[Budget]:
-        return list(self.stabilities)
-
-    def explain(self, epsilon: float | None = None) -> Explanation:
-        """Each step of this frame's plan with its stability, the steps that multiply a
-        query's charge and why, and (with ``epsilon``) what one query at that epsilon would
-        charge each budget. Reads no data and charges nothing; ``print()`` it.
-
-        A query of ``epsilon`` on a frame of stability ``k`` charges ``epsilon × k`` (Laplace
-        noise; Gaussian noise and zCDP budgets account ``k`` as group privacy does), so the
-        multiplying steps are where a query's cost comes from: a public join whose key
-        repeats, a groupby (2), an explode, a bound of ``k`` rows per person. A frame over a
-        table whose row count is public says so ("Neighbours: one row changed, n public"):
-        its stabilities count a changed row twice (one row removed, one added).
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> f = pq.PrivateFrame(pd.DataFrame({"g": [1, 2]}), pq.Budget(1), name="people")
-        >>> print(f.groupby("g").agg(n="COUNT(*)").explain(epsilon=0.1))
-        GroupBy g: COUNT(*) AS n                                         stability 2
-          Scan people                                                    stability 1
-        <BLANKLINE>
-        Multiplies the charge: groupby g: a changed row alters two groups (stability 1 -> 2)
-        A query at epsilon 0.1 charges epsilon 0.1 x stability 2 = Cost(epsilon=0.2) to people
-        """
-        from pinqpy.accounting.agents import flatten
-        from pinqpy.accounting.cost import Cost
-        from pinqpy.pipeline.neighbours import changed_row_note, changed_row_reasons
-        from pinqpy.plan.describe import StepDescriber, multipliers, stability_text
-
-        rel = self._rel
-        describe = StepDescriber()
-        lines: list[str] = []
-
-        def tree(node: PlanNode, depth: int) -> None:
-            ks = flatten(rel.catalog.lineage(node)).values()
-            stab = ", ".join(sorted({stability_text(k) for k in ks}))
-            lines.append(f"{'  ' * depth + describe.visit(node):<64} stability {stab}")
-            for child in node.children:
-                tree(child, depth + 1)
-
-        tree(rel.plan, 0)
-        neighbours = changed_row_note(rel)
-        if neighbours is not None:
-            lines += ["", neighbours]
-        reasons = [step.reason for step in multipliers(rel.plan)] + changed_row_reasons(rel)
-        lines.append("")
-        if reasons:
-            lines += [f"Multiplies the charge: {reason}" for reason in reasons]
-        else:
-            lines.append("No step multiplies the charge.")
-        charges: dict[str, object] = {}
-        if epsilon is not None:
-            eps = Cost(epsilon).epsilon
-            for budget, k in rel.stabilities().items():
-                name = budget.name or _tables_on(rel, budget) or "budget"
-                if k == INF:
-                    lines.append(
-                        f"A query is refused on {name}: its stability is unbounded "
-                        "(bound_contributions first)"
-                    )
-                    continue
-                cost = Cost(eps * k)
-                charges[name] = cost
-                lines.append(
-                    f"A query at epsilon {eps} charges epsilon {eps} x stability "
-                    f"{stability_text(k)} = {cost!r} to {name}"
-                )
-        out = Explanation("\n".join(lines))
-        out.charges = charges
-        return out
 
     # -- no leaks -------------------------------------------------------------------------
     def _repr_html_(self) -> str:
@@ -676,235 +539,6 @@ class PrivateFrame(Aggregations[NoisyValue, NoisyLabel]):
         ref, rel = self._rel.partition(columns, keys)
         return Partition(self, rel, ref, PrivateFrame._wrap)
 
-    def marginals(
-        self,
-        marginals: Iterable[str | tuple[str, ...]],
-        epsilon: float | None = None,
-        *,
-        delta: float | None = None,
-        rho: float | None = None,
-        keys: Mapping[str, Iterable[Hashable]] | None = None,
-        cuts: Mapping[str, Iterable[float | None]] | None = None,
-        explain: bool = False,
-    ) -> Marginals | Explanation:
-        """Noisy counts of several marginals over a public domain, in one charge: a
-        :class:`~pinqpy.Marginals`, from which ``.table(...)`` estimates any table over the
-        measured columns (consistent, non-negative) and ``.sample(n)`` draws synthetic rows.
-
-        Each marginal (a tuple of columns) is exactly ``partition(columns, keys).count(...)``
-        over every cell of its domain: ``epsilon`` (Laplace) or ``epsilon`` and ``delta``
-        (Gaussian) or ``rho`` (discrete Gaussian of variance ``1/(2·rho)``, a zCDP charge) is
-        **per marginal**, so ``m`` marginals charge ``m × epsilon × stability`` (``m ×
-        stability² × rho``). Each column's cells are public: ``keys={col: [...]}``, the
-        declared keys, or ``cuts={col: [20, 40, 60]}`` for numeric columns (intervals closed
-        on the left; add ``None`` to the list for a cell of NULLs). A value outside its
-        column's cells, and a NULL without a declared cell, is dropped from the marginals
-        over that column on every engine. A column with no public domain is refused before
-        any charge. ``explain=True`` returns what would be measured and charged, charging
-        nothing. See :mod:`pinqpy.pipeline.marginals`.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> df = pd.DataFrame({"age": [23, 35, 47, 71], "sex": [1, 2, 2, 1]})
-        >>> people = pq.PrivateFrame(df, pq.Budget(1.0), keys={"sex": [1, 2]})
-        >>> m = people.marginals([("age", "sex")], epsilon=0.5, cuts={"age": [30, 60]})
-        >>> " | ".join(m.domain["age"])
-        '(-inf, 30) | [30, 60) | [60, inf)'
-        """
-        from pinqpy.api.marginals import measure_marginals
-
-        return measure_marginals(
-            self._rel, marginals, epsilon=epsilon, delta=delta, rho=rho, keys=keys,
-            cuts=cuts, explain=explain,
-        )
-
-    def synthesize(
-        self,
-        epsilon: float | None = None,
-        *,
-        columns: Iterable[str],
-        rho: float | None = None,
-        delta: float | None = None,
-        keys: Mapping[str, Iterable[Hashable]] | None = None,
-        cuts: Mapping[str, Iterable[float | None]] | None = None,
-        max_degree: int = 2,
-        explain: bool = False,
-    ) -> Marginals | Explanation:
-        """Choose and measure marginals for synthetic data (MST): every 1-way marginal of
-        ``columns``, then ``d - 1`` pairs chosen privately (a spanning tree of the pairs the
-        1-way marginals explain worst), measured; returns a :class:`~pinqpy.Marginals`.
-
-        ``epsilon`` (Laplace) or ``rho`` (zCDP) is the **total**, split in thirds between
-        the 1-way marginals, the choices and the chosen pairs (derivation and the scores'
-        sensitivity in :mod:`pinqpy.pipeline.synthesize`), and charged times the stability
-        in one transaction before any data is read. ``delta`` is a total too, shared by the
-        counts: with ``epsilon`` it makes them Gaussian; with ``rho`` it is their (epsilon,
-        delta) reading on a budget that is not zCDP. Domains as for :meth:`marginals`.
-        ``explain=True`` returns the split and the charge, charging nothing.
-        """
-        from pinqpy.api.marginals import synthesize
-
-        return synthesize(
-            self._rel, columns, epsilon=epsilon, rho=rho, delta=delta, keys=keys, cuts=cuts,
-            max_degree=max_degree, explain=explain,
-        )
-
-    def select_keys(
-        self,
-        columns: str | Iterable[str],
-        epsilon: float,
-        delta: float,
-        *,
-        max_groups: int | None = None,
-    ) -> list[Hashable]:
-        """Choose which keys of ``columns`` to release when none are public (noisy thresholding).
-
-        Each key's row count gets discrete Laplace noise of scale ``1/epsilon`` and the keys
-        whose noisy count reaches an integer threshold are returned (sorted), so a key that
-        one unit alone holds is released with probability at most ``delta``; see
-        :mod:`pinqpy.noise.keyselect`. Charges ``epsilon`` times the stability, and ``delta``.
-        On a user-level frame, ``max_groups=G`` first limits every person to G distinct keys
-        (the count is then of people, and the stability G). Use the keys with
-        :meth:`partition`.
-
-        The returned list also carries ``.counts``: the noisy counts that passed the
-        threshold, a :class:`~pinqpy.NoisySeries` indexed by key with its accuracy. They are
-        the selection's own noise (post-processing, no extra charge); :meth:`histogram`
-        returns them directly.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> df = pd.DataFrame({"city": ["Oslo"] * 500 + ["Bergen"] * 300 + ["Hamar"]})
-        >>> people = pq.PrivateFrame(df, pq.Budget(epsilon=1, delta=1e-6))
-        >>> with pq.testing.seed(3):
-        ...     keys = people.select_keys("city", epsilon=0.5, delta=1e-7)
-        >>> list(keys), keys.counts.index.tolist()
-        (['Bergen', 'Oslo'], ['Bergen', 'Oslo'])
-        """
-        return run.select_keys(self._rel, columns, epsilon, delta, max_groups)
-
-    def histogram(
-        self,
-        columns: str | Iterable[str],
-        epsilon: float,
-        *,
-        delta: float | None = None,
-        keys: Iterable[Hashable] | None = None,
-        max_groups: int | None = None,
-    ) -> NoisySeries:
-        """A noisy row count per key of ``columns``.
-
-        * **Public keys** (``keys=`` given, or declared for every column): exactly
-          ``partition(columns, keys).count(epsilon)``: every listed key, discrete Laplace noise
-          of scale ``1/epsilon`` (sensitivity 1 per row), parallel composition, charged
-          ``epsilon`` times the stability. ``delta`` is not used (nothing of it is charged).
-        * **Unknown keys** (needs ``delta > 0``): the one-step thresholded release of
-          :mod:`pinqpy.noise.keyselect`: each key that occurs gets the same discrete Laplace
-          noise of scale ``1/epsilon``, and the keys whose noisy count reaches the threshold
-          are returned with those noisy counts, sorted by key. A key that one unit alone holds
-          (at most G keys of at most k rows per unit) is released with probability at most
-          ``delta`` in all; the noisy counts cost what the public-key count costs. Charged
-          ``epsilon`` times the stability, and ``delta``: the same epsilon as with public
-          keys, with no budget spent on choosing keys separately. On DuckDB and Spark the
-          keys below the threshold stay in the engine unless their drawn noise passes
-          (:mod:`pinqpy.noise.keyselect`, "Reading the keys"): same distribution, same
-          charge, and memory that does not grow with the number of distinct keys.
-
-        ``max_groups=G`` (user-level frames) first keeps at most G distinct keys per person
-        and counts people; the stability is then G.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> df = pd.DataFrame({"city": ["Oslo"] * 500 + ["Bergen"] * 300 + ["Hamar"]})
-        >>> budget = pq.Budget(epsilon=1, delta=1e-6)
-        >>> people = pq.PrivateFrame(df, budget)
-        >>> with pq.testing.seed(3):
-        ...     h = people.histogram("city", epsilon=1, delta=1e-6)
-        >>> h.index.tolist(), budget.spent == pq.Cost(1, 1e-6)
-        (['Bergen', 'Oslo'], True)
-        """
-        try:
-            cols = (columns,) if isinstance(columns, str) else tuple(columns)
-        except TypeError:
-            raise PinqError("histogram takes a column name or a list of column names") from None
-        cols = tuple(self._rel.check_columns(cols))
-        base = self
-        unit = self.privacy_unit
-        if max_groups is not None and unit is None:
-            raise PrivacyError(
-                "max_groups limits each person's keys on a user-level frame; this frame "
-                "has no privacy unit (each row is one person already)"
-            )
-        declared = all(c in self.keys for c in cols)
-        if keys is not None or declared:
-            if max_groups is not None:
-                base = self._wrap(
-                    self._rel.distinct(dict.fromkeys([unit, *cols])).bound_contributions(max_groups)
-                )
-            parts = base.partition(list(cols) if len(cols) > 1 else cols[0], keys)
-            return parts.count(epsilon)
-        if delta is None or (not isinstance(delta, bool) and delta == 0):
-            raise PrivacyError(
-                f"histogram of {', '.join(map(repr, cols))}: its keys are not public, and "
-                "reading them off the data would reveal who is in it. Pass keys=[...], declare "
-                "keys on the frame, or give a delta (delta=1e-6) so that keys are selected "
-                "privately"
-            )
-        selected = run.select_keys(self._rel, cols, epsilon, delta, max_groups, label="histogram")
-        return selected.counts
-
-    def accuracy(
-        self,
-        aggregation: str,
-        column: ExprLike | str | Iterable[str] | None = None,
-        *,
-        epsilon: float,
-        level: float = 0.95,
-        bounds: tuple[float, float] | None = None,
-        delta: float | None = None,
-        q: float = 0.5,
-        n: float | None = None,
-        max_groups: int | None = None,
-    ) -> AccuracyPreview:
-        """How accurate an aggregation would be at ``epsilon``, without reading data or spending.
-
-        ``aggregation`` is one of ``count``, ``sum``, ``mean``, ``median``, ``quantile``,
-        ``variance``, ``stddev``, ``histogram``, ``select_keys``. The error is stated in the
-        answer's own units, with the assumption behind it in ``.note`` (see
-        :class:`~pinqpy.results.accuracy.AccuracyPreview`):
-
-        * a **mean**'s error depends on the number of rows ``n``: pass ``n=`` (a guess, or a
-          public count) for a figure in the column's units (first order, for any mean within
-          the bounds). On a frame with a public row count (``public_size=True``) that count is
-          used, and the note says so. Without either, the preview says which ``C`` the error
-          ``C/n`` has;
-        * a **median/quantile**'s error is in rows of rank; with ``n=`` it is also stated in
-          values, assuming the values spread evenly over the bounds;
-        * **histogram / select_keys** (``column`` the key column or columns, ``delta=`` and
-          ``max_groups=`` as for :meth:`select_keys`): the threshold (a key needs about that
-          many rows to be released with probability 1/2, ``.threshold``) and the error of the
-          released counts. A histogram over public keys is a count per key.
-
-        EXPLAIN shows the same figures for SQL.
-
-        >>> import pandas as pd, pinqpy as pq
-        >>> f = pq.PrivateFrame(pd.DataFrame({"age": [30]}), pq.Budget(epsilon=1))
-        >>> f.accuracy("count", epsilon=0.1).error  # discrete Laplace(10): an integer bound
-        30.0
-        >>> round(f.accuracy("mean", "age", epsilon=1, bounds=(0, 100), n=1000).error, 2)
-        0.41
-        """
-        return preview(
-            self._rel,
-            aggregation,
-            unwrap(column),  # type: ignore[arg-type]
-            epsilon=epsilon,
-            level=level,
-            bounds=bounds,
-            delta=delta,
-            q=q,
-            n=n,
-            max_groups=max_groups,
-            declared_keys=tuple(self.keys),
-        )
-
     # -- noisy aggregations (count, sum, mean, ...: pinqpy.api.aggregations) ------------
     _whole = True  # the whole frame: its public row count, if declared, may serve
 
@@ -957,21 +591,5 @@ def _warn_inferred(wrapped: Wrapped, path: Any) -> None:
 
 
 def _fmt(k: Fraction | float) -> str:
-    v = _stability_value(k)
+    v = stability_value(k)
     return "inf" if v == math.inf else str(v)
-
-
-def _tables_on(rel: Relation, budget: Budget) -> str:
-    """The names of the tables of ``rel`` that draw on ``budget`` (a budget has no name of
-    its own unless given one)."""
-    from pinqpy.plan.nodes import Source
-
-    names: list[str] = []
-    stack = [rel.plan]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Source) and rel.catalog.root_agent(node.table.agent) is budget:
-            names.append(node.table.name)
-        stack.extend(node.children)
-    return ", ".join(dict.fromkeys(names))
-
