@@ -119,6 +119,11 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Analyst and group names appear in ledger names and in the tokens file: plain text only.
 _PERSON = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+# The settings of a [tables.<name>] section.
+_TABLE_SETTINGS = (
+    "source", "path", "engine", "database", "table", "format", "privacy_unit", "max_rows",
+    "bounds", "keys", "schema", "public_size", "connection_env",
+)  # fmt: skip
 #: ``log`` for standard error.
 STDERR = "-"
 
@@ -405,25 +410,7 @@ class _Reader:
     def source(self, name: str, data: Any) -> TableSpec:
         key = f"tables.{name}"
         d = self.table(data, key)
-        self.only(
-            d,
-            key,
-            (
-                "source",
-                "path",
-                "engine",
-                "database",
-                "table",
-                "format",
-                "privacy_unit",
-                "max_rows",
-                "bounds",
-                "keys",
-                "schema",
-                "public_size",
-                "connection_env",
-            ),
-        )
+        self.only(d, key, _TABLE_SETTINGS)
         if not _NAME.match(name):
             raise self.fail(
                 key,
@@ -438,46 +425,81 @@ class _Reader:
             table, env = self.postgres(d, key)
             engine = "postgres"
         elif source == "duckdb":
-            for k in ("path", "format"):
-                if k in d:
-                    raise self.fail(f"{key}.{k}", "a duckdb source names database = and table =")
-            if "database" not in d or "table" not in d:
-                raise self.fail(
-                    key, 'a duckdb source needs database = "<file>" and table = "<table in it>"'
-                )
-            database = self.file(d["database"], f"{key}.database")
-            table = self.text(d["table"], f"{key}.table")
-            engine = self.text(d.get("engine", "duckdb"), f"{key}.engine")
-            if engine != "duckdb":
-                raise self.fail(f"{key}.engine", "a duckdb source runs on the duckdb engine")
+            database, table, engine = self.duckdb(d, key)
         else:
-            for k in ("database", "table"):
-                if k in d:
-                    raise self.fail(
-                        f"{key}.{k}",
-                        f"is for duckdb sources; a {source} source names its file with path =",
-                    )
-            if "path" not in d:
-                raise self.fail(key, f'a {source} source needs path = "<file>"')
-            path = self.file(d["path"], f"{key}.path")
-            if source == "spark":
-                engine = self.text(d.get("engine", "spark"), f"{key}.engine")
-                if engine != "spark":
-                    raise self.fail(f"{key}.engine", "a spark source runs on the spark engine")
-                fmt = self.text(d.get("format", "parquet"), f"{key}.format")
-                if fmt not in ("parquet", "csv"):
-                    raise self.fail(f"{key}.format", "must be parquet or csv")
-            else:
-                if "format" in d:
-                    raise self.fail(
-                        f"{key}.format", "is for spark sources; the source names the format"
-                    )
-                engine = self.text(d.get("engine", "pandas"), f"{key}.engine")
-                if engine not in ("pandas", "duckdb", "polars"):
-                    raise self.fail(
-                        f"{key}.engine",
-                        'must be pandas, duckdb or polars (or use source = "spark")',
-                    )
+            path, engine, fmt = self.file_source(source, d, key)
+        unit, max_rows, public_size = self.ownership(d, key)
+        bounds = self.column_bounds(d, key)
+        keys = self.column_keys(d, key)
+        schema = self.column_types(d, key)
+        return TableSpec(
+            name=name,
+            source=source,
+            path=path,
+            engine=engine,
+            database=database,
+            table=table,
+            format=fmt,
+            privacy_unit=unit,
+            max_rows=max_rows,
+            bounds=MappingProxyType(bounds),
+            keys=MappingProxyType(keys),
+            schema=schema,
+            public_size=public_size,
+            connection_env=env,
+        )
+
+    def duckdb(self, d: dict[str, Any], key: str) -> tuple[Path, str, str]:
+        """A duckdb source's database file, its table, and its engine (duckdb)."""
+        for k in ("path", "format"):
+            if k in d:
+                raise self.fail(f"{key}.{k}", "a duckdb source names database = and table =")
+        if "database" not in d or "table" not in d:
+            raise self.fail(
+                key, 'a duckdb source needs database = "<file>" and table = "<table in it>"'
+            )
+        database = self.file(d["database"], f"{key}.database")
+        table = self.text(d["table"], f"{key}.table")
+        engine = self.text(d.get("engine", "duckdb"), f"{key}.engine")
+        if engine != "duckdb":
+            raise self.fail(f"{key}.engine", "a duckdb source runs on the duckdb engine")
+        return database, table, engine
+
+    def file_source(self, source: str, d: dict[str, Any], key: str) -> tuple[Path, str, str | None]:
+        """A csv, parquet or spark source's file, its engine, and (spark) its format."""
+        for k in ("database", "table"):
+            if k in d:
+                raise self.fail(
+                    f"{key}.{k}",
+                    f"is for duckdb sources; a {source} source names its file with path =",
+                )
+        if "path" not in d:
+            raise self.fail(key, f'a {source} source needs path = "<file>"')
+        path = self.file(d["path"], f"{key}.path")
+        fmt = None
+        if source == "spark":
+            engine = self.text(d.get("engine", "spark"), f"{key}.engine")
+            if engine != "spark":
+                raise self.fail(f"{key}.engine", "a spark source runs on the spark engine")
+            fmt = self.text(d.get("format", "parquet"), f"{key}.format")
+            if fmt not in ("parquet", "csv"):
+                raise self.fail(f"{key}.format", "must be parquet or csv")
+        else:
+            if "format" in d:
+                raise self.fail(
+                    f"{key}.format", "is for spark sources; the source names the format"
+                )
+            engine = self.text(d.get("engine", "pandas"), f"{key}.engine")
+            if engine not in ("pandas", "duckdb", "polars"):
+                raise self.fail(
+                    f"{key}.engine",
+                    'must be pandas, duckdb or polars (or use source = "spark")',
+                )
+        return path, engine, fmt
+
+    def ownership(self, d: dict[str, Any], key: str) -> tuple[str | None, int | None, bool]:
+        """Who owns a table's rows and what of their number is public: ``privacy_unit``,
+        ``max_rows`` (rows kept per person) and ``public_size``."""
         unit = d.get("privacy_unit")
         if unit is not None:
             unit = self.text(unit, f"{key}.privacy_unit")
@@ -502,6 +524,10 @@ class _Reader:
                 "keeps only some rows per person, so its row count is not that number (drop "
                 "one of the two)",
             )
+        return unit, max_rows, public_size
+
+    def column_bounds(self, d: dict[str, Any], key: str) -> dict[str, tuple[float, float]]:
+        """A table's ``bounds``: ``[low, high]`` per column."""
         bounds = {}
         for col, b in self.table(d.get("bounds", {}), f"{key}.bounds").items():
             bk = f"{key}.bounds.{col}"
@@ -511,6 +537,10 @@ class _Reader:
             if not lo <= hi:
                 raise self.fail(bk, "needs low <= high")
             bounds[col] = (lo, hi)
+        return bounds
+
+    def column_keys(self, d: dict[str, Any], key: str) -> dict[str, tuple[Any, ...]]:
+        """A table's ``keys``: the public values per column."""
         keys = {}
         for col, ks in self.table(d.get("keys", {}), f"{key}.keys").items():
             kk = f"{key}.keys.{col}"
@@ -520,30 +550,102 @@ class _Reader:
                 if isinstance(v, dict | list):
                     raise self.fail(kk, "holds numbers, text or booleans only")
             keys[col] = tuple(ks)
-        schema = None
-        if "schema" in d:
-            raw = self.table(d["schema"], f"{key}.schema")
-            try:
-                check_declared(raw, list(raw))
-            except PinqError as err:
-                raise self.fail(f"{key}.schema", str(err)) from None
-            schema = MappingProxyType(dict(raw))
-        return TableSpec(
-            name=name,
-            source=source,
-            path=path,
-            engine=engine,
-            database=database,
-            table=table,
-            format=fmt,
-            privacy_unit=unit,
-            max_rows=max_rows,
-            bounds=MappingProxyType(bounds),
-            keys=MappingProxyType(keys),
-            schema=schema,
-            public_size=public_size,
-            connection_env=env,
+        return keys
+
+    def column_types(self, d: dict[str, Any], key: str) -> Mapping[str, str] | None:
+        """A table's declared ``schema`` (None when it declares none)."""
+        if "schema" not in d:
+            return None
+        raw = self.table(d["schema"], f"{key}.schema")
+        try:
+            check_declared(raw, list(raw))
+        except PinqError as err:
+            raise self.fail(f"{key}.schema", str(err)) from None
+        return MappingProxyType(dict(raw))
+
+    def state_files(self, server: dict[str, Any], stem: str) -> tuple[Path, Path]:
+        """``server.ledger`` and ``server.tokens``, each in a folder that exists (by default
+        ``<config stem>.ledger.db`` and ``<config stem>.tokens.json`` next to the config)."""
+        ledger = self.file(
+            server.get("ledger", f"{stem}.ledger.db"), "server.ledger", must_exist=False
         )
+        tokens = self.file(
+            server.get("tokens", f"{stem}.tokens.json"), "server.tokens", must_exist=False
+        )
+        for p, k in ((ledger, "server.ledger"), (tokens, "server.tokens")):
+            if not p.parent.is_dir():
+                raise self.fail(k, f"the folder {str(p.parent)!r} does not exist; create it first")
+        return ledger, tokens
+
+    def tls(self, server: dict[str, Any]) -> tuple[Path | None, Path | None]:
+        """``server.tls_certfile`` and ``server.tls_keyfile``: both or neither."""
+        cert = key = None
+        if ("tls_certfile" in server) != ("tls_keyfile" in server):
+            raise self.fail("server", "TLS needs both tls_certfile and tls_keyfile (or neither)")
+        if "tls_certfile" in server:
+            cert = self.file(server["tls_certfile"], "server.tls_certfile")
+            key = self.file(server["tls_keyfile"], "server.tls_keyfile")
+        return cert, key
+
+    def group(self, name: str, data: Any) -> GroupSpec:
+        """A ``[groups.<name>]`` section: a budget its analysts share."""
+        gkey = f"groups.{name}"
+        if not _PERSON.match(name):
+            raise self.fail(gkey, "a group name is letters, digits, '_', '.' and '-'")
+        gd = self.table(data, gkey)
+        self.only(gd, gkey, ("budget",))
+        if "budget" not in gd:
+            raise self.fail(gkey, "needs budget = { epsilon = ..., delta = ... }")
+        return GroupSpec(name, self.budget(gd["budget"], f"{gkey}.budget"))
+
+    def analyst(
+        self,
+        name: str,
+        data: Any,
+        tables: Mapping[str, TableSpec],
+        groups: Mapping[str, GroupSpec],
+    ) -> AnalystSpec:
+        """An ``[analysts.<name>]`` section: the tables granted (of ``tables``) and the budget
+        drawn on, the analyst's own or one of ``groups``."""
+        akey = f"analysts.{name}"
+        if not _PERSON.match(name):
+            raise self.fail(
+                akey, "an analyst name is letters, digits, '_', '.' and '-' (at most 64)"
+            )
+        ad = self.table(data, akey)
+        self.only(ad, akey, ("tables", "budget", "group"))
+        granted = self.granted(ad, akey, tables)
+        if ("budget" in ad) == ("group" in ad):
+            raise self.fail(
+                akey,
+                "needs exactly one of budget = {...} (the analyst's own) or "
+                'group = "<group>" (a shared one)',
+            )
+        budget = group = None
+        if "budget" in ad:
+            budget = self.budget(ad["budget"], f"{akey}.budget")
+        else:
+            group = self.text(ad["group"], f"{akey}.group")
+            if group not in groups:
+                raise self.fail(
+                    f"{akey}.group", f"{group!r} is not a [groups.{group}] section of this config"
+                )
+        return AnalystSpec(name, tuple(granted), budget, group)
+
+    def granted(self, ad: dict[str, Any], akey: str, tables: Mapping[str, TableSpec]) -> list[Any]:
+        """An analyst's ``tables``: a list of tables of this config, each named once."""
+        granted = ad.get("tables")
+        if not (isinstance(granted, list) and granted):
+            raise self.fail(f"{akey}.tables", 'must list the tables granted, e.g. ["pums"]')
+        for t in granted:
+            if t not in tables:
+                raise self.fail(
+                    f"{akey}.tables",
+                    f"{t!r} is not a table of this config (the tables are {', '.join(tables)})",
+                )
+        if len(set(granted)) != len(granted):
+            raise self.fail(f"{akey}.tables", "names a table twice")
+        return granted
 
 
 def _kind(value: Any) -> str:
@@ -576,17 +678,8 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
     stem = path.stem if path is not None else "pinqpy-server"
     host = r.text(server.get("host", "127.0.0.1"), "server.host")
     port = r.whole(server.get("port", 8765), "server.port", 0, 65535)
-    ledger = r.file(server.get("ledger", f"{stem}.ledger.db"), "server.ledger", must_exist=False)
-    tokens = r.file(server.get("tokens", f"{stem}.tokens.json"), "server.tokens", must_exist=False)
-    for p, k in ((ledger, "server.ledger"), (tokens, "server.tokens")):
-        if not p.parent.is_dir():
-            raise r.fail(k, f"the folder {str(p.parent)!r} does not exist; create it first")
-    cert = key = None
-    if ("tls_certfile" in server) != ("tls_keyfile" in server):
-        raise r.fail("server", "TLS needs both tls_certfile and tls_keyfile (or neither)")
-    if "tls_certfile" in server:
-        cert = r.file(server["tls_certfile"], "server.tls_certfile")
-        key = r.file(server["tls_keyfile"], "server.tls_keyfile")
+    ledger, tokens = r.state_files(server, stem)
+    cert, key = r.tls(server)
     limits = r.limits(server.get("limits", {}))
     log = r.log(server.get("log", STDERR))
     curator = r.curator_hash(server.get("curator_token_sha256"))
@@ -595,55 +688,11 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> ServerCon
     if not tables_data:
         raise r.fail("tables", "the config serves no table; add a [tables.<name>] section")
     tables = {n: r.source(n, t) for n, t in tables_data.items()}
-
-    groups = {}
-    for g, gd in r.table(d.get("groups", {}), "groups").items():
-        gkey = f"groups.{g}"
-        if not _PERSON.match(g):
-            raise r.fail(gkey, "a group name is letters, digits, '_', '.' and '-'")
-        gd = r.table(gd, gkey)
-        r.only(gd, gkey, ("budget",))
-        if "budget" not in gd:
-            raise r.fail(gkey, "needs budget = { epsilon = ..., delta = ... }")
-        groups[g] = GroupSpec(g, r.budget(gd["budget"], f"{gkey}.budget"))
-
-    analysts = {}
+    groups = {g: r.group(g, gd) for g, gd in r.table(d.get("groups", {}), "groups").items()}
     analysts_data = r.table(d.get("analysts", {}), "analysts")
     if not analysts_data:
         raise r.fail("analysts", "the config names no analyst; add an [analysts.<name>] section")
-    for a, ad in analysts_data.items():
-        akey = f"analysts.{a}"
-        if not _PERSON.match(a):
-            raise r.fail(akey, "an analyst name is letters, digits, '_', '.' and '-' (at most 64)")
-        ad = r.table(ad, akey)
-        r.only(ad, akey, ("tables", "budget", "group"))
-        granted = ad.get("tables")
-        if not (isinstance(granted, list) and granted):
-            raise r.fail(f"{akey}.tables", 'must list the tables granted, e.g. ["pums"]')
-        for t in granted:
-            if t not in tables:
-                raise r.fail(
-                    f"{akey}.tables",
-                    f"{t!r} is not a table of this config (the tables are {', '.join(tables)})",
-                )
-        if len(set(granted)) != len(granted):
-            raise r.fail(f"{akey}.tables", "names a table twice")
-        if ("budget" in ad) == ("group" in ad):
-            raise r.fail(
-                akey,
-                "needs exactly one of budget = {...} (the analyst's own) or "
-                'group = "<group>" (a shared one)',
-            )
-        budget = group = None
-        if "budget" in ad:
-            budget = r.budget(ad["budget"], f"{akey}.budget")
-        else:
-            group = r.text(ad["group"], f"{akey}.group")
-            if group not in groups:
-                raise r.fail(
-                    f"{akey}.group", f"{group!r} is not a [groups.{group}] section of this config"
-                )
-        analysts[a] = AnalystSpec(a, tuple(granted), budget, group)
+    analysts = {a: r.analyst(a, ad, tables, groups) for a, ad in analysts_data.items()}
 
     return ServerConfig(
         path=path,
