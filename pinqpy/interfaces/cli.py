@@ -121,6 +121,22 @@ def _port(text: str) -> int:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
+    """The flags that the shell and query share, in the order --help lists them."""
+    _add_budgets(parser)
+    _add_table_facts(parser)
+    _add_engine_and_ledger(parser)
+    parser.add_argument(
+        "--delta-per-query",
+        type=_probability,
+        default=None,
+        metavar="DELTA",
+        help="the delta each query may spend (see --epsilon-per-query for the default)",
+    )
+    _add_table_sources(parser)
+
+
+def _add_budgets(parser: argparse.ArgumentParser) -> None:
+    """--epsilon and --delta: each private table's budget (with --connect, each query's)."""
     parser.add_argument(
         "--epsilon",
         type=_positive("--epsilon"),
@@ -138,6 +154,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="each private table's delta budget (default 0); with --connect, the delta each "
         "query may spend",
     )
+
+
+def _add_table_facts(parser: argparse.ArgumentParser) -> None:
+    """The public facts of local tables: bounds, keys, types, privacy units, public tables."""
     parser.add_argument(
         "--bounds",
         action="append",
@@ -175,6 +195,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=PATH",
         help="a public table (joins, GROUP BY keys); charges nothing (repeatable)",
     )
+
+
+def _add_engine_and_ledger(parser: argparse.ArgumentParser) -> None:
+    """Where local tables are read and aggregated, and where their budgets are kept."""
     parser.add_argument(
         "--engine",
         choices=("pandas", "duckdb", "spark", "polars"),
@@ -194,13 +218,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="keep no ledger: budgets start afresh on every run, so repeating a query "
         "averages its noise away (a warning says so)",
     )
-    parser.add_argument(
-        "--delta-per-query",
-        type=_probability,
-        default=None,
-        metavar="DELTA",
-        help="the delta each query may spend (see --epsilon-per-query for the default)",
-    )
+
+
+def _add_table_sources(parser: argparse.ArgumentParser) -> None:
+    """Where the tables come from besides files: the bundled demo data or a pinqpy server."""
     parser.add_argument(
         "--demo-data",
         action="store_true",
@@ -220,7 +241,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"with --connect: the environment variable holding the token (default {TOKEN_ENV})",
     )
-
 
 _EPILOG = (
     "Files: .csv, .tsv (optionally compressed) and .parquet (with pyarrow). A file larger than "
