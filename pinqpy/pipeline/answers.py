@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -421,90 +421,126 @@ def _from_data(x: Any, depth: int = 0) -> Any:
     if not isinstance(x, dict):
         raise PinqError("the ledger holds a malformed answer")
     tag = x.get("$")
-    if tag in ("frac", "exact"):
-        den = _int(x.get("d"))
-        if den == 0:
-            raise PinqError("the ledger holds a malformed answer (a zero denominator)")
-        value = Fraction(_int(x.get("n")), den)
-        if tag == "exact":
-            from pinqpy.core.exact import Exact
+    read = _READERS.get(tag) if isinstance(tag, str) else None
+    if read is None:
+        raise PinqError("the ledger holds a malformed answer (an unknown tag)")
+    return read(x, depth)
 
-            return Exact.of(value)
-        return value
-    if tag == "float":
-        v = x.get("v")
-        if v not in ("nan", "inf", "-inf"):
-            raise PinqError("the ledger holds a malformed answer (a float was expected)")
-        return float(v)
-    if tag == "nd":
-        dt = _dtype(x.get("dtype"), _DTYPE_KINDS + "OU")
-        items = x.get("v")
-        shape = x.get("shape")
-        if not isinstance(items, list) or not isinstance(shape, list):
-            raise PinqError("the ledger holds a malformed answer (an array)")
-        values = [_from_data(v, depth + 1) for v in items]
+
+def _read_fraction(x: dict[str, Any], depth: int) -> Any:
+    """``frac`` (a Fraction) or ``exact`` (an Exact of it)."""
+    den = _int(x.get("d"))
+    if den == 0:
+        raise PinqError("the ledger holds a malformed answer (a zero denominator)")
+    value = Fraction(_int(x.get("n")), den)
+    if x.get("$") == "exact":
+        from pinqpy.core.exact import Exact
+
+        return Exact.of(value)
+    return value
+
+
+def _read_float(x: dict[str, Any], depth: int) -> float:
+    """``float``: a float JSON cannot spell (nan, inf, -inf)."""
+    v = x.get("v")
+    if v not in ("nan", "inf", "-inf"):
+        raise PinqError("the ledger holds a malformed answer (a float was expected)")
+    return float(v)
+
+
+def _read_array(x: dict[str, Any], depth: int) -> np.ndarray:
+    """``nd``: a numpy array, its items in order, then its shape."""
+    dt = _dtype(x.get("dtype"), _DTYPE_KINDS + "OU")
+    items = x.get("v")
+    shape = x.get("shape")
+    if not isinstance(items, list) or not isinstance(shape, list):
+        raise PinqError("the ledger holds a malformed answer (an array)")
+    values = [_from_data(v, depth + 1) for v in items]
+    try:
+        if dt.kind == "O":
+            arr = np.empty(len(values), dtype=object)
+            for i, v in enumerate(values):  # item by item: tuples stay whole
+                arr[i] = v
+        else:
+            arr = np.array(values, dtype=dt)
+        if arr.ndim != 1:
+            raise ValueError
+        return arr.reshape([_int(n) for n in shape])
+    except (ValueError, TypeError, OverflowError):
+        raise PinqError("the ledger holds a malformed answer (an array)") from None
+
+
+def _read_numpy_number(x: dict[str, Any], depth: int) -> Any:
+    """``np``: a numpy scalar of a numeric dtype."""
+    dt = _dtype(x.get("dtype"), _DTYPE_KINDS)
+    v = x.get("v")
+    if isinstance(v, dict):
+        v = _from_data(v, depth + 1)
+    if not isinstance(v, bool | int | float):
+        raise PinqError("the ledger holds a malformed answer (a numpy number)")
+    try:
+        return dt.type(v)
+    except (ValueError, TypeError, OverflowError):
+        raise PinqError("the ledger holds a malformed answer (a numpy number)") from None
+
+
+def _read_tuple(x: dict[str, Any], depth: int) -> tuple[Any, ...]:
+    items = x.get("v")
+    if not isinstance(items, list):
+        raise PinqError("the ledger holds a malformed answer (a tuple)")
+    return tuple(_from_data(v, depth + 1) for v in items)
+
+
+def _read_mapping(x: dict[str, Any], depth: int) -> dict[Any, Any]:
+    """``dict``: key-value pairs, so that keys may be any stored value."""
+    items = x.get("v")
+    if not isinstance(items, list) or not all(
+        isinstance(kv, list) and len(kv) == 2 for kv in items
+    ):
+        raise PinqError("the ledger holds a malformed answer (a mapping)")
+    out = {}
+    for k, v in items:
+        kk = _from_data(k, depth + 1)
         try:
-            if dt.kind == "O":
-                arr = np.empty(len(values), dtype=object)
-                for i, v in enumerate(values):  # item by item: tuples stay whole
-                    arr[i] = v
-            else:
-                arr = np.array(values, dtype=dt)
-            if arr.ndim != 1:
-                raise ValueError
-            return arr.reshape([_int(n) for n in shape])
-        except (ValueError, TypeError, OverflowError):
-            raise PinqError("the ledger holds a malformed answer (an array)") from None
-    if tag == "np":
-        dt = _dtype(x.get("dtype"), _DTYPE_KINDS)
-        v = x.get("v")
-        if isinstance(v, dict):
-            v = _from_data(v, depth + 1)
-        if not isinstance(v, bool | int | float):
-            raise PinqError("the ledger holds a malformed answer (a numpy number)")
-        try:
-            return dt.type(v)
-        except (ValueError, TypeError, OverflowError):
-            raise PinqError("the ledger holds a malformed answer (a numpy number)") from None
-    if tag == "tuple":
-        items = x.get("v")
-        if not isinstance(items, list):
-            raise PinqError("the ledger holds a malformed answer (a tuple)")
-        return tuple(_from_data(v, depth + 1) for v in items)
-    if tag == "dict":
-        items = x.get("v")
-        if not isinstance(items, list) or not all(
-            isinstance(kv, list) and len(kv) == 2 for kv in items
-        ):
-            raise PinqError("the ledger holds a malformed answer (a mapping)")
-        out = {}
-        for k, v in items:
-            kk = _from_data(k, depth + 1)
-            try:
-                out[kk] = _from_data(v, depth + 1)
-            except TypeError:
-                raise PinqError("the ledger holds a malformed answer (a mapping key)") from None
-        return out
-    if tag == "obj":
-        cls = _class(x.get("cls"))  # type: ignore[arg-type]
-        fields = x.get("f")
-        if not isinstance(fields, dict):
-            raise PinqError("the ledger holds a malformed answer (an object)")
-        obj = object.__new__(cls)
-        slots = {s for k in cls.__mro__ for s in getattr(k, "__slots__", ())}
-        has_dict = hasattr(obj, "__dict__")
-        for name, value in fields.items():
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
-                raise PinqError("the ledger holds a malformed answer (a field name)")
-            v = _from_data(value, depth + 1)
-            if name in slots:
-                object.__setattr__(obj, name, v)  # a slot: C-level storage, no user code
-            elif has_dict:
-                obj.__dict__[name] = v
-            else:
-                raise PinqError("the ledger holds a malformed answer (an unknown field)")
-        return obj
-    raise PinqError("the ledger holds a malformed answer (an unknown tag)")
+            out[kk] = _from_data(v, depth + 1)
+        except TypeError:
+            raise PinqError("the ledger holds a malformed answer (a mapping key)") from None
+    return out
+
+
+def _read_object(x: dict[str, Any], depth: int) -> Any:
+    """``obj``: one of pinqpy's result classes, its fields set without running its code."""
+    cls = _class(x.get("cls"))  # type: ignore[arg-type]
+    fields = x.get("f")
+    if not isinstance(fields, dict):
+        raise PinqError("the ledger holds a malformed answer (an object)")
+    obj = object.__new__(cls)
+    slots = {s for k in cls.__mro__ for s in getattr(k, "__slots__", ())}
+    has_dict = hasattr(obj, "__dict__")
+    for name, value in fields.items():
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+            raise PinqError("the ledger holds a malformed answer (a field name)")
+        v = _from_data(value, depth + 1)
+        if name in slots:
+            object.__setattr__(obj, name, v)  # a slot: C-level storage, no user code
+        elif has_dict:
+            obj.__dict__[name] = v
+        else:
+            raise PinqError("the ledger holds a malformed answer (an unknown field)")
+    return obj
+
+
+# The reader of each tag that _to_data writes.
+_READERS: dict[str, Callable[[dict[str, Any], int], Any]] = {
+    "frac": _read_fraction,
+    "exact": _read_fraction,
+    "float": _read_float,
+    "nd": _read_array,
+    "np": _read_numpy_number,
+    "tuple": _read_tuple,
+    "dict": _read_mapping,
+    "obj": _read_object,
+}
 
 
 def to_data(released: Any) -> Any:
