@@ -323,26 +323,31 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         "add <col>_ci_low/_ci_high" + ("; .mode changes it" if command == "shell" else ""),
     )
     if command == "shell":
-        parser.add_argument(
-            "-c",
-            dest="command",
-            metavar="SQL",
-            help="run these statements (and dot-commands) and exit, as with piped input",
-        )
-        parser.add_argument(
-            "-f",
-            dest="file",
-            metavar="FILE",
-            help="run the statements and dot-commands in FILE and exit ('-': standard input)",
-        )
-        parser.add_argument(
-            "-bail",
-            "--bail",
-            action="store_true",
-            help="stop at the first statement that fails, with exit status 1 (default: go on "
-            "and exit with status 1 at the end)",
-        )
+        _add_script_flags(parser)
     return parser
+
+
+def _add_script_flags(parser: argparse.ArgumentParser) -> None:
+    """The shell's -c, -f and -bail: run statements without a terminal and exit."""
+    parser.add_argument(
+        "-c",
+        dest="command",
+        metavar="SQL",
+        help="run these statements (and dot-commands) and exit, as with piped input",
+    )
+    parser.add_argument(
+        "-f",
+        dest="file",
+        metavar="FILE",
+        help="run the statements and dot-commands in FILE and exit ('-': standard input)",
+    )
+    parser.add_argument(
+        "-bail",
+        "--bail",
+        action="store_true",
+        help="stop at the first statement that fails, with exit status 1 (default: go on "
+        "and exit with status 1 at the end)",
+    )
 
 
 def _serve_parser() -> argparse.ArgumentParser:
