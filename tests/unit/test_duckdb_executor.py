@@ -356,9 +356,9 @@ def test_generated_frames_match(df: pd.DataFrame, expr: str) -> None:
 # -- shared sub-expressions -------------------------------------------------------------------
 def _sql_of(f: pq.PrivateFrame) -> str:
     """The SQL the DuckDB engine writes for a plan's rows."""
-    from pinqpy.engines.duckdb.executor import _PlanSql
+    from pinqpy.engines.duckdb.plansql import PlanSql
 
-    p = _PlanSql(_duck(f))
+    p = PlanSql(_duck(f))
     return p.query(f"SELECT * FROM {p.visit(f._plan)}")
 
 
@@ -581,7 +581,7 @@ def test_grid_buckets_match_pandas(cands: np.ndarray) -> None:
 
 
 def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pinqpy.engines.duckdb.executor as dx
+    from pinqpy.engines.duckdb import grouped, tables
 
     df = _int_frame()
     frame = _frame(df)
@@ -595,7 +595,8 @@ def test_key_tables_of_every_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     for small in (True, False):  # written into the query, or registered
         if not small:
-            monkeypatch.setattr(dx, "_INLINE_ROWS", 0)
+            monkeypatch.setattr(tables, "INLINE_ROWS", 0)
+            monkeypatch.setattr(grouped, "INLINE_ROWS", 0)
         for grouping in groupings:
             _same_counts(frame, grouping)
             _same_moments(frame, grouping, "v", 0, 100)
