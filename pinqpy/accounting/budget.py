@@ -253,15 +253,15 @@ class Budget(RootAgent):
         """Per charge, in order: what it added to the spent epsilon, the spent epsilon after
         it, and its label."""
         if self._ledger is not None:
-            from pinqpy.accounting.ledger import _decode
+            from pinqpy.accounting.ledger_file import decode
 
             rows = self._ledger.charges(self._ledger_name)
-            exact = [_decode(str(e)) for e in rows["epsilon_exact"]]
+            exact = [decode(str(e)) for e in rows["epsilon_exact"]]
             labels = [str(d) for d in rows["description"]]
             if self.accounting == "zcdp":  # the file keeps rho
                 usages = [Usage(rho=r) for r in exact]
             else:
-                deltas = [_decode(str(d)) for d in rows["delta_exact"]]
+                deltas = [decode(str(d)) for d in rows["delta_exact"]]
                 usages = [Usage(e, d, None) for e, d in zip(exact, deltas, strict=True)]
         else:
             usages, labels = list(self._usages), [label for _, label in self._history]

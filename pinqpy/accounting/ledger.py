@@ -87,20 +87,30 @@ import functools
 import hashlib
 import hmac
 import os
-import secrets
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pinqpy.accounting.cost import Cost
 from pinqpy.accounting.group_commit import GroupCommit, group_for, release
+from pinqpy.accounting.ledger_file import (
+    BUSY_TIMEOUT,
+    SCHEMA_VERSION,
+    decode,
+    encode,
+    group_connection,
+    init_schema,
+    locked_out,
+    open_file,
+    spent_problems,
+    stored_cost,
+    utc_now,
+)
 from pinqpy.errors import PinqError
 
 if TYPE_CHECKING:
@@ -110,59 +120,9 @@ __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "ChargeRecord", "Ledger", "Relay"]
 
 T = TypeVar("T")
 
-#: Version of the tables below; a file written by a newer schema is refused. Version 2 added
-#: the file's secret and stores answers as JSON under keyed hashes; opening a version-1 file
-#: drops its cached answers (pickled, under unkeyed hashes; never read) and keeps every charge.
-SCHEMA_VERSION = 2
-#: Seconds a connection waits for another process's write lock before giving up.
-BUSY_TIMEOUT = 30.0
-_FORMAT = "pinqpy-ledger"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS budgets (
-    name          TEXT PRIMARY KEY,
-    total_epsilon TEXT NOT NULL,
-    total_delta   TEXT NOT NULL,
-    accounting    TEXT NOT NULL,
-    spent_epsilon TEXT NOT NULL,
-    spent_delta   TEXT NOT NULL,
-    created       TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS queries (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    description TEXT NOT NULL,
-    plan        TEXT NOT NULL,
-    cache_key   TEXT,
-    created     TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS charges (
-    query_id INTEGER NOT NULL REFERENCES queries(id),
-    budget   TEXT NOT NULL REFERENCES budgets(name),
-    epsilon  TEXT NOT NULL,
-    delta    TEXT NOT NULL,
-    PRIMARY KEY (query_id, budget)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS charges_by_budget ON charges(budget, query_id);
-CREATE TABLE IF NOT EXISTS answers (
-    query_id  INTEGER PRIMARY KEY REFERENCES queries(id),
-    cache_key TEXT NOT NULL,
-    answer    TEXT NOT NULL,
-    created   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS answers_by_key ON answers(cache_key, query_id);
-"""
-
 # Connections abandoned by a forked child. SQLite forbids using (or closing) a connection
 # inherited across fork; keeping a reference stops the garbage collector from closing it.
 _ABANDONED: list[sqlite3.Connection] = []
-
-# str(int) and int(str) refuse more than this many decimal digits (Python >= 3.11); hex is
-# exempt, so a rational too long for decimal is written as 0x.../0x... instead.
-_MAX_DECIMAL_BITS = 4000 * 3
 
 
 @dataclass(frozen=True)
@@ -183,113 +143,8 @@ class ChargeRecord:
     cache_key: str | None = None
 
 
-# -- exact rationals as text ---------------------------------------------------------------
-
-
-def _int_text(n: int) -> str:
-    return str(n) if n.bit_length() <= _MAX_DECIMAL_BITS else hex(n)
-
-
-def _encode(x: Fraction) -> str:
-    """``num/den`` in lowest terms; hexadecimal parts for numbers too long for decimal.
-
-    >>> _encode(Fraction(1, 10))
-    '1/10'
-    >>> _encode(Fraction(3))
-    '3/1'
-    """
-    return f"{_int_text(x.numerator)}/{_int_text(x.denominator)}"
-
-
-def _parse_int(s: str) -> int:
-    s = s.strip()
-    return int(s, 16) if s.startswith(("0x", "-0x")) else int(s)
-
-
-def _decode(s: str) -> Fraction:
-    """The exact rational a text column holds.
-
-    >>> _decode("1/10") == Fraction(1, 10)
-    True
-    >>> _decode(_encode(Fraction(3, 2**20000))) == Fraction(3, 2**20000)
-    True
-    """
-    num, sep, den = s.partition("/")
-    try:
-        d = _parse_int(den) if sep else 1
-        value = Fraction(_parse_int(num), d)
-    except (ValueError, ZeroDivisionError):
-        raise PinqError(f"the ledger holds a malformed number {s[:40]!r}") from None
-    if value < 0:
-        raise PinqError(f"the ledger holds a negative amount {s[:40]!r}")
-    return value
-
-
-def _cost(epsilon: Fraction, delta: Fraction) -> Cost:
-    return Cost._of(epsilon, delta)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
 def _fits_within(spent: Cost, cost: Cost, limit: Cost) -> bool:
     return spent.epsilon + cost.epsilon <= limit.epsilon and spent.delta + cost.delta <= limit.delta
-
-
-def _open(path: str) -> tuple[sqlite3.Connection, str]:
-    """A connection to the ledger file with its settings (see the module docstring), and
-    the journal mode it runs in."""
-    try:
-        conn = sqlite3.connect(
-            path,
-            timeout=BUSY_TIMEOUT,
-            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-            check_same_thread=False,  # guarded by a lock (the ledger's, or its write group's)
-        )
-    except sqlite3.Error as exc:
-        raise PinqError(f"cannot open the ledger {path!r}: {exc}") from None
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-        mode = _set_wal(conn)
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA fullfsync = ON")
-        conn.execute("PRAGMA checkpoint_fullfsync = ON")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise PinqError(f"{path!r} is not a usable pinqpy ledger: {exc}") from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn, mode
-
-
-def _set_wal(conn: sqlite3.Connection) -> str:
-    # Switching a new file to WAL needs an exclusive lock for a moment; a concurrent
-    # opener can see SQLITE_BUSY here without the busy handler, so retry until the timeout.
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    while True:
-        try:
-            row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            return str(row[0]).lower()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-
-def _group_connection(path: str) -> sqlite3.Connection:
-    """The connection of a process's write group for the file at ``path``."""
-    return _open(path)[0]
-
-
-def _locked_out(path: str, exc: sqlite3.OperationalError) -> PinqError:
-    return PinqError(
-        f"the ledger {path!r} stayed locked by another process for more than "
-        f"{BUSY_TIMEOUT:g} s ({exc})"
-    )
 
 
 class Relay(Protocol):
@@ -300,6 +155,7 @@ class Relay(Protocol):
     def charge(self, entries: list[tuple[str, Cost]], record: ChargeRecord) -> int | None: ...
 
     def store_answer(self, query_id: int, answer_key: str, answer: str) -> None: ...
+
 
 class Ledger:
     """A privacy ledger in the SQLite file ``path`` (created if absent).
@@ -330,9 +186,9 @@ class Ledger:
 
     # -- connection ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        conn, self.journal_mode = _open(self.path)
+        conn, self.journal_mode = open_file(self.path)
         try:
-            self._secret, self.problems = self._init_schema(conn, self.path, self._verify)
+            self._secret, self.problems = init_schema(conn, self.path, self._verify)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise PinqError(f"{self.path!r} is not a usable pinqpy ledger: {exc}") from None
@@ -340,75 +196,6 @@ class Ledger:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _init_schema(conn: sqlite3.Connection, path: str, verify: bool) -> tuple[bytes, list[str]]:
-        """Create or check the tables, verify the spent totals, and read the file's secret."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            if tables and "meta" not in tables:
-                raise PinqError(
-                    "this SQLite file already holds other tables and is not a pinqpy ledger; "
-                    "give the ledger a file of its own"
-                )
-            # executescript() would commit the open transaction first; run them one by one.
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            if not meta:
-                meta = {
-                    "format": _FORMAT,
-                    "schema_version": str(SCHEMA_VERSION),
-                    "created": _now(),
-                    "secret": secrets.token_hex(32),
-                }
-                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
-            elif meta.get("format") != _FORMAT:
-                raise PinqError("this SQLite file is not a pinqpy ledger")
-            try:
-                version = int(meta.get("schema_version", "0"))
-            except ValueError:
-                raise PinqError("this pinqpy ledger has a malformed schema version") from None
-            if version > SCHEMA_VERSION:
-                raise PinqError(
-                    f"this ledger was written by a newer pinqpy (schema "
-                    f"{meta['schema_version']}, this version reads {SCHEMA_VERSION}); "
-                    "upgrade pinqpy to use it"
-                )
-            problems = _spent_problems(conn)
-            if problems and verify:
-                raise PinqError(
-                    f"the ledger {path!r} failed its integrity check and was not used (nothing "
-                    f"was changed): {'; '.join(problems[:3])}. The file was edited outside "
-                    "pinqpy; restore it from a backup, or open it with "
-                    "Ledger(path, verify=False) to inspect it"
-                )
-            if not problems and (version < SCHEMA_VERSION or "secret" not in meta):
-                # Upgrade: drop answers of the old format (pickles under unkeyed hashes are
-                # never read) and the keys kept in the audit trail; every charge stays.
-                conn.execute("DELETE FROM answers")
-                conn.execute("UPDATE queries SET cache_key = NULL")
-                meta["secret"] = meta.get("secret") or secrets.token_hex(32)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                    [("secret", meta["secret"]), ("schema_version", str(SCHEMA_VERSION))],
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        try:
-            secret = bytes.fromhex(meta.get("secret", ""))
-        except ValueError:
-            secret = b""
-        if len(secret) < 16 and not problems:
-            raise PinqError(f"the ledger {path!r} holds a malformed secret")
-        return secret, problems
 
     @contextmanager
     def _use(self) -> Iterator[sqlite3.Connection]:
@@ -444,8 +231,8 @@ class Ledger:
                     self._done_with_group.detach()  # another process's group: left alone
                 group = group_for(
                     self.path,
-                    functools.partial(_group_connection, self.path),
-                    functools.partial(_locked_out, self.path),
+                    functools.partial(group_connection, self.path),
+                    functools.partial(locked_out, self.path),
                 )
                 self._group, self._group_pid = group, os.getpid()
                 # A ledger dropped without close() still gives up its use of the group.
@@ -517,15 +304,15 @@ class Ledger:
             (name,),
         ).fetchone()
         if row is None:
-            zero = _encode(Fraction(0))
+            zero = encode(Fraction(0))
             conn.execute(
                 "INSERT INTO budgets (name, total_epsilon, total_delta, accounting, "
                 "spent_epsilon, spent_delta, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, _encode(total.epsilon), _encode(total.delta), accounting, zero, zero,
-                 _now()),
+                (name, encode(total.epsilon), encode(total.delta), accounting, zero, zero,
+                 utc_now()),
             )  # fmt: skip
             return
-        stored = _cost(_decode(row[0]), _decode(row[1]))
+        stored = stored_cost(decode(row[0]), decode(row[1]))
         if stored != total or row[2] != accounting:
             raise PinqError(
                 f"the ledger {self.path!r} holds budget {name!r} with total {stored!r} "
@@ -542,7 +329,7 @@ class Ledger:
             ).fetchone()
         if row is None:
             raise PinqError(f"the ledger has no budget named {name!r}")
-        return _cost(_decode(row[0]), _decode(row[1]))
+        return stored_cost(decode(row[0]), decode(row[1]))
 
     def total(self, name: str) -> Cost:
         """The total budget ``name`` was opened with."""
@@ -552,7 +339,7 @@ class Ledger:
             ).fetchone()
         if row is None:
             raise PinqError(f"the ledger has no budget named {name!r}")
-        return _cost(_decode(row[0]), _decode(row[1]))
+        return stored_cost(decode(row[0]), decode(row[1]))
 
     # -- charging ----------------------------------------------------------------------------
     def charge(
@@ -592,7 +379,7 @@ class Ledger:
     ) -> int | None:
         """:meth:`charge`'s reads, check and writes, inside a write transaction: nothing is
         written unless every entry fits."""
-        now = _now()  # under the write lock, so times follow query ids
+        now = utc_now()  # under the write lock, so times follow query ids
         updates: list[tuple[str, str, str]] = []
         for name in sorted(merged):
             cost = merged[name]
@@ -603,15 +390,15 @@ class Ledger:
             ).fetchone()
             if row is None:
                 raise PinqError(f"the ledger has no budget named {name!r}; open it first")
-            spent = _cost(_decode(row[0]), _decode(row[1]))
+            spent = stored_cost(decode(row[0]), decode(row[1]))
             limit = limits.get(name)
             if limit is None:
-                limit = _cost(_decode(row[2]), _decode(row[3]))
+                limit = stored_cost(decode(row[2]), decode(row[3]))
             ok = fits(name, spent, cost, limit) if fits else _fits_within(spent, cost, limit)
             if not ok:
                 return None
             updates.append(
-                (_encode(spent.epsilon + cost.epsilon), _encode(spent.delta + cost.delta), name)
+                (encode(spent.epsilon + cost.epsilon), encode(spent.delta + cost.delta), name)
             )
         cur = conn.execute(  # no cache key: keys are not part of the audit trail
             "INSERT INTO queries (description, plan, cache_key, created) VALUES (?, ?, ?, ?)",
@@ -622,7 +409,7 @@ class Ledger:
         conn.executemany(
             "INSERT INTO charges (query_id, budget, epsilon, delta) VALUES (?, ?, ?, ?)",
             [
-                (qid, name, _encode(merged[name].epsilon), _encode(merged[name].delta))
+                (qid, name, encode(merged[name].epsilon), encode(merged[name].delta))
                 for name in sorted(merged)
             ],
         )
@@ -672,7 +459,7 @@ class Ledger:
             conn.execute(
                 "INSERT OR IGNORE INTO answers (query_id, cache_key, answer, created) "
                 "VALUES (?, ?, ?, ?)",
-                (query_id, answer_key, answer, _now()),
+                (query_id, answer_key, answer, utc_now()),
             )
 
         self._transact(store, durable=False)
@@ -712,12 +499,12 @@ class Ledger:
             query, params = sql.format(join="JOIN", where="WHERE c.budget = ?"), (name,)
         with self._use() as conn:
             rows = conn.execute(query, params).fetchall()
-        zero = _encode(Fraction(0))
+        zero = encode(Fraction(0))
         records = []
         for qid, budget, eps, dlt, desc, plan, created, has_answer in rows:
-            e, d = _decode(eps or zero), _decode(dlt or zero)
+            e, d = decode(eps or zero), decode(dlt or zero)
             records.append(
-                (qid, budget, float(e), float(d), _encode(e), _encode(d), desc, plan,
+                (qid, budget, float(e), float(d), encode(e), encode(d), desc, plan,
                  created, bool(has_answer))
             )  # fmt: skip
         columns = [
@@ -740,10 +527,10 @@ class Ledger:
             ).fetchall()
         records = []
         for name, acc, te, td, se, sd, created in rows:
-            t_e, t_d, s_e, s_d = (_decode(v) for v in (te, td, se, sd))
+            t_e, t_d, s_e, s_d = (decode(v) for v in (te, td, se, sd))
             records.append(
-                (name, acc, float(t_e), float(t_d), float(s_e), float(s_d), _encode(t_e),
-                 _encode(t_d), _encode(s_e), _encode(s_d), created)
+                (name, acc, float(t_e), float(t_d), float(s_e), float(s_d), encode(t_e),
+                 encode(t_d), encode(s_e), encode(s_d), created)
             )  # fmt: skip
         columns = [
             "budget", "accounting", "total_epsilon", "total_delta", "spent_epsilon",
@@ -763,48 +550,9 @@ class Ledger:
             conn.execute("BEGIN")  # one consistent snapshot for every read below
             try:
                 integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-                problems = _spent_problems(conn)
+                problems = spent_problems(conn)
             finally:
                 conn.execute("COMMIT")
         if integrity != ["ok"]:
             problems[:0] = [f"integrity_check: {line}" for line in integrity]
         return problems
-
-
-def _spent_problems(conn: sqlite3.Connection) -> list[str]:
-    """Budgets whose running spent is not the exact sum of their charges, or beyond their
-    total; charges of unknown budgets or of no query. Read in the caller's transaction."""
-    problems: list[str] = []
-    try:
-        budgets = conn.execute(
-            "SELECT name, spent_epsilon, spent_delta, total_epsilon, total_delta FROM budgets"
-        ).fetchall()
-        sums: dict[str, list[Fraction]] = {}
-        for budget, eps, dlt in conn.execute("SELECT budget, epsilon, delta FROM charges"):
-            acc = sums.setdefault(budget, [Fraction(0), Fraction(0)])
-            acc[0] += _decode(eps)
-            acc[1] += _decode(dlt)
-        orphans = conn.execute(
-            "SELECT COUNT(*) FROM charges c LEFT JOIN queries q ON q.id = c.query_id "
-            "WHERE q.id IS NULL"
-        ).fetchone()[0]
-        known = set()
-        for name, se, sd, te, td in budgets:
-            known.add(name)
-            spent = (_decode(se), _decode(sd))
-            total = sums.get(name, [Fraction(0), Fraction(0)])
-            if spent != (total[0], total[1]):
-                problems.append(
-                    f"budget {name!r}: running spent {_encode(spent[0])}, {_encode(spent[1])} "
-                    f"but its charges add to {_encode(total[0])}, {_encode(total[1])}"
-                )
-            if spent[0] > _decode(te) or spent[1] > _decode(td):
-                problems.append(f"budget {name!r}: spent beyond its total")
-    except PinqError as exc:  # a malformed or negative number in a row
-        return [str(exc)]
-    except (sqlite3.Error, TypeError, AttributeError):
-        return ["the ledger's tables hold values of the wrong type"]
-    problems.extend(f"charges name unknown budget {name!r}" for name in sorted(set(sums) - known))
-    if orphans:
-        problems.append(f"{orphans} charge rows belong to no query")
-    return problems

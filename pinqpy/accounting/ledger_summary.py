@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinqpy.accounting.cost import Cost
-from pinqpy.accounting.ledger import _FORMAT, Ledger, _decode, _spent_problems
+from pinqpy.accounting.ledger import Ledger
+from pinqpy.accounting.ledger_file import FORMAT, decode, spent_problems
 from pinqpy.accounting.models import Usage, accountant_for
 from pinqpy.errors import PinqError
 
@@ -188,7 +189,7 @@ def _check_format(conn: sqlite3.Connection, path: str) -> None:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.DatabaseError:
         meta = {}
-    if meta.get("format") != _FORMAT:
+    if meta.get("format") != FORMAT:
         raise PinqError(f"{path!r} is not a pinqpy ledger")
 
 
@@ -215,7 +216,7 @@ def summarize_ledger(
                     "FROM charges c JOIN queries q ON q.id = c.query_id "
                     "ORDER BY c.query_id, c.budget"
                 ).fetchall()
-                problems = tuple(_spent_problems(conn))
+                problems = tuple(spent_problems(conn))
             finally:
                 conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -228,14 +229,14 @@ def summarize_ledger(
 
 def _budget_row(row: tuple[str, ...], charges: tuple[ChargeRow, ...]) -> BudgetRow:
     name, accounting, te, td, se, sd = row
-    total = Cost(_decode(te), _decode(td))
+    total = Cost(decode(te), decode(td))
     mine = [c for c in charges if c.budget == name]
     model = accountant_for(accounting)
     if accounting == "zcdp":
-        usage = Usage(rho=_decode(se))
-        rho: Fraction | None = _decode(se)
+        usage = Usage(rho=decode(se))
+        rho: Fraction | None = decode(se)
     else:
-        usage = Usage(_decode(se), _decode(sd), None)
+        usage = Usage(decode(se), decode(sd), None)
         rho = None
     owner, table = budget_owner(name)
     return BudgetRow(
@@ -247,7 +248,7 @@ def _budget_row(row: tuple[str, ...], charges: tuple[ChargeRow, ...]) -> BudgetR
 def _charge_row(row: tuple[object, ...], accounting: str, with_labels: bool) -> ChargeRow:
     qid, budget, eps, dlt, created, description = row
     owner, table = budget_owner(str(budget))
-    e, d = _decode(str(eps)), _decode(str(dlt))
+    e, d = decode(str(eps)), decode(str(dlt))
     cost, rho = (None, e) if accounting == "zcdp" else (Cost(e, d), None)
     label = str(description) if with_labels else None
     return ChargeRow(int(qid), str(budget), owner, table, cost, rho, str(created), label)  # type: ignore[call-overload]

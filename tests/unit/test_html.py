@@ -159,12 +159,12 @@ def test_frame_html_reads_no_data(
     people: pq.PrivateFrame, secret_df: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rendering never runs a plan over the rows."""
-    from pinqpy.engines.pandas import executor as _pandas_executor
+    from pinqpy.engines.pandas.runner import PlanRunner
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the HTML repr read data")
 
-    monkeypatch.setattr(_pandas_executor._PlanRunner, "visit", refuse)
+    monkeypatch.setattr(PlanRunner, "visit", refuse)
     other = pq.PrivateFrame(secret_df, pq.Budget(epsilon=1.0))
     with pytest.raises(pq.PinqError, match="failed while reading the data"):
         other.count(epsilon=0.1)  # the patch does stop data from being read

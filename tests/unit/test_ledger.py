@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy.accounting.ledger import ChargeRecord, Ledger, _decode, _encode
+from pinqpy.accounting.ledger import ChargeRecord, Ledger
+from pinqpy.accounting.ledger_file import decode as _decode
+from pinqpy.accounting.ledger_file import encode as _encode
 
 ONE = pq.Cost(epsilon=1)
 

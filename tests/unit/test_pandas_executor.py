@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.engines.pandas.executor import _key_counts, _key_positions
+from pinqpy.engines.pandas.key_positions import key_positions, listed_key_counts
 
 
 def columns_and_keys() -> list[tuple[str, pd.Series, tuple[object, ...]]]:
@@ -60,14 +60,14 @@ def lookup_per_row(col: pd.Series, keys: tuple) -> np.ndarray:
 
 @pytest.mark.parametrize(("name", "col", "keys"), CASES, ids=[c[0] for c in CASES])
 def test_key_positions_match_a_lookup_per_row(name: str, col: pd.Series, keys: tuple) -> None:
-    np.testing.assert_array_equal(_key_positions(col, keys), lookup_per_row(col, keys))
+    np.testing.assert_array_equal(key_positions(col, keys), lookup_per_row(col, keys))
 
 
 @pytest.mark.parametrize(("name", "col", "keys"), CASES, ids=[c[0] for c in CASES])
 def test_key_counts_match_counting_positions(name: str, col: pd.Series, keys: tuple) -> None:
     pos = lookup_per_row(col, keys)
     want = np.bincount(pos[pos >= 0], minlength=len(keys))
-    np.testing.assert_array_equal(_key_counts(col, keys), want)
+    np.testing.assert_array_equal(listed_key_counts(col, keys), want)
 
 
 @pytest.mark.parametrize(

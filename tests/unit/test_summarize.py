@@ -13,7 +13,7 @@ import pytest
 
 import pinqpy as pq
 from pinqpy.demo import PUMS_BOUNDS, PUMS_KEYS, load_pums
-from pinqpy.engines.pandas import executor as pandas_executor
+from pinqpy.engines.pandas.runner import PlanRunner
 from pinqpy.interfaces.shell import Shell
 
 COLUMNS = [
@@ -29,7 +29,7 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def refuse(self: object, node: object) -> None:
         raise AssertionError("the data was read")
 
-    monkeypatch.setattr(pandas_executor._PlanRunner, "visit_source", refuse)
+    monkeypatch.setattr(PlanRunner, "visit_source", refuse)
     yield
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import pinqpy as pq
-from pinqpy.engines.pandas import executor as pandas_executor
+from pinqpy.engines.pandas import runner as pandas_runner
 from pinqpy.plan.nodes import BoundContributions, BoundDegree, Where
 from pinqpy.plan.truncation import truncated_count
 
@@ -86,13 +86,13 @@ def test_the_shortcut_chooses_no_rows_and_charges_the_same(
 ) -> None:
     df = pd.DataFrame({"u": [1, 1, 1, 2], "x": [1, 2, 3, 4]})
     chosen: list[int] = []
-    real = pandas_executor._truncation_mask
+    real = pandas_runner.truncation_mask
 
     def spy(*a: Any, **k: Any) -> Any:
         chosen.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(pandas_executor, "_truncation_mask", spy)
+    monkeypatch.setattr(pandas_runner, "truncation_mask", spy)
     short_budget, full_budget = pq.Budget(epsilon=10), pq.Budget(epsilon=10)
     short = pq.PrivateFrame(df, short_budget, privacy_unit="u").bound_contributions(max_rows=2)
     full = pq.PrivateFrame(df, full_budget, privacy_unit="u").bound_contributions(max_rows=2)
