@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 import pinqpy as pq
 from pinqpy.demo import load_pums
 from pinqpy.engines.pandas.executor import PandasExecutor
-from pinqpy.engines.spark.executor import SparkExecutor, _Call
+from pinqpy.engines.spark.call import Call
+from pinqpy.engines.spark.executor import SparkExecutor
 from pinqpy.engines.spark.session import is_spark_dataframe, local_session
 from pinqpy.engines.spark.types import kind_of, spark_schema, to_spark
 from pinqpy.errors import PinqError
@@ -375,9 +376,9 @@ def test_prefetched_reads_in_one_job(
     from pinqpy.plan.batch import batch
 
     jobs: list[str] = []
-    collect = _Call.collect
+    collect = Call.collect
     monkeypatch.setattr(
-        _Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
+        Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
     )
     frame = _frame(pums).where("age > 20")
     plan = frame._plan
@@ -449,8 +450,8 @@ def test_a_query_is_translated_once(
     plan = frame._plan
     e = parse_expression("v")
     analyses: list[str] = []
-    sql = _Call.sql
-    monkeypatch.setattr(_Call, "sql", lambda self, text: analyses.append(text) or sql(self, text))
+    sql = Call.sql
+    monkeypatch.setattr(Call, "sql", lambda self, text: analyses.append(text) or sql(self, text))
     bex = _at(ex, frame)
     with batch():
         # The check before the charge needs no Spark analysis here, and every aggregate of
@@ -469,7 +470,7 @@ def test_a_query_is_translated_once(
 
 def test_source_views_go_with_their_frames(ex: SparkExecutor, spark: Any) -> None:
     def views() -> set[str]:
-        return {t.name for t in spark.catalog.listTables() if t.name.startswith(ex._prefix)}
+        return {t.name for t in spark.catalog.listTables() if t.name.startswith(ex._sources.prefix)}
 
     before = views()
     sdf = spark.sql("SELECT id AS a FROM range(5)")
