@@ -27,6 +27,7 @@ from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS, canonical_key, is_null_key
 from pinqpy.plan.nodes import PlanNode, PyFunc
+from pinqpy.plan.truncation import TruncatedCount, truncated_count
 
 __all__ = [
     "NO_MATCH",
@@ -65,6 +66,12 @@ class Read:
     value: Expr | PyFunc | None = None
     lo: float = 0.0
     hi: float = 0.0
+
+    @property
+    def clamp(self) -> tuple[Expr | PyFunc, float, float]:
+        """A sum's or mean's value and bounds (never asked of a count)."""
+        assert self.value is not None, "a count has no value"
+        return self.value, self.lo, self.hi
 
 
 def _read_slot(
@@ -156,11 +163,30 @@ class Executor(ABC):
         public API, which releases nothing but noisy aggregates."""
         raise NotImplementedError
 
-    @abstractmethod
     def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        """Rows per group, shape (K,)."""
+        """Rows per group, shape (K,).
+
+        A count of a truncation (``bound_contributions`` and the like, with no grouping) is
+        read as ``Σ min(rows per unit, limit)`` without choosing rows
+        (:meth:`_truncated_count`): :mod:`pinqpy.plan.truncation` derives why its released
+        distribution is that of counting the chosen rows."""
+        hit = prefetched("count", plan, grouping)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        tc = truncated_count(plan) if grouping is None else None
+        if tc is not None:
+            return np.array([self._truncated_count(tc)], dtype=np.int64)
+        return self._count(plan, grouping)
 
     @abstractmethod
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
+        """:meth:`count` when no batch read holds it and it is not a truncation's count."""
+
+    @abstractmethod
+    def _truncated_count(self, tc: TruncatedCount) -> int:
+        """``Σ min(rows per key, tc.limit)`` over ``tc.child``, keys by the truncation's own
+        rules (NULL keys dropped when ``tc.drop_null``)."""
+
     def clamped_sum(
         self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -170,8 +196,15 @@ class Executor(ABC):
         :class:`~pinqpy.core.lattice.SumGrid`'s fixed point, truncated toward zero, which never
         increases a magnitude) and converted to a double once, within 2 ulps: no float
         summation error, which for 10**8 rows can reach the sensitivity itself."""
+        hit = prefetched("sum", plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        return self._clamped_sum(Read(self, plan, "sum", value, lo, hi), grouping)
 
     @abstractmethod
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`clamped_sum` of ``read`` (kind "sum") when no batch read holds it."""
+
     def lattice_sums(
         self,
         plan: PlanNode,
@@ -191,6 +224,16 @@ class Executor(ABC):
         a float sum of values centred afterwards errs by far more than the sensitivity for
         bounds far from zero.
         """
+        kind = "moments" if squares else "mean"
+        hit = prefetched(kind, plan, grouping, value, lo, hi)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        return self._lattice_sums(Read(self, plan, kind, value, lo, hi), grouping)
+
+    @abstractmethod
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        """:meth:`lattice_sums` of ``read`` (kind "mean", or "moments" for the squares too)
+        when no batch read holds it."""
 
     @abstractmethod
     def buckets(

@@ -29,9 +29,9 @@ from pinqpy.engines.base import (
     KeySplit,
     LatticeSums,
     LightDraw,
+    Read,
     canonical_key_counts,
     canonical_light_keys,
-    prefetched,
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
 from pinqpy.engines.duckdb.aggregates import (
@@ -54,7 +54,7 @@ from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import PlanNode, PyFunc
-from pinqpy.plan.truncation import truncated_count
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = ["DuckDBExecutor"]
 
@@ -106,25 +106,15 @@ class DuckDBExecutor(GroupedQueries):
         if p.unchecked:
             self._bind(p.query(f"SELECT {vsql} FROM {lets.source(rel, [vsql])}", rel))
 
-    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        hit = prefetched("count", plan, grouping)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        tc = truncated_count(plan) if grouping is None else None
-        if tc is not None:
-            # Without choosing rows: the same released distribution (see
-            # pinqpy.plan.truncation and CtePlanSql.truncated_count).
-            p = self._translation()
-            return np.array([int(self._fetch(p.truncated_count(tc))[0][0])], dtype=np.int64)
+    def _truncated_count(self, tc: TruncatedCount) -> int:
+        return int(self._fetch(self._translation().truncated_count(tc))[0][0])
+
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         rows, k = self._grouped(plan, grouping, None, lambda v, kind: ["COUNT(*)"])
         return count_rows(rows, k)
 
-    def clamped_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        hit = prefetched("sum", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        plan, (value, lo, hi) = read.plan, read.clamp
         rows, k = self._grouped(
             plan,
             grouping,
@@ -134,18 +124,8 @@ class DuckDBExecutor(GroupedQueries):
         )
         return sum_rows(rows, k)
 
-    def lattice_sums(
-        self,
-        plan: PlanNode,
-        grouping: Grouping | None,
-        value: Expr | PyFunc,
-        lo: float,
-        hi: float,
-        squares: bool = False,
-    ) -> LatticeSums:
-        hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        plan, (value, lo, hi), squares = read.plan, read.clamp, read.kind == "moments"
         # An integer value stays BIGINT for integer bounds: lattice_aggs then sums it as an
         # integer where that is exact (and converts it as a DOUBLE would be otherwise).
         rows, k = self._grouped(

@@ -15,7 +15,7 @@ import pandas as pd
 
 from pinqpy.core.grid_sums import grid_group_sums, grid_sum, lattice_group_sums, lattice_sums
 from pinqpy.core.lattice import Lattice, SumGrid
-from pinqpy.engines.base import Executor, LatticeSums, canonical_key_counts
+from pinqpy.engines.base import Executor, LatticeSums, Read, canonical_key_counts
 from pinqpy.engines.buckets import grid_bucket_counts, uniform_grid
 from pinqpy.engines.pandas.frames import MaskedFrame, as_float, clip_into, numbers_of, value_of
 from pinqpy.engines.pandas.hashing import (
@@ -39,7 +39,7 @@ from pinqpy.expr.types import series_type
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import PlanNode, PyFunc
-from pinqpy.plan.truncation import TruncatedCount, truncated_count
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = ["PandasExecutor"]
 
@@ -59,11 +59,7 @@ class PandasExecutor(Executor):
             runner.catalog = runner.catalog.merge(self.catalog)
         return runner.visit(plan)  # type: ignore[no-any-return]
 
-    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        if grouping is None:
-            shortcut = truncated_count(plan)
-            if shortcut is not None:
-                return np.array([self._truncated_count(shortcut)], dtype=np.int64)
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         rel = self.relation(plan)
         if grouping is None:
             return np.array([rel.row_count()], dtype=np.int64)
@@ -115,10 +111,9 @@ class PandasExecutor(Executor):
         skip = codes < 0 if nan is None else (codes < 0) | nan
         return vals, np.where(skip, group_count(grouping), codes)
 
-    def clamped_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        rel = self.relation(plan)
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        value, lo, hi = read.clamp
+        rel = self.relation(read.plan)
         exact = integer_sum(rel, grouping, value, lo, hi)
         if exact is not None:
             return exact
@@ -138,17 +133,11 @@ class PandasExecutor(Executor):
         totals = grid_group_sums(grid, vals, lo, hi, codes, k)
         return np.array([grid.total(t) for t in totals]), counts_per_group(codes, k)
 
-    def lattice_sums(
-        self,
-        plan: PlanNode,
-        grouping: Grouping | None,
-        value: Expr | PyFunc,
-        lo: float,
-        hi: float,
-        squares: bool = False,
-    ) -> LatticeSums:
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        value, lo, hi = read.clamp
+        squares = read.kind == "moments"
         lat = Lattice.of(lo, hi)
-        rel = self.relation(plan)
+        rel = self.relation(read.plan)
         if not squares and lat.shift <= 0:
             # Integer values and bounds on a lattice of step 2**shift <= 1: x·2**-shift is an
             # integer, so rounding is the identity and d = (x - lo)·2**-shift exactly; the

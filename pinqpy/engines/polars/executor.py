@@ -34,7 +34,6 @@ from pinqpy.engines.base import (
     canonical_key_counts,
     column_key,
     column_key_rows,
-    prefetched,
 )
 from pinqpy.engines.buckets import uniform_grid
 from pinqpy.engines.polars.expressions import numeric_value, typed
@@ -54,7 +53,7 @@ from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.keys import NO_MATCH, TYPED_KINDS
 from pinqpy.plan.nodes import PlanNode, PyFunc
-from pinqpy.plan.truncation import truncated_count
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = ["PolarsExecutor"]
 
@@ -274,48 +273,30 @@ class PolarsExecutor(Executor):
                 out.append(_lattice(part, k, kind, r.lo, r.hi, r.kind == "moments"))
         return out
 
-    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        hit = prefetched("count", plan, grouping)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        tc = truncated_count(plan) if grouping is None else None
+    def _truncated_count(self, tc: TruncatedCount) -> int:
+        lf = self._plans().visit(tc.child).lf
+        if tc.drop_null:
+            lf = lf.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in tc.columns]))
+        n = pl.len().cast(pl.Int64).alias("__pinq_n")
+        per_key = lf.group_by(list(tc.columns)).agg(n)
+        total = per_key.select(pl.min_horizontal(pl.col("__pinq_n"), int(tc.limit)).sum())
+        return int(collect(total).item() or 0)
+
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         p = self._plans()
-        if tc is not None:
-            # Without choosing rows: the same released distribution (pinqpy.plan.truncation).
-            lf = p.visit(tc.child).lf
-            if tc.drop_null:
-                lf = lf.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in tc.columns]))
-            n = pl.len().cast(pl.Int64).alias("__pinq_n")
-            per_key = lf.group_by(list(tc.columns)).agg(n)
-            total = per_key.select(pl.min_horizontal(pl.col("__pinq_n"), int(tc.limit)).sum())
-            return np.array([int(collect(total).item() or 0)], dtype=np.int64)
         rows = self._grouped(p.visit(plan), grouping, [pl.len()])
         return _counts(rows, 1 if grouping is None else len(grouping.keys))
 
-    def clamped_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        hit = prefetched("sum", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        plan, (value, lo, hi) = read.plan, read.clamp
         p = self._plans()
         rel = p.visit(plan)
         v, kind, rel = self._value(p, rel, value, integral(lo) and integral(hi))
         rows = self._grouped(rel, grouping, sum_aggs(v, kind, lo, hi))
         return _sums(rows, 1 if grouping is None else len(grouping.keys), kind, lo, hi)
 
-    def lattice_sums(
-        self,
-        plan: PlanNode,
-        grouping: Grouping | None,
-        value: Expr | PyFunc,
-        lo: float,
-        hi: float,
-        squares: bool = False,
-    ) -> LatticeSums:
-        hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        plan, (value, lo, hi), squares = read.plan, read.clamp, read.kind == "moments"
         p = self._plans()
         rel = p.visit(plan)
         v, kind, rel = self._value(p, rel, value, integral(lo) and integral(hi))
@@ -425,4 +406,3 @@ def _lattice(
     for gi, a, b, n in rows:
         s1[int(gi)], s2[int(gi)], counts[int(gi)] = lattice_result(kind, lo, hi, squares, a, b, n)
     return s1, s2, counts
-

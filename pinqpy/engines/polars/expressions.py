@@ -60,6 +60,7 @@ from pinqpy.expr.ast import (
     Unary,
 )
 from pinqpy.expr.check import resolve_column
+from pinqpy.expr.kinds import KindRules
 from pinqpy.expr.types import CAST_TYPES, valid_text
 from pinqpy.plan.nodes import PyFunc
 
@@ -170,7 +171,7 @@ def _float_to_int(x: pl.Expr) -> pl.Expr:
     return pl.when(ok).then(x.cast(pl.Int64, strict=False))
 
 
-class PolarsExpr:
+class PolarsExpr(KindRules[V]):
     """Translates expressions over a relation whose columns are ``cols``."""
 
     def __init__(self, cols: Cols) -> None:
@@ -268,15 +269,6 @@ class PolarsExpr:
             return self.cast(v, "DOUBLE").expr
         return null_of("float")
 
-    def numeric(self, v: V) -> V:
-        if v.kind in ("int", "float", "null"):
-            return v
-        if v.kind == "bool":
-            return V(v.expr.cast(pl.Int64), "int")
-        if v.kind == "str":
-            return self.cast(v, "DOUBLE")
-        return self.null("float")
-
     def to_str(self, v: V) -> V:
         if v.kind == "str":
             return v
@@ -304,13 +296,6 @@ class PolarsExpr:
             return self.to_str(v)
         return self.cast(v, {"int": "BIGINT", "bool": "BOOLEAN", "datetime": "TIMESTAMP"}[kind])
 
-    def boolean(self, v: V) -> V:
-        if v.kind == "bool":
-            return v
-        if v.kind == "null":
-            return self.null("bool")
-        return self.cast(v, "BOOLEAN")
-
     def result_kind(self, vs: Sequence[V]) -> str:
         kinds = {v.kind for v in vs if v.kind != "null"}
         if not kinds:
@@ -322,17 +307,11 @@ class PolarsExpr:
         return "str"
 
     # -- arithmetic -----------------------------------------------------------------------
-    def binary(self, e: Binary) -> V:
-        op = e.op
-        if op in ("AND", "OR"):
-            return self.logic(op, self.tr(e.left), self.tr(e.right))
-        a, b = self.tr(e.left), self.tr(e.right)
-        if op in ("=", "<>", "<", "<=", ">", ">="):
-            return self.compare(op, a, b)
-        if op == "||":
-            a, b = self.to_str(a), self.to_str(b)
-            return V(pl.concat_str([a.expr, b.expr]), "str")
-        return self.arith(op, a, b)
+    def bool_to_int(self, v: V) -> V:
+        return V(v.expr.cast(pl.Int64), "int")
+
+    def concat(self, a: V, b: V) -> V:
+        return V(pl.concat_str([a.expr, b.expr]), "str")
 
     def arith(self, op: str, a: V, b: V) -> V:
         a, b = self.numeric(a), self.numeric(b)
@@ -368,13 +347,7 @@ class PolarsExpr:
         r = x.abs() % y.abs()
         return pl.when(y != 0).then(_int(pl.when(x < 0).then(_neg(r)).otherwise(r)))
 
-    def unary(self, e: Unary) -> V:
-        v = self.tr(e.operand)
-        if e.op == "NOT":
-            return self.logic_not(v)
-        if v.kind == "null":
-            return self.null("float")
-        v = self.numeric(v)
+    def negate(self, v: V) -> V:
         if v.kind == "int":
             return V(_int(_neg(_wide(v.expr))), "int")
         return V(-v.expr, v.kind)
@@ -426,14 +399,8 @@ class PolarsExpr:
                 v = self.logic("OR", v, p)
         return self.logic_not(v) if e.negated else v
 
-    def like(self, e: Like) -> V:
-        if not isinstance(e.pattern, Literal):
-            raise PinqError("the LIKE pattern must be a constant string")
-        if e.pattern.value is None:
-            return self.null("bool")
-        x = self.to_str(self.tr(e.operand))
-        v = V(_like(x.expr, valid_text(str(e.pattern.value))), "bool")
-        return self.logic_not(v) if e.negated else v
+    def like_match(self, x: V, pattern: str) -> V:
+        return V(_like(x.expr, pattern), "bool")
 
     # -- CASE and functions ---------------------------------------------------------------
     def case(self, e: Case) -> V:

@@ -55,7 +55,6 @@ from pinqpy.engines.base import (
     Read,
     canonical_key_counts,
     canonical_light_keys,
-    prefetched,
 )
 from pinqpy.engines.buckets import bucket_query, uniform_grid
 from pinqpy.engines.spark.call import Call
@@ -84,7 +83,7 @@ from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import PlanNode, PyFunc
-from pinqpy.plan.truncation import truncated_count
+from pinqpy.plan.truncation import TruncatedCount
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -164,44 +163,24 @@ class SparkExecutor(Executor):
             if not sure:
                 call.sql(p.query(f"SELECT {vsql} AS __pinq_v FROM {src}", rel))
 
-    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        hit = prefetched("count", plan, grouping)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        tc = truncated_count(plan) if grouping is None else None
-        if tc is not None:
-            # Without choosing rows: the same released distribution (see
-            # pinqpy.plan.truncation and CtePlanSql.truncated_count).
-            with self._call("counting rows") as (call, p):
-                n = call.collect(p.truncated_count(tc))[0][0]
-            return np.array([int(n)], dtype=np.int64)
+    def _truncated_count(self, tc: TruncatedCount) -> int:
+        with self._call("counting rows") as (call, p):
+            return int(call.collect(p.truncated_count(tc))[0][0])
+
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         counts: np.ndarray = self._aggregates("counting rows", plan, grouping, [("count",)])[0]
         return counts
 
-    def clamped_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        hit = prefetched("sum", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        plan, (value, lo, hi) = read.plan, read.clamp
         request = ("clamped_sum", value, lo, hi)
         out: tuple[np.ndarray, np.ndarray] = self._aggregates(
             "summing values", plan, grouping, [request]
         )[0]
         return out
 
-    def lattice_sums(
-        self,
-        plan: PlanNode,
-        grouping: Grouping | None,
-        value: Expr | PyFunc,
-        lo: float,
-        hi: float,
-        squares: bool = False,
-    ) -> LatticeSums:
-        hit = prefetched("moments" if squares else "mean", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        plan, (value, lo, hi), squares = read.plan, read.clamp, read.kind == "moments"
         request = ("lattice2" if squares else "lattice", value, lo, hi)
         out: LatticeSums = self._aggregates("summing values", plan, grouping, [request])[0]
         return out

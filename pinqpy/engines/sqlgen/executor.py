@@ -43,7 +43,6 @@ from pinqpy.engines.base import (
     LatticeSums,
     Read,
     canonical_key_counts,
-    prefetched,
 )
 from pinqpy.engines.sqlgen.dialect import Dialect
 from pinqpy.engines.sqlgen.expressions import numeric_value, typed
@@ -54,7 +53,7 @@ from pinqpy.expr.ast import Column, Expr
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.grouping import Grouping
 from pinqpy.plan.nodes import PlanNode, PyFunc
-from pinqpy.plan.truncation import truncated_count
+from pinqpy.plan.truncation import TruncatedCount
 
 __all__ = ["Rel", "RelSql", "SqlExecutor"]
 
@@ -258,9 +257,7 @@ class SqlExecutor(Executor):
                 i = next((j for j, v in enumerate(values) if v is r.value), 0)
                 aggs.append(self._agg(r, i, kinds[i] if kinds else "null"))
             items = ", ".join(item for a in aggs for item in a.items)
-            rows = self._grouped(
-                p, base, lambda g: f"SELECT {g.head}, {items} FROM {g.src}{g.by}"
-            )
+            rows = self._grouped(p, base, lambda g: f"SELECT {g.head}, {items} FROM {g.src}{g.by}")
         else:
             aggs = [self._agg(r, 0, "null") for r in reads]
         return _decode(aggs, rows, k)
@@ -299,44 +296,19 @@ class SqlExecutor(Executor):
     ) -> list[Any]:
         return self._aggregates(plan, grouping, reads)
 
-    def count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
-        hit = prefetched("count", plan, grouping)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        tc = truncated_count(plan) if grouping is None else None
-        if tc is not None:
-            # Without choosing rows: the same released distribution (pinqpy.plan.truncation).
-            n = self.fetch(self.translation().truncated_count(tc))[0][0]
-            return np.array([int(n)], dtype=np.int64)
+    def _truncated_count(self, tc: TruncatedCount) -> int:
+        return int(self.fetch(self.translation().truncated_count(tc))[0][0])
+
+    def _count(self, plan: PlanNode, grouping: Grouping | None) -> np.ndarray:
         out: np.ndarray = self._aggregates(plan, grouping, [Read(self, plan, "count")])[0]
         return out
 
-    def clamped_sum(
-        self, plan: PlanNode, grouping: Grouping | None, value: Expr | PyFunc, lo: float, hi: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        hit = prefetched("sum", plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        read = Read(self, plan, "sum", value, lo, hi)
-        out: tuple[np.ndarray, np.ndarray] = self._aggregates(plan, grouping, [read])[0]
+    def _clamped_sum(self, read: Read, grouping: Grouping | None) -> tuple[np.ndarray, np.ndarray]:
+        out: tuple[np.ndarray, np.ndarray] = self._aggregates(read.plan, grouping, [read])[0]
         return out
 
-    def lattice_sums(
-        self,
-        plan: PlanNode,
-        grouping: Grouping | None,
-        value: Expr | PyFunc,
-        lo: float,
-        hi: float,
-        squares: bool = False,
-    ) -> LatticeSums:
-        kind = "moments" if squares else "mean"
-        hit = prefetched(kind, plan, grouping, value, lo, hi)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        out: LatticeSums = self._aggregates(
-            plan, grouping, [Read(self, plan, kind, value, lo, hi)]
-        )[0]
+    def _lattice_sums(self, read: Read, grouping: Grouping | None) -> LatticeSums:
+        out: LatticeSums = self._aggregates(read.plan, grouping, [read])[0]
         return out
 
     def buckets(
@@ -442,9 +414,7 @@ class SqlExecutor(Executor):
         p = self.translation()
         rel = p.normalized(p.visit(plan))
         rows = self.fetch(p.query(f"SELECT * FROM {rel.name}", rel))
-        data = {
-            c.name: _column(c.kind, [r[i] for r in rows]) for i, c in enumerate(rel.cols)
-        }
+        data = {c.name: _column(c.kind, [r[i] for r in rows]) for i, c in enumerate(rel.cols)}
         return pd.DataFrame(data, columns=[c.name for c in rel.cols])
 
 

@@ -45,7 +45,8 @@ from pinqpy.expr.ast import (
     Unary,
 )
 from pinqpy.expr.check import resolve_column
-from pinqpy.expr.types import CAST_TYPES, valid_text
+from pinqpy.expr.kinds import KindRules
+from pinqpy.expr.types import CAST_TYPES
 from pinqpy.plan.nodes import PyFunc
 
 # NUMERIC, Lets and S are imported from here by the DuckDB executor.
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 
-class ExprSql:
+class ExprSql(KindRules[S]):
     """Translates one expression over a relation with known column kinds.
 
     ``nan``: stored float columns whose NaN reads as NULL (an engine that normalizes its
@@ -185,15 +186,6 @@ class ExprSql:
             return self.cast(v, "DOUBLE").sql
         return self.d.null("float")
 
-    def numeric(self, v: S) -> S:
-        if v.kind in ("int", "float", "null"):
-            return v
-        if v.kind == "bool":
-            return S(self.d.to_bigint(v.sql, "bool"), "int")
-        if v.kind == "str":
-            return self.cast(v, "DOUBLE")
-        return self.null("float")
-
     def to_str(self, v: S) -> S:
         if v.kind == "str":
             return v
@@ -222,13 +214,6 @@ class ExprSql:
             return self.null("null")
         return self.cast(v, {"int": "BIGINT", "bool": "BOOLEAN", "datetime": "TIMESTAMP"}[kind])
 
-    def boolean(self, v: S) -> S:
-        if v.kind == "bool":
-            return v
-        if v.kind == "null":
-            return self.null("bool")
-        return self.cast(v, "BOOLEAN")
-
     def result_kind(self, vs: Sequence[S]) -> str:
         kinds = {v.kind for v in vs if v.kind != "null"}
         if not kinds:
@@ -244,17 +229,11 @@ class ExprSql:
         return "str"
 
     # -- arithmetic -----------------------------------------------------------------------
-    def binary(self, e: Binary) -> S:
-        op = e.op
-        if op in ("AND", "OR"):
-            return self.logic(op, self.tr(e.left), self.tr(e.right))
-        a, b = self.tr(e.left), self.tr(e.right)
-        if op in ("=", "<>", "<", "<=", ">", ">="):
-            return self.compare(op, a, b)
-        if op == "||":
-            a, b = self.to_str(a), self.to_str(b)
-            return S(self.d.concat2(a.sql, b.sql), "str")
-        return self.arith(op, a, b)
+    def bool_to_int(self, v: S) -> S:
+        return S(self.d.to_bigint(v.sql, "bool"), "int")
+
+    def concat(self, a: S, b: S) -> S:
+        return S(self.d.concat2(a.sql, b.sql), "str")
 
     def arith(self, op: str, a: S, b: S) -> S:
         a, b = self.numeric(a), self.numeric(b)
@@ -273,13 +252,7 @@ class ExprSql:
             x, y = self.bind(S(x, "float")).sql, self.bind(S(y, "float")).sql
         return self.finite(self.d.float_op(op, x, y))
 
-    def unary(self, e: Unary) -> S:
-        v = self.tr(e.operand)
-        if e.op == "NOT":
-            return self.logic_not(v)
-        if v.kind == "null":
-            return self.null("float")
-        v = self.numeric(v)
+    def negate(self, v: S) -> S:
         if v.kind == "int":
             return S(self.d.int_neg(v.sql), "int")
         return S(f"(-({v.sql}))", v.kind)
@@ -326,14 +299,8 @@ class ExprSql:
         v = S("(" + " OR ".join(parts) + ")", "bool")
         return self.logic_not(v) if e.negated else v
 
-    def like(self, e: Like) -> S:
-        if not isinstance(e.pattern, Literal):
-            raise PinqError("the LIKE pattern must be a constant string")
-        if e.pattern.value is None:
-            return self.null("bool")
-        x = self.to_str(self.tr(e.operand))
-        v = self.d.like(self, x, valid_text(str(e.pattern.value)))
-        return self.logic_not(v) if e.negated else v
+    def like_match(self, x: S, pattern: str) -> S:
+        return self.d.like(self, x, pattern)
 
     # -- CASE and functions ---------------------------------------------------------------
     def case(self, e: Case) -> S:
