@@ -17,6 +17,7 @@ from pinqpy.engines.postgres.connection import link_for
 from pinqpy.engines.registry import executor_for
 from pinqpy.engines.sqlgen import groups
 from pinqpy.expr.parser import parse_expression
+from pinqpy.plan.grouping import Grouping
 
 psycopg = pytest.importorskip("psycopg")
 _names = itertools.count()
@@ -225,6 +226,47 @@ def test_computed_values_in_groups_of_listed_keys_agree(postgres_url, monkeypatc
             parts = got.partition("g", keys=[0, 1, 2, 3, 9])
             assert parts.sum(value, bounds=(-2, 2), epsilon=1).tolist() == expected
     assert expected[-1] == 0 and any(v != 0 for v in expected)
+
+
+def test_integer_buckets_on_integer_grids_agree_with_pandas(postgres_url, monkeypatch):
+    """Buckets of integers on a uniform grid of integers (one integer expression per row):
+    values on a point, between points, outside the grid and NULL, near 2**53 too, in one
+    group and in listed groups both ways of grouping, as pandas' binary search finds them;
+    a float value or a grid of non-integers takes the other path, with the same answer."""
+    rng = np.random.default_rng(11)
+    n = 500
+    df = pd.DataFrame(
+        {
+            "g": rng.integers(0, 3, n),
+            "x": pd.array(rng.integers(-30, 240, n), dtype="Int64"),
+            "big": pd.array(2**53 - rng.integers(0, 40, n), dtype="Int64"),
+            "f": rng.integers(-30, 240, n).astype(float),
+        }
+    )
+    df.loc[::17, "x"] = pd.NA
+    budget = pq.Budget(epsilon=10**6)
+    want = pq.PrivateFrame(df, budget)
+    got = _loaded(postgres_url, df)
+    grids = [
+        ("x", np.arange(0.0, 201.0, 20.0)),
+        ("x", np.arange(-25.0, 26.0, 5.0)),
+        ("x", np.arange(0.0, 200.0, 2.5)),
+        ("f", np.arange(0.0, 201.0, 20.0)),
+        ("big", np.arange(2.0**53 - 30, 2.0**53 + 1, 2.0)),
+    ]
+    pandas_ex = executor_for(want._rel.plan, want._rel.catalog)
+    pg_ex = executor_for(got._rel.plan, got._rel.catalog)
+    for (col, cands), grouping in itertools.product(
+        grids, (None, Grouping(("g",), (0, 2, 9)))
+    ):
+        value = parse_expression(col)
+        expected = pandas_ex.buckets(want._rel.plan, grouping, value, cands)
+        for inline in (10**6, 1):  # matched in Python, then joined in SQL
+            monkeypatch.setattr(groups, "INLINE_GROUPS", inline)
+            eq, between = pg_ex.buckets(got._rel.plan, grouping, value, cands)
+            np.testing.assert_array_equal(eq, expected[0])
+            np.testing.assert_array_equal(between, expected[1])
+        assert expected[0].sum() + expected[1].sum() > 0
 
 
 def test_every_aggregate_is_one_statement_and_one_round_trip(postgres_url, table):

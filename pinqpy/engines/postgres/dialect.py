@@ -204,6 +204,9 @@ class PostgresDialect(Dialect):
             return f"(CASE WHEN {exact} BETWEEN {lo} AND {hi} THEN {a} * {b} END)"
         return f"(CASE WHEN {b} <> 0 THEN {a} % {b} END)"
 
+    def int_quotient(self, a: str, b: str) -> str:
+        return f"({a} / {b})"  # BIGINT division truncates: downwards for a >= 0
+
     def int_neg(self, a: str) -> str:
         return f"(CASE WHEN {a} <> {self.int_lit(I64_MIN)} THEN -{a} END)"
 

@@ -160,6 +160,10 @@ class Dialect:
         """``a op b`` of BIGINTs (op in + - * %), NULL on overflow and on % 0."""
         raise NotImplementedError
 
+    def int_quotient(self, a: str, b: str) -> str:
+        """``a / b`` of BIGINTs ``a >= 0`` and ``b > 0``, rounded down (never overflows)."""
+        raise NotImplementedError
+
     def int_neg(self, a: str) -> str:
         """``-a`` of a BIGINT, NULL on overflow."""
         raise NotImplementedError

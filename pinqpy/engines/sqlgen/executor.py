@@ -17,7 +17,10 @@ An engine subclasses :class:`RelSql` (reading its sources) and :class:`SqlExecut
   :meth:`exact_sum` (PostgreSQL: ``SUM`` of ``BIGINT`` is ``NUMERIC``), so nothing rounds.
   A NULL is clamped to ``lo`` like any value; a sum takes its terms back out by the count
   of NULLs, and a lattice index of ``lo`` is 0.
-* **Quantile buckets** are found by ``width_bucket`` over the sorted distinct candidates
+* **Quantile buckets** of integers on a uniform grid of integers are one integer
+  expression per row (``2·(d / step)``, plus one where ``d % step <> 0``, for the clamped
+  value's offset ``d`` from the grid's start): exact, and a ``GROUP BY`` of one small
+  integer. Other buckets are found by ``width_bucket`` over the sorted distinct candidates
   (the number of candidates at or below the clamped value, by binary search), and whether
   the value equals that candidate.
 * **Key counts** are a ``GROUP BY`` of the key columns, canonicalised in Python
@@ -44,6 +47,7 @@ from pinqpy.engines.base import (
     Read,
     canonical_key_counts,
 )
+from pinqpy.engines.buckets import Grid, uniform_grid
 from pinqpy.engines.sqlgen.dialect import Dialect
 from pinqpy.engines.sqlgen.expressions import numeric_value, typed
 from pinqpy.engines.sqlgen.groups import Groups, group_by, key_columns, key_rows
@@ -90,6 +94,26 @@ class RelSql(CtePlanSql[Rel]):
 # -- exact sums -----------------------------------------------------------------------------
 def _integral(x: float) -> bool:
     return float(x).is_integer() and abs(x) <= 2**53
+
+
+def _int_grid_query(d: Dialect, g: Groups, grid: Grid) -> str:
+    """Each group's count per bucket of the BIGINT ``__pinq_v0`` on a uniform grid of
+    integers: ``2j`` for a value equal to point ``j``, ``2j + 1`` for one strictly between
+    points ``j`` and ``j + 1`` (values clamped into the grid first), the buckets the binary
+    search finds. Integer arithmetic is exact: the points are integers of magnitude at most
+    ``2**53``, so the offset ``d = c - start`` is in ``[0, 2**54]`` and ``2j + 1`` below
+    ``2**56``, far inside BIGINT; and ``d >= 0``, so its quotient rounds down."""
+    start, step, stop = (d.int_lit(int(x)) for x in (grid.start, grid.step, grid.stop))
+    off = f"LEAST(GREATEST(__pinq_v0, {start}), {stop}) - {start}"
+    inner = f"SELECT {g.head}, {off} AS __pinq_d FROM {g.src} WHERE __pinq_v0 IS NOT NULL"
+    bucket = (
+        f"2 * {d.int_quotient('__pinq_d', step)} "
+        f"+ CASE WHEN __pinq_d % {step} = 0 THEN 0 ELSE 1 END"
+    )
+    return (
+        f"SELECT {g.head}, {bucket} AS __pinq_b, COUNT(*) FROM ({inner}) AS w"
+        f"{g.group('__pinq_b')}"
+    )
 
 
 def _clamped(d: Dialect, v: str, lo: float, hi: float, ints: bool) -> str:
@@ -328,8 +352,14 @@ class SqlExecutor(Executor):
         firsts = [j for j in range(m) if j == 0 or cand[j] != cand[j - 1]]
         d = self.dialect
         p = self.translation()
-        base = self._base(p, p.visit(plan), grouping, [value], numeric=True)
+        grid = uniform_grid(cand)
+        ints = grid is not None and all(_integral(x) for x in (grid.start, grid.step, grid.stop))
+        base = self._base(p, p.visit(plan), grouping, [value], numeric=True, ints=ints)
         if base is None:
+            return flat[:, 0::2], flat[:, 1::2]
+        if grid is not None and ints and base.kinds[0] == "int":
+            for gi, b, n in self._grouped(p, base, lambda g: _int_grid_query(d, g, grid)):
+                flat[int(gi), int(b)] += int(n)
             return flat[:, 0::2], flat[:, 1::2]
         arr = f"ARRAY[{', '.join(d.float_lit(float(cand[j])) for j in firsts)}]"
         c = (
