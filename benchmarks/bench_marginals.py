@@ -1,7 +1,7 @@
 """Accuracy and time of marginals, against OpenDP's contingency_table on the same marginals.
 
     python benchmarks/bench_marginals.py [--reps 10] [--lfs PATH] [--opendp PYTHON]
-        [--smartnoise PYTHON] [--only adult|lfs|synth]
+        [--smartnoise PYTHON] [--only adult|lfs|synth] [--cache DIR | --no-cache]
 
 For each table (Adult, ``tests/data/adult.csv``: sex, race, income, workclass, age cut at
 25/35/45/55/65; the Eurostat LFS sample, ``--lfs``: SEX, AGE cut at 20/40/60, HWUSUAL cut at
@@ -20,8 +20,11 @@ estimate exactly the same cells, with the same noise per cell (discrete Gaussian
 tables come from pinqpy with the noise off and are checked against a count of the codes.
 
 OpenDP runs in its own interpreter (``--opendp``: a virtualenv with ``opendp[mbi,polars]``;
-it is not a pinqpy dependency) through ``benchmarks/opendp_marginals.py``. The synthesize
-comparison (Adult; ``--only synth`` runs it alone) adds SmartNoise's MST through
+it is not a pinqpy dependency) through ``benchmarks/opendp_marginals.py``. Each OpenDP
+repetition is kept in ``--cache`` (``benchmarks/.opendp_cache``), keyed by the data, the tables,
+the budget, the repetition's number and the interpreter, so a rerun fits only the repetitions
+it has not seen (OpenDP's noise is unseeded, so repetition ``i`` is just the ``i``-th draw).
+The synthesize comparison (Adult; ``--only synth`` runs it alone) adds SmartNoise's MST through
 ``benchmarks/smartnoise_synth.py`` when ``--smartnoise`` names an interpreter that has it.
 Keys of the categorical columns are the values found in the file: a benchmark's public
 domain, never something pinqpy reads off private data.
@@ -30,6 +33,7 @@ domain, never something pinqpy reads off private data.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -60,6 +64,8 @@ LFS = {
     "cuts": {"AGE": [20, 40, 60], "HWUSUAL": [1, 20, 40]},
 }
 SETTINGS = ({"rho": 0.1}, {"epsilon": 1.0})
+#: OpenDP's results, one JSON file per (data, tables, budget, repetition, interpreter).
+CACHE = HERE / ".opendp_cache"
 
 
 def domain(df: pd.DataFrame, spec: dict) -> tuple[dict, dict]:
@@ -142,7 +148,45 @@ def run_pinqpy(df: pd.DataFrame, keys: dict, cuts: dict, setting: dict, reps: in
     return out
 
 
-def run_opendp(python: str, coded: pd.DataFrame, sizes: dict, exact: dict, reps: int) -> dict:
+def _opendp_key(python: str, coded: pd.DataFrame, exact: dict, setting: dict, rep: int) -> str:
+    """One OpenDP repetition's cache key: the data (a digest of the codes), the measured and
+    estimated tables, the budget, the repetition and the interpreter (its OpenDP)."""
+    digest = hashlib.sha256(pd.util.hash_pandas_object(coded, index=False).to_numpy().tobytes())
+    key = json.dumps({
+        "data": digest.hexdigest(), "columns": list(coded.columns),
+        "tables": [list(t) for t in exact], "setting": setting, "rep": rep, "python": python,
+    }, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def run_opendp(python: str, coded: pd.DataFrame, sizes: dict, exact: dict, reps: int,
+               cache: Path | None = None) -> dict:
+    """OpenDP's repetitions per setting; with ``cache`` (a folder), each repetition is read
+    from ``cache/<key>.json`` when it was run before, and only the missing ones are run."""
+    keys = [[_opendp_key(python, coded, exact, s, r) for r in range(reps)] for s in SETTINGS]
+    found = [[_read_cached(cache, k) for k in ks] for ks in keys]
+    missing = [sum(r is None for r in f) for f in found]
+    if any(missing):
+        fresh = _call_opendp(python, coded, sizes, exact, missing)
+        for f, ks, new in zip(found, keys, fresh["settings"], strict=True):
+            todo = iter(new["reps"])
+            for i, rep in enumerate(f):
+                if rep is None:
+                    f[i] = next(todo)
+                    if cache is not None:
+                        cache.mkdir(parents=True, exist_ok=True)
+                        Path(cache, f"{ks[i]}.json").write_text(json.dumps(f[i]))
+    return {"settings": [{"setting": s, "reps": f} for s, f in zip(SETTINGS, found, strict=True)]}
+
+
+def _read_cached(cache: Path | None, key: str) -> dict | None:
+    path = Path(cache, f"{key}.json") if cache is not None else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else None
+
+
+def _call_opendp(python: str, coded: pd.DataFrame, sizes: dict, exact: dict,
+                 reps: list[int]) -> dict:
+    """Runs opendp_marginals.py for ``reps[i]`` repetitions of ``SETTINGS[i]``."""
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp, "codes.csv")
         coded.to_csv(csv, index=False)
@@ -215,7 +259,8 @@ def report(name: str, setting: dict, ours: list[dict], theirs: list[dict] | None
               f"{_ms([r['project_wall'] for r in theirs])}")
 
 
-def bench(df: pd.DataFrame, spec: dict, reps: int, opendp: str | None) -> None:
+def bench(df: pd.DataFrame, spec: dict, reps: int, opendp: str | None,
+          cache: Path | None = None) -> None:
     df = df[spec["columns"]]
     keys, cuts = domain(df, spec)
     cols = spec["columns"]
@@ -224,7 +269,7 @@ def bench(df: pd.DataFrame, spec: dict, reps: int, opendp: str | None) -> None:
     sizes = {c: len(keys.get(c) or cuts[c]) + (1 if c in cuts else 0) for c in cols}
     coded = codes(df, spec, keys)
     check_codes(coded, sizes, exact)
-    theirs = run_opendp(opendp, coded, sizes, exact, reps) if opendp else None
+    theirs = run_opendp(opendp, coded, sizes, exact, reps, cache) if opendp else None
     for i, setting in enumerate(SETTINGS):
         ours = run_pinqpy(df, keys, cuts, setting, reps, exact)
         report(spec["name"], setting, ours, theirs["settings"][i]["reps"] if theirs else None)
@@ -328,15 +373,19 @@ def main() -> None:
     parser.add_argument("--opendp", default=None, help="a Python interpreter with OpenDP")
     parser.add_argument("--only", choices=["adult", "lfs", "synth"], default=None)
     parser.add_argument("--smartnoise", default=None, help="a Python with smartnoise-synth")
+    parser.add_argument("--cache", default=str(CACHE),
+                        help="folder of OpenDP's results, one file per repetition")
+    parser.add_argument("--no-cache", action="store_true", help="refit OpenDP every time")
     args = parser.parse_args()
+    cache = None if args.no_cache else Path(args.cache)
     if args.only in (None, "synth"):
         synth_bench(pd.read_csv(ADULT["path"]), ADULT, args.reps, args.smartnoise)
     if args.only == "synth":
         return
     if args.only in (None, "adult"):
-        bench(pd.read_csv(ADULT["path"]), ADULT, args.reps, args.opendp)
+        bench(pd.read_csv(ADULT["path"]), ADULT, args.reps, args.opendp, cache)
     if args.lfs and args.only in (None, "lfs"):
-        bench(pd.read_csv(args.lfs, usecols=LFS["columns"]), LFS, args.reps, args.opendp)
+        bench(pd.read_csv(args.lfs, usecols=LFS["columns"]), LFS, args.reps, args.opendp, cache)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ pass that interpreter to ``bench_marginals.py --opendp``. The spec (written by
 bench_marginals.py) names a CSV of cell codes (``0..k-1`` per column, empty for NULL: OpenDP
 always adds a NULL cell last to every column, so pinqpy's side declares one too and both
 estimate the same cells), the measured cliques, the tables to estimate with their true
-counts (C order, NULL cell last), the privacy settings and the repetitions. For each setting
+counts (C order, NULL cell last), the privacy settings and the repetitions (one count for
+all settings, or one per setting). For each setting
 and repetition this measures the cliques with OpenDP's ``contingency_table`` and
 ``dp.mbi.Fixed`` at the whole budget, and prints one JSON object: per repetition the L1
 error of every estimated table and of every raw noisy marginal, and the times (wall and CPU)
@@ -76,9 +77,12 @@ def main(path: str) -> None:
         [pl.col(c).cast(pl.Int64) for c in spec["columns"]]
     ).lazy()
     out: dict[str, Any] = {"import_s": import_time, "settings": []}
-    for setting in spec["settings"]:
+    counts = spec["reps"]
+    if not isinstance(counts, list):
+        counts = [counts] * len(spec["settings"])
+    for setting, count in zip(spec["settings"], counts, strict=True):
         reps = []
-        for _ in range(spec["reps"]):
+        for _ in range(count):
             table, wall, cpu = _timed(lambda s=setting: _release(dp, data, spec, s))
             (est, raw), pwall, pcpu = _timed(lambda t=table: _errors(t, spec))
             reps.append({
