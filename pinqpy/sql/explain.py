@@ -152,6 +152,20 @@ def explain(
     neighbours = changed_row_note(rel.frame, table_names)
     if neighbours is not None:
         lines += ["", neighbours]
+    lines += _measurement_lines(rel, n)
+    if rel.notes:
+        lines += ["", "Differences from BigQuery:"]
+        lines += [f"  {note}" for note in rel.notes]
+    lines.append("")
+    charges = _charge_lines(rel, budget_names, lines)
+    out = Explanation("\n".join(lines))
+    out.charges = charges
+    return out
+
+
+def _measurement_lines(rel: CompiledRelease, n: float | None) -> list[str]:
+    """The noisy measurements, one line each, with the epsilon split between them."""
+    lines: list[str] = []
     sel_index = rel.selection_index
     extra = 1 if rel.key_selection is not None and sel_index is None else 0
     # A public row count is no noisy measurement: it takes no share of epsilon.
@@ -193,13 +207,17 @@ def explain(
             f"  {'(GROUP BY key selection)':<28} epsilon {Exact.of(sel.epsilon)!s:<10} "
             f"{sel.describe()}, delta {float(sel.delta):.3g}"
         )
-    if rel.notes:
-        lines += ["", "Differences from BigQuery:"]
-        lines += [f"  {note}" for note in rel.notes]
+    return lines
+
+
+def _charge_lines(
+    rel: CompiledRelease, budget_names: dict[object, str] | None, lines: list[str]
+) -> dict[str, object]:
+    """Append the total charge to each budget the release draws on; return them by name."""
+    sel_index = rel.selection_index
     measured = [m for i, m in enumerate(rel.measurements) if i != sel_index]
     total = CompositeCharge([meas.prepared.mechanism.charge for meas in measured])
     grouped = rel.target_lineage is not None
-    lines.append("")
     charges: dict[str, object] = {}
     for budget, k in rel.frame.stabilities().items():
         base = total.at(Fraction(1))
@@ -209,9 +227,7 @@ def explain(
         name = (budget_names or {}).get(budget) or budget.name or "budget"
         charges[name] = cost
         lines.append(f"Total charge to {name} (stability {Exact.of(Fraction(k))}): {cost!r}")
-    out = Explanation("\n".join(lines))
-    out.charges = charges
-    return out
+    return charges
 
 
 def _cost_text(cost: Cost) -> str:
