@@ -6,13 +6,15 @@ from the values) with bounds that are integers a double holds exactly (``|lo|, |
 2**53``) is clamped and summed in BIGINT, with no double in between (it costs about what
 Spark's own ``SUM(LEAST(GREATEST(x, lo), hi))`` costs):
 
-* A clamped sum is ``try_sum(c)``, ``c = least(greatest(x, lo), hi)``: each ``c`` is exact
-  and ``|c| <= max(|lo|, |hi|)``, the SUM's sensitivity. ``try_sum`` returns NULL as soon as a
-  running sum leaves the int64 range, whatever the ANSI setting (it never wraps, never
+* A clamped sum is ``lo·n + try_sum(u)``, ``u = c - lo`` for ``c = least(greatest(x, lo),
+  hi)`` (just ``c`` when ``lo = 0``), ``n`` the count of non-NULL values: each ``u`` is exact
+  (``0 <= u <= hi - lo <= 2**54``, no overflow), a NULL's ``u`` is 0, and the clamped value
+  ``c`` has ``|c| <= max(|lo|, |hi|)``, the SUM's sensitivity. ``try_sum`` returns NULL as soon
+  as a running sum leaves the int64 range, whatever the ANSI setting (it never wraps, never
   raises), and a NULL stays NULL; so a non-NULL result is the exact sum. The units are never
   NULL, so a NULL sum where the count is positive means an overflow: the whole query then
   runs again with every value on its grid (below), which cannot overflow. (No overflow is
-  possible below ``2**63 / max(|lo|, |hi|)`` rows; only then does a second job run, and the
+  possible below ``2**63 / (hi - lo)`` rows; only then does a second job run, and the
   answer is exact either way.) The exact total is converted to a double once. For
   ``|lo|, |hi| < 2**41`` every integer lies on the SUM's grid (``q <= 1``), so this is the
   grid's total exactly; beyond, it is the exact sum the DuckDB, Polars and pandas engines
@@ -32,7 +34,7 @@ expression of the value: no CASE, no second clamp.
 
 A NULL value is clamped to ``lo`` (Spark's greatest and least skip NULLs), whose lattice
 unit (and ``u``) is 0, so it adds nothing and only the count (``COUNT(v)``, the non-NULL
-values) leaves it out; its SUM unit ``k(lo)`` (or ``lo``) is taken back out in Python,
+values) leaves it out; its SUM unit ``k(lo)`` is taken back out in Python,
 ``(COUNT(*) - COUNT(v))·k(lo)``.
 """
 
@@ -59,7 +61,7 @@ _SUM_SPLIT = 20
 _SQUARE_SPLIT = 21  # d² < 2**43 is summed as d² >> 21 (< 2**22) and d² & (2**21 - 1)
 # The aggregates of each request, on the grid and on integers.
 _WIDTH = {"count": 1, "clamped_sum": 4, "lattice": 2, "lattice2": 4}
-_INT_WIDTH = {"clamped_sum": 3, "lattice": 2, "lattice2": 4}
+_INT_WIDTH = {"clamped_sum": 2, "lattice": 2, "lattice2": 4}
 
 
 def request_values(requests: Sequence[tuple[Any, ...]]) -> list[Expr | PyFunc]:
@@ -112,9 +114,9 @@ def _int_sql(r: tuple[Any, ...], v: str, unit: str) -> tuple[str, list[str]]:
     """:func:`_request_sql` of a request summed in integers (see the module's docstring)."""
     lo, hi = int(float(r[2])), int(float(r[3]))
     clamped = f"least(greatest({v}, {SPARK.int_lit(lo)}), {SPARK.int_lit(hi)})"
+    u = f"{clamped} - {SPARK.int_lit(lo)} AS {unit}" if lo else f"{clamped} AS {unit}"
     if r[0] == "clamped_sum":
-        return f"{clamped} AS {unit}", [f"try_sum({unit})", f"COUNT({v})", "COUNT(*)"]
-    u = f"{clamped} - {SPARK.int_lit(lo)} AS {unit}"
+        return u, [f"try_sum({unit})", f"COUNT({v})"]
     if r[0] == "lattice":
         return u, [f"sum({unit})", f"COUNT({v})"]
     return u, [f"sum({unit})", *_square_sums(unit), f"COUNT({v})"]
@@ -178,7 +180,7 @@ def request_results(
             if r[0] == "count":
                 counts[j][gi] = int(got[0])
                 continue
-            n = got[-2] if r[0] == "clamped_sum" else got[-1]
+            n = got[-2] if r[0] == "clamped_sum" and not ints[j] else got[-1]
             if not n:  # no value in this group: nothing to add (a single group's sum is NULL)
                 continue
             counts[j][gi] = int(n)
@@ -216,9 +218,8 @@ def _grid_total(r: tuple[Any, ...], got: Sequence[Any], n: int) -> float:
 
 
 def _int_total(r: tuple[Any, ...], got: Sequence[Any], n: int) -> float | None:
-    """A clamped sum from its exact integer sum, less its NULLs' ``lo``; None on overflow
+    """A clamped sum ``lo·n + Σu`` from the exact integer sum of ``u``; None on overflow
     (``try_sum`` gave NULL although a value was summed)."""
     if got[0] is None:
         return None
-    nulls = int(got[2]) - int(n)  # each summed as lo: taken back out
-    return float(int(got[0]) - nulls * int(float(r[2])))
+    return float(int(float(r[2])) * int(n) + int(got[0]))
