@@ -8,6 +8,7 @@ every value of every row in one job.
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import subprocess
@@ -987,6 +988,124 @@ def test_nulls_clamped_to_lo_add_nothing_to_the_exact_sums(ex: SparkExecutor) ->
         want_sums, want_counts = pandas_ex.clamped_sum(f._plan, grouping, x, lo, hi)
         assert list(sums) == list(want_sums) and list(counts) == list(want_counts)
     assert counts[0] == 6  # (the last, ungrouped, call)
+
+
+def _on_grid(ex: SparkExecutor, f: pq.PrivateFrame, grouping: Grouping | None, r: tuple) -> Any:
+    """Request ``r`` (a sums.py request) with every value on its grid: the path integer
+    values took before they were summed in integers."""
+    got = _at(ex, f)._aggregated("t", f._plan, grouping, [r], [r[1]], False)
+    assert got is not None
+    return got[0]
+
+
+def _int_frame() -> pq.PrivateFrame:
+    # Groups with values, with NULLs among values, with NULLs only, and with no rows (3).
+    values = [None, 7, -3, 2**40, None, 55, -(2**40), 101, -6, 0, None, None, 12, 99, 100]
+    g = [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 4, 4, 0, 1, 2]
+    df = pd.DataFrame({"g": g, "x": pd.array(values, dtype="Int64")})
+    return _frame(df, keys={"g": [0, 1, 2, 3, 4]})
+
+
+@pytest.mark.parametrize(
+    "lo, hi",
+    [
+        (0, 100),
+        (-5, 3),
+        (10, 10),
+        (-(2**20), 2**20 - 1),  # the widest lattice of step 1 (shift 0)
+        (-(2**40), 2**41 - 1),  # the widest SUM grid holding every integer
+        (-(2.0**62), 2.0**62),  # not integers a double holds exactly: on the grid
+        (0.5, 99.5),  # not integers: on the grid
+    ],
+)
+def test_integer_sums_are_the_grid_sums(
+    ex: SparkExecutor, lo: float, hi: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Integers with integer bounds are clamped and summed in BIGINT: the same sums, squares
+    and counts as on the grid (and as pandas), grouped and not, NULLs taken out."""
+    jobs: list[str] = []
+    collect = Call.collect
+    monkeypatch.setattr(
+        Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
+    )
+    f = _int_frame()
+    x = parse_expression("x")
+    for grouping in (Grouping(("g",), (0, 1, 2, 3, 4)), None):
+        jobs.clear()
+        sums, counts = _at(ex, f).clamped_sum(f._plan, grouping, x, lo, hi)
+        assert ("try_sum" in jobs[-1]) == (abs(lo) < 2**53 and float(lo).is_integer())
+        want_sums, want_counts = _on_grid(ex, f, grouping, ("clamped_sum", x, lo, hi))
+        assert list(sums) == list(want_sums) and list(counts) == list(want_counts)
+        pandas_sums, _ = _pandas(f).clamped_sum(f._plan, grouping, x, lo, hi)
+        assert list(sums) == list(pandas_sums)
+        for squares, kind in ((False, "lattice"), (True, "lattice2")):
+            got = _at(ex, f).lattice_sums(f._plan, grouping, x, lo, hi, squares=squares)
+            want = _on_grid(ex, f, grouping, (kind, x, lo, hi))
+            assert (got[0], got[1], list(got[2])) == (want[0], want[1], list(want[2]))
+    assert list(counts) == [11]
+
+
+def test_integer_sums_beyond_the_grid_are_exact(ex: SparkExecutor) -> None:
+    """Bounds up to 2**53 give the exact integer sum (the other engines' answer), correctly
+    rounded once, where the grid would truncate each value to a multiple of 2**13."""
+    values = [2**53 - 1, 3, -(2**52) - 7, None, 2**53]
+    f = _frame(pd.DataFrame({"x": pd.array(values, dtype="Int64")}))
+    x = parse_expression("x")
+    lo, hi = -(2**53), 2**53
+    sums, counts = _at(ex, f).clamped_sum(f._plan, None, x, lo, hi)
+    exact = sum(v for v in values if v is not None)
+    assert sums[0] == float(exact) and counts[0] == 4
+    assert _on_grid(ex, f, None, ("clamped_sum", x, lo, hi))[0][0] != float(exact)
+
+
+def test_overflowing_integer_sums_are_summed_on_the_grid(ex: SparkExecutor, spark: Any) -> None:
+    """A sum beyond int64 makes try_sum NULL and the query runs again on the grid: the grid's
+    exact sums, and no error under either ANSI setting. try_sum stays NULL once a running sum
+    overflows, even where the total would fit (one partition, summed in order)."""
+    big = 2**53
+    cases = []
+    values = [big] * 2000 + [5, None]
+    g = [0] * 2001 + [1]
+    cases.append(_frame(pd.DataFrame({"g": g, "x": pd.array(values, dtype="Int64")})))
+    values = [big] * 1100 + [-big] * 1100 + [5, None]
+    rows = [(0, v) for v in values[:-1]] + [(1, None)]
+    cases.append(_frame(spark.createDataFrame(rows, "g long, x long").coalesce(1)))
+    x = parse_expression("x")
+    r = ("clamped_sum", x, -big, big)
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    try:
+        for setting in ("true", "false"):
+            spark.conf.set("spark.sql.ansi.enabled", setting)
+            for f, grouping in itertools.product(cases, (Grouping(("g",), (0, 1)), None)):
+                bex = _at(ex, f)
+                assert bex._aggregated("t", f._plan, grouping, [r], [x], True) is None
+                sums, counts = bex.clamped_sum(f._plan, grouping, x, -big, big)
+                want_sums, want_counts = _on_grid(ex, f, grouping, r)
+                assert list(sums) == list(want_sums) and list(counts) == list(want_counts)
+        assert sums[0] == 0.0  # 5 truncated to the grid's multiples of 2**13
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+
+
+def test_integer_and_grid_requests_of_one_value_in_one_job(ex: SparkExecutor) -> None:
+    """One BIGINT value read by requests in integers and on the grid at once: each as alone."""
+    from pinqpy.engines.base import Read
+
+    f = _int_frame()
+    x = parse_expression("x")
+    grouping = Grouping(("g",), (0, 1, 2, 3, 4))
+    bex = _at(ex, f)
+    reads = [Read(bex, f._plan, "sum", x, 0, 100), Read(bex, f._plan, "moments", x, 0.5, 99.5)]
+    reads.append(Read(bex, f._plan, "mean", x, -5, 3))
+    got = bex.read_together(f._plan, grouping, reads)
+    want = [
+        _pandas(f).clamped_sum(f._plan, grouping, x, 0, 100),
+        _pandas(f).lattice_sums(f._plan, grouping, x, 0.5, 99.5, squares=True),
+        _pandas(f).lattice_sums(f._plan, grouping, x, -5, 3, squares=False),
+    ]
+    assert list(got[0][0]) == list(want[0][0]) and list(got[0][1]) == list(want[0][1])
+    for g, w in zip(got[1:], want[1:], strict=True):
+        assert (g[0], g[1], list(g[2])) == (w[0], w[1], list(w[2]))
 
 
 def _kept_maps(spark: Any, rows: list[tuple[int, dict[str, int]]], seed: int, parts: int) -> dict:

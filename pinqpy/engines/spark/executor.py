@@ -73,7 +73,12 @@ from pinqpy.engines.spark.keys import (
 )
 from pinqpy.engines.spark.plans import PlanSql
 from pinqpy.engines.spark.session import local_session, pyspark_sql, spark_types
-from pinqpy.engines.spark.sums import REQUESTS, request_columns, request_results
+from pinqpy.engines.spark.sums import (
+    REQUESTS,
+    request_columns,
+    request_results,
+    request_values,
+)
 from pinqpy.engines.spark.types import arrow_values, session_tz
 from pinqpy.engines.spark.views import SourceViews
 from pinqpy.engines.sqlgen.keycounts import grouped_sql, picked_sql, split_sql
@@ -206,16 +211,36 @@ class SparkExecutor(Executor):
     ) -> list[Any]:
         if not requests:
             return []
+        values = request_values(requests)
+        out = self._aggregated(what, plan, grouping, requests, values, True)
+        if out is None:
+            # An integer sum overflowed int64 (try_sum gave NULL): all on the grid instead,
+            # where nothing can overflow (pinqpy.engines.spark.sums).
+            out = self._aggregated(what, plan, grouping, requests, values, False)
+        assert out is not None
+        return out
+
+    def _aggregated(
+        self,
+        what: str,
+        plan: PlanNode,
+        grouping: Grouping | None,
+        requests: Sequence[tuple[Any, ...]],
+        values: list[Expr | PyFunc],
+        ints: bool,
+    ) -> list[Any] | None:
+        """The requests' results by one Spark job: with ``ints``, those of integer values
+        summed in integers where they can be (None if such a sum overflowed)."""
         k = 1 if grouping is None else len(grouping.keys)
-        values, units, aggs = request_columns(requests)
         with self._call(what) as (call, p):
-            base = grouped_rows(call, p, plan, grouping, values)
-            if base is not None:
-                rows_sql = f"SELECT {', '.join([*base.carry, *units])} FROM ({base.sql}) AS b"
-                rows = per_group(call, p, base, rows_sql, ", ".join(aggs))
-            else:
-                rows = []
-        return request_results(requests, rows, k)
+            base = grouped_rows(call, p, plan, grouping, values, ints=ints)
+            if base is None:
+                return request_results(requests, [False] * len(requests), [], k)
+            bigint = [ints and kind == "int" for kind in base.kinds]
+            units, aggs, on_ints = request_columns(requests, values, bigint)
+            rows_sql = f"SELECT {', '.join([*base.carry, *units])} FROM ({base.sql}) AS b"
+            rows = per_group(call, p, base, rows_sql, ", ".join(aggs))
+        return request_results(requests, on_ints, rows, k)
 
     def buckets(
         self,

@@ -75,13 +75,14 @@ def grouped_rows(
     grouping: Grouping | None,
     values: Sequence[Expr | PyFunc],
     numeric: bool = True,
+    ints: bool = False,
 ) -> Base | None:
-    """The plan's rows in listed groups with their values (DOUBLEs when ``numeric``);
-    None when no listed key can match."""
+    """The plan's rows in listed groups with their values (DOUBLEs when ``numeric``, except
+    values of kind int with ``ints``, which stay BIGINT); None when no listed key can match."""
     rel = p.visit(plan)
     src, sqls, kinds = rel.name, [], []
     if values:
-        src, sqls, kinds, _ = p.values(rel, values, numeric)
+        src, sqls, kinds, _ = p.values(rel, values, numeric, ints)
     vs = [f"{v} AS __pinq_v{i}" for i, v in enumerate(sqls)]
     if grouping is None:
         return Base(f"SELECT {', '.join(['0L AS __pinq_gi', *vs])} FROM {src}", kinds, rel)

@@ -89,17 +89,23 @@ class PlanSql(CtePlanSql[Rel]):
         return hit
 
     def values(
-        self, rel: Rel, values: Sequence[Expr | PyFunc], numeric: bool
+        self, rel: Rel, values: Sequence[Expr | PyFunc], numeric: bool, ints: bool = False
     ) -> tuple[str, list[str], list[str], bool]:
         """Aggregated values over ``rel``: (FROM item with their lets, their SQL, their kinds,
-        whether only Spark can vouch for them). Translated once per query."""
-        key = (rel.name, tuple(id(v) for v in values), numeric)
+        whether only Spark can vouch for them). Translated once per query. With ``numeric``,
+        values are DOUBLEs, except, with ``ints``, values of kind int, which stay BIGINT."""
+        key = (rel.name, tuple(id(v) for v in values), numeric, ints)
         hit = self._values.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], values, strict=True)):
             return hit[1]
         t, lets = self.translator(rel)
         vs = [self.expr(v, t, "an aggregation") for v in values]
-        sqls = [numeric_value(SPARK, v) if numeric else typed(SPARK, v) for v in vs]
+        sqls = [
+            typed(SPARK, v)
+            if not numeric or (ints and v.kind == "int")
+            else numeric_value(SPARK, v)
+            for v in vs
+        ]
         kinds = [v.kind for v in vs]
         out = (lets.source(rel.name, sqls), sqls, kinds, t.unchecked or "other" in kinds)
         self._values[key] = (tuple(values), out)
