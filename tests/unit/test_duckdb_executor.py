@@ -891,3 +891,44 @@ def test_relation_of_another_connection_is_refused_with_the_fix() -> None:
     b.execute("CREATE TABLE t AS SELECT 1 AS x")
     with pytest.raises(PinqError, match="not in this DuckDB connection"):
         pq.PrivateFrame(b.sql("SELECT * FROM t"), pq.Budget(1), connection=a)
+
+
+def _bucket_reference(x: np.ndarray, cands: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(eq, gap) counts by numpy: NaN skipped, values clamped, a repeated candidate's rows
+    at its first position (searchsorted's left side)."""
+    x = np.clip(x[~np.isnan(x)], cands[0], cands[-1])
+    j = np.searchsorted(cands, x, side="left")
+    hit = cands[np.minimum(j, len(cands) - 1)] == x
+    flat = np.bincount(np.where(hit, 2 * j, 2 * j - 1), minlength=2 * len(cands) - 1)
+    return flat[0::2], flat[1::2]
+
+
+@pytest.mark.parametrize(
+    "cands",
+    [
+        np.linspace(0.0, 10.0, 11),  # on a grid: bucketed by arithmetic
+        np.array([0.0, 0.5, 2.0, 2.0, 7.0, 10.0]),  # off a grid: the range join
+    ],
+)
+def test_bucket_counts_equal_numpy(cands: np.ndarray) -> None:
+    rng = np.random.default_rng(11)
+    n = 3000
+    x = rng.choice([-0.0, 0.0, 0.5, 2.0, 10.0, -3.0, 25.0, np.nan], size=n)
+    x = np.where(rng.random(n) < 0.5, rng.uniform(-5.0, 15.0, size=n), x)
+    g = rng.choice(["a", "b", "c"], size=n)
+    frame = _frame(pd.DataFrame({"x": x, "g": g}))
+    plan, e = frame._plan, parse_expression("x")
+    eq, gap = _duck(frame).buckets(plan, None, e, cands)
+    want = _bucket_reference(x, cands)
+    np.testing.assert_array_equal(eq[0], want[0])
+    np.testing.assert_array_equal(gap[0], want[1])
+    keys = ("b", "zz", "a")  # "zz" matches no row
+    eq, gap = _duck(frame).buckets(plan, Grouping(("g",), keys), e, cands)
+    assert eq.shape == (3, len(cands)) and gap.shape == (3, len(cands) - 1)
+    for i, key in enumerate(keys):
+        want = _bucket_reference(x[g == key], cands)
+        np.testing.assert_array_equal(eq[i], want[0])
+        np.testing.assert_array_equal(gap[i], want[1])
+    # Keys no row of the column's type can equal: every count is zero.
+    eq, gap = _duck(frame).buckets(plan, Grouping(("g",), (1, 2)), e, cands)
+    assert not eq.any() and not gap.any() and eq.shape == (2, len(cands))

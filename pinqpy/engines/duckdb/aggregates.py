@@ -22,6 +22,7 @@ from pinqpy.plan.nodes import PyFunc
 __all__ = [
     "Value",
     "aggregated_value",
+    "bucket_counts",
     "count_rows",
     "float_literal",
     "int_bucket_query",
@@ -120,6 +121,17 @@ def count_rows(rows: Sequence[tuple[Any, ...]], k: int) -> np.ndarray:
     for gi, n in rows:
         out[int(gi)] = int(n)
     return out
+
+
+def bucket_counts(columns: Sequence[np.ndarray], k: int, width: int) -> np.ndarray:
+    """The (group, bucket, count) columns of a bucket query as a (k, width) table of counts.
+    ``np.add.at`` adds a cell named twice, as adding row by row did (a GROUP BY names each
+    once); an empty result (no key can match) is all zeros."""
+    flat = np.zeros((k, width), dtype=np.int64)
+    if columns:
+        gi, b, n = columns
+        np.add.at(flat, (gi, b), n)
+    return flat
 
 
 def sum_rows(rows: Sequence[tuple[Any, ...]], k: int) -> tuple[np.ndarray, np.ndarray]:

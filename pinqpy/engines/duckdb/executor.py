@@ -35,6 +35,7 @@ from pinqpy.engines.base import (
 )
 from pinqpy.engines.buckets import Grid, bucket_query, uniform_grid
 from pinqpy.engines.duckdb.aggregates import (
+    bucket_counts,
     count_rows,
     int_bucket_query,
     integral,
@@ -175,13 +176,10 @@ class DuckDBExecutor(GroupedQueries):
                 )
                 return join, item, "__pinq_b"
 
-            rows_out, k = self._grouped(
-                plan, grouping, value, lambda v, kind: [f"COUNT({v})"], extra=extra
+            cols, k = self._grouped(
+                plan, grouping, value, lambda v, kind: [f"COUNT({v})"], extra=extra, counts=True
             )
-        width = 2 * m - 1
-        flat = np.zeros((k, width), dtype=np.int64)
-        for gi, b, n in rows_out:
-            flat[int(gi), int(b)] += int(n)
+        flat = bucket_counts(cols, k, 2 * m - 1)
         return flat[:, 0::2].astype(np.int64), flat[:, 1::2].astype(np.int64)
 
     def _grid_buckets(
@@ -201,10 +199,10 @@ class DuckDBExecutor(GroupedQueries):
             return bucket_query(inner, "__pinq_gi", "__pinq_v", "__pinq_b", grid, lit)
 
         ints = integral(grid.start) and integral(grid.step) and integral(grid.stop)
-        rows, k = self._grouped(plan, grouping, value, lambda v, kind: [], ints=ints, staged=staged)
-        flat = np.zeros((k, 2 * grid.size - 1), dtype=np.int64)
-        for gi, b, n in rows:
-            flat[int(gi), int(b)] += int(n)
+        cols, k = self._grouped(
+            plan, grouping, value, lambda v, kind: [], ints=ints, staged=staged, counts=True
+        )
+        flat = bucket_counts(cols, k, 2 * grid.size - 1)
         return flat[:, 0::2], flat[:, 1::2]
 
     def key_counts(

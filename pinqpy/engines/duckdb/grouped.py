@@ -59,9 +59,11 @@ class GroupedQueries(DuckDBConnection):
         as_stored: bool = False,
         ints: bool = False,
         staged: Callable[[str, str], str] | None = None,
-    ) -> tuple[list[tuple[Any, ...]], int]:
+        counts: bool = False,
+    ) -> tuple[list[Any], int]:
         """Run ``aggs(v, kind)`` per listed group; rows are (group position, [extra key,]
-        aggs...).
+        aggs...). With ``counts`` (a ``staged`` or ``extra`` query of integers), the result is
+        instead its columns as int64 arrays (:meth:`_fetch_counts`), [] when no key matches.
 
         ``v`` is the SQL of ``value`` as pandas' numeric view, a DOUBLE of kind "float"
         whose NULLs are left out; with ``ints``, an integer value stays BIGINT (kind "int").
@@ -102,7 +104,7 @@ class GroupedQueries(DuckDBConnection):
                 sql = (
                     f"SELECT {head}, __pinq_b, COUNT(*) FROM ({staged(inner, kind)}) GROUP BY {by}"
                 )
-                return self._fetch(p.query(sql, rel)), k
+                return self._read(p.query(sql, rel), counts), k
             items = [f"{gi} AS __pinq_gi"]
             groups = ["__pinq_gi"]
             if extra is not None:
@@ -117,7 +119,10 @@ class GroupedQueries(DuckDBConnection):
                 "" if len(groups) == 1 and grouping is None else f" GROUP BY {', '.join(groups)}"
             )
             sql = f"SELECT {', '.join(items)} FROM {src}{keep}{group_by}"
-            return self._fetch(p.query(sql, rel)), k
+            return self._read(p.query(sql, rel), counts), k
+
+    def _read(self, sql: str, counts: bool) -> list[Any]:
+        return self._fetch_counts(sql) if counts else self._fetch(sql)
 
     def _keyed(
         self,
