@@ -168,7 +168,7 @@ def test_requests_in_progress_are_capped_per_analyst_and_in_all(tmp_path):
     with server:
         before = [spent(server, who) for who in ("alice", "bob", "carol")]
         threads = [
-            threading.Thread(target=ask, args=(who, count_body(heavy(20), TINY * (i + 1))))
+            threading.Thread(target=ask, args=(who, count_body(heavy(60), TINY * (i + 1))))
             for i, who in enumerate(("alice", "bob"))
         ]
         for t in threads:

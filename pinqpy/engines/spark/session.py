@@ -59,6 +59,14 @@ def local_session() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # A pandas frame becomes a LocalRelation, and this rule evaluates a query's whole
+        # projection over it inside the optimizer, row by row and interpreted: seconds for a
+        # long expression over tens of thousands of rows (k-means' nearest centre), where a
+        # compiled job takes a fraction. Small queries cost the same either way.
+        .config(
+            "spark.sql.optimizer.excludedRules",
+            "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation",
+        )
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
