@@ -59,6 +59,9 @@ def local_session() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        # Two shuffle partitions leave adaptive execution nothing to coalesce, and its
+        # re-planning costs each of pinqpy's short jobs about a sixth of its time.
+        .config("spark.sql.adaptive.enabled", "false")
         # A pandas frame becomes a LocalRelation, and this rule evaluates a query's whole
         # projection over it inside the optimizer, row by row and interpreted: seconds for a
         # long expression over tens of thousands of rows (k-means' nearest centre), where a
