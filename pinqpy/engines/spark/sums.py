@@ -15,10 +15,13 @@ Spark's own ``SUM(LEAST(GREATEST(x, lo), hi))`` costs):
   NULL, so a NULL sum where the count is positive means an overflow: the whole query then
   runs again with every value on its grid (below), which cannot overflow. (No overflow is
   possible below ``2**63 / (hi - lo)`` rows; only then does a second job run, and the
-  answer is exact either way.) The exact total is converted to a double once. For
-  ``|lo|, |hi| < 2**41`` every integer lies on the SUM's grid (``q <= 1``), so this is the
-  grid's total exactly; beyond, it is the exact sum the DuckDB, Polars and pandas engines
-  give integers, where the grid truncates to multiples of ``q``.
+  answer is exact either way. Open: whether the second job runs depends on the data,
+  so with wide bounds its time tells whether the sum passed 2**63; limiting this path to
+  ``hi - lo <= 2**22`` would need 2**41 rows for it.) The exact total is converted to a
+  double once. For ``|lo|, |hi| < 2**41`` every integer lies on the SUM's grid
+  (``q <= 1``), so this is the grid's total exactly; beyond, it is the exact sum the
+  DuckDB, Polars and pandas engines give integers, where the grid truncates to multiples
+  of ``q``.
 * Lattice sums (means, variances) where the lattice step is ``2**shift <= 1`` (``hi - lo <
   2**21``): ``x·2**-shift`` is an integer, rounding is the identity, so ``d = u·2**-shift``
   with ``u = c - lo`` in ``[0, hi - lo]``, computed exactly in BIGINT. ``Σu`` and ``Σu²`` (in
