@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import pinqpy as pq
 from pinqpy.demo import load_pums
 from pinqpy.engines.pandas.executor import PandasExecutor
+from pinqpy.engines.spark import sums as spark_sums
 from pinqpy.engines.spark.call import Call
 from pinqpy.engines.spark.executor import SparkExecutor
 from pinqpy.engines.spark.session import is_spark_dataframe, local_session
@@ -1058,25 +1059,66 @@ def test_integer_sums_beyond_the_grid_are_exact(ex: SparkExecutor) -> None:
     assert _on_grid(ex, f, None, ("clamped_sum", x, lo, hi))[0][0] != float(exact)
 
 
-def test_overflowing_integer_sums_are_summed_on_the_grid(ex: SparkExecutor, spark: Any) -> None:
-    """A sum beyond int64 makes try_sum NULL and the query runs again on the grid: the grid's
-    exact sums, and no error under either ANSI setting. try_sum stays NULL once a running sum
-    overflows, even where the total would fit (one partition, summed in order)."""
+def _overflow_cases(spark: Any) -> list[Any]:
+    """Integer sums whose single BIGINT running sum leaves int64 (bounds ±2**53): grouped and
+    in one partition summed in order, where the total would fit but a running sum does not."""
     big = 2**53
-    cases = []
     values = [big] * 2000 + [5, None]
     g = [0] * 2001 + [1]
-    cases.append(_frame(pd.DataFrame({"g": g, "x": pd.array(values, dtype="Int64")})))
+    cases = [_frame(pd.DataFrame({"g": g, "x": pd.array(values, dtype="Int64")}))]
     values = [big] * 1100 + [-big] * 1100 + [5, None]
     rows = [(0, v) for v in values[:-1]] + [(1, None)]
     cases.append(_frame(spark.createDataFrame(rows, "g long, x long").coalesce(1)))
+    return cases
+
+
+def test_wide_integer_sums_in_parts_never_overflow(
+    ex: SparkExecutor, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounds ±2**53 sum u in three 21-bit parts: sums a single BIGINT would overflow are
+    exact in one job, under either ANSI setting. Whether a second job runs never depends on
+    the values (it could only past 2**42 rows)."""
+    jobs: list[str] = []
+    collect = Call.collect
+    monkeypatch.setattr(
+        Call, "collect", lambda self, text: jobs.append(text) or collect(self, text)
+    )
+    x = parse_expression("x")
+    big = 2**53
+    cases = _overflow_cases(spark)
+    want = [([float(2000 * big + 5), 0.0], [2001, 0]), ([5.0, 0.0], [2201, 0])]
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    try:
+        for setting in ("true", "false"):
+            spark.conf.set("spark.sql.ansi.enabled", setting)
+            for f, w in zip(cases, want, strict=True):
+                jobs.clear()
+                sums, counts = _at(ex, f).clamped_sum(
+                    f._plan, Grouping(("g",), (0, 1)), x, -big, big
+                )
+                assert (list(sums), list(counts)) == w
+                assert len(jobs) == 1 and jobs[0].count("try_sum") == 3
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+
+
+def test_overflowing_integer_sums_are_summed_on_the_grid(
+    ex: SparkExecutor, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past 2**42 rows a part's try_sum could overflow: made to here with one 63-bit part. A
+    NULL try_sum makes the query run again on the grid: the grid's exact sums, and no error
+    under either ANSI setting. try_sum stays NULL once a running sum overflows, even where
+    the total would fit (one partition, summed in order)."""
+    monkeypatch.setattr(spark_sums, "_INT_PART", 63)
+    big = 2**53
     x = parse_expression("x")
     r = ("clamped_sum", x, -big, big)
     ansi = spark.conf.get("spark.sql.ansi.enabled")
     try:
         for setting in ("true", "false"):
             spark.conf.set("spark.sql.ansi.enabled", setting)
-            for f, grouping in itertools.product(cases, (Grouping(("g",), (0, 1)), None)):
+            cases = itertools.product(_overflow_cases(spark), (Grouping(("g",), (0, 1)), None))
+            for f, grouping in cases:
                 bex = _at(ex, f)
                 assert bex._aggregated("t", f._plan, grouping, [r], [x], True) is None
                 sums, counts = bex.clamped_sum(f._plan, grouping, x, -big, big)

@@ -6,22 +6,20 @@ from the values) with bounds that are integers a double holds exactly (``|lo|, |
 2**53``) is clamped and summed in BIGINT, with no double in between (it costs about what
 Spark's own ``SUM(LEAST(GREATEST(x, lo), hi))`` costs):
 
-* A clamped sum is ``lo·n + try_sum(u)``, ``u = c - lo`` for ``c = least(greatest(x, lo),
-  hi)`` (just ``c`` when ``lo = 0``), ``n`` the count of non-NULL values: each ``u`` is exact
+* A clamped sum is ``lo·n + Σu``, ``u = c - lo`` for ``c = least(greatest(x, lo), hi)``
+  (just ``c`` when ``lo = 0``), ``n`` the count of non-NULL values: each ``u`` is exact
   (``0 <= u <= hi - lo <= 2**54``, no overflow), a NULL's ``u`` is 0, and the clamped value
-  ``c`` has ``|c| <= max(|lo|, |hi|)``, the SUM's sensitivity. ``try_sum`` returns NULL as soon
-  as a running sum leaves the int64 range, whatever the ANSI setting (it never wraps, never
-  raises), and a NULL stays NULL; so a non-NULL result is the exact sum. The units are never
-  NULL, so a NULL sum where the count is positive means an overflow: the whole query then
-  runs again with every value on its grid (below), which cannot overflow. (No overflow is
-  possible below ``2**63 / (hi - lo)`` rows; only then does a second job run, and the
-  answer is exact either way. Open: whether the second job runs depends on the data,
-  so with wide bounds its time tells whether the sum passed 2**63; limiting this path to
-  ``hi - lo <= 2**22`` would need 2**41 rows for it.) The exact total is converted to a
-  double once. For ``|lo|, |hi| < 2**41`` every integer lies on the SUM's grid
-  (``q <= 1``), so this is the grid's total exactly; beyond, it is the exact sum the
-  DuckDB, Polars and pandas engines give integers, where the grid truncates to multiples
-  of ``q``.
+  ``c`` has ``|c| <= max(|lo|, |hi|)``, the SUM's sensitivity. ``u`` is summed in parts of
+  21 bits (one part when ``hi - lo < 2**21``, as for most bounds; up to three), each part
+  in ``[0, 2**21)``: no part's sum can leave the int64 range below ``2**42`` rows, the
+  grid's own bound (below), so how the sum is computed never depends on the values. The
+  parts are summed with ``try_sum``, which returns NULL rather than wrap or raise once a
+  running sum leaves the int64 range, whatever the ANSI setting; only beyond ``2**42``
+  rows could that happen, and the query then runs again on the grid. ``Σu`` is the parts'
+  sums shifted back into place, in Python, and the exact total is converted to a double
+  once. For ``|lo|, |hi| < 2**41`` every integer lies on the SUM's grid (``q <= 1``), so
+  this is the grid's total exactly; beyond, it is the exact sum the DuckDB, Polars and
+  pandas engines give integers, where the grid truncates to multiples of ``q``.
 * Lattice sums (means, variances) where the lattice step is ``2**shift <= 1`` (``hi - lo <
   2**21``): ``x·2**-shift`` is an integer, rounding is the identity, so ``d = u·2**-shift``
   with ``u = c - lo`` in ``[0, hi - lo]``, computed exactly in BIGINT. ``Σu`` and ``Σu²`` (in
@@ -62,9 +60,11 @@ REQUESTS = {"count": "count", "sum": "clamped_sum", "mean": "lattice", "moments"
 # _request_sql).
 _SUM_SPLIT = 20
 _SQUARE_SPLIT = 21  # d² < 2**43 is summed as d² >> 21 (< 2**22) and d² & (2**21 - 1)
+# An integer clamped sum's u = c - lo is summed in parts of this many bits (see the docstring).
+_INT_PART = 21
 # The aggregates of each request, on the grid and on integers.
 _WIDTH = {"count": 1, "clamped_sum": 4, "lattice": 2, "lattice2": 4}
-_INT_WIDTH = {"clamped_sum": 2, "lattice": 2, "lattice2": 4}
+_INT_WIDTH = {"lattice": 2, "lattice2": 4}
 
 
 def request_values(requests: Sequence[tuple[Any, ...]]) -> list[Expr | PyFunc]:
@@ -119,10 +119,35 @@ def _int_sql(r: tuple[Any, ...], v: str, unit: str) -> tuple[str, list[str]]:
     clamped = f"least(greatest({v}, {SPARK.int_lit(lo)}), {SPARK.int_lit(hi)})"
     u = f"{clamped} - {SPARK.int_lit(lo)} AS {unit}" if lo else f"{clamped} AS {unit}"
     if r[0] == "clamped_sum":
-        return u, [f"try_sum({unit})", f"COUNT({v})"]
+        return u, [*(f"try_sum({part})" for part in _int_parts(r, unit)), f"COUNT({v})"]
     if r[0] == "lattice":
         return u, [f"sum({unit})", f"COUNT({v})"]
     return u, [f"sum({unit})", *_square_sums(unit), f"COUNT({v})"]
+
+
+def _int_parts(r: tuple[Any, ...], unit: str) -> list[str]:
+    """The SQL of the parts of ``unit`` = ``c - lo`` in ``[0, hi - lo]``, ``_INT_PART`` bits
+    each from the lowest (the last part is the rest: under ``2**_INT_PART`` too)."""
+    n = _int_part_count(r)
+    if n == 1:
+        return [unit]
+    mask = (1 << _INT_PART) - 1
+    parts = [f"({unit} & {mask})"]
+    parts += [f"(shiftright({unit}, {_INT_PART * p}) & {mask})" for p in range(1, n - 1)]
+    return [*parts, f"shiftright({unit}, {_INT_PART * (n - 1)})"]
+
+
+def _int_part_count(r: tuple[Any, ...]) -> int:
+    """How many parts of ``_INT_PART`` bits hold ``hi - lo`` of an integer clamped sum."""
+    span = int(float(r[3])) - int(float(r[2]))
+    return max(1, -(-span.bit_length() // _INT_PART))
+
+
+def _width(r: tuple[Any, ...], on_ints: bool) -> int:
+    """How many aggregates request ``r`` reads (``on_ints``: summed in integers)."""
+    if not on_ints:
+        return _WIDTH[r[0]]
+    return _int_part_count(r) + 1 if r[0] == "clamped_sum" else _INT_WIDTH[r[0]]
 
 
 def _square_sums(unit: str) -> list[str]:
@@ -177,7 +202,7 @@ def request_results(
     for row in rows:
         gi, at = int(row[0]), 1
         for j, r in enumerate(requests):
-            width = (_INT_WIDTH if ints[j] else _WIDTH)[r[0]]
+            width = _width(r, ints[j])
             got = row[at : at + width]
             at += width
             if r[0] == "count":
@@ -221,8 +246,10 @@ def _grid_total(r: tuple[Any, ...], got: Sequence[Any], n: int) -> float:
 
 
 def _int_total(r: tuple[Any, ...], got: Sequence[Any], n: int) -> float | None:
-    """A clamped sum ``lo·n + Σu`` from the exact integer sum of ``u``; None on overflow
-    (``try_sum`` gave NULL although a value was summed)."""
-    if got[0] is None:
+    """A clamped sum ``lo·n + Σu`` from the exact integer sums of ``u``'s parts; None on
+    overflow (``try_sum`` gave NULL although a value was summed)."""
+    parts = got[:-1]
+    if any(p is None for p in parts):
         return None
-    return float(int(float(r[2])) * int(n) + int(got[0]))
+    total = sum(int(p) << (_INT_PART * i) for i, p in enumerate(parts))
+    return float(int(float(r[2])) * int(n) + total)
