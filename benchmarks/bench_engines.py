@@ -299,7 +299,7 @@ class SparkCtx(Ctx):
         # pinqpy uses the active session, so both sides run with these settings: those of
         # pinqpy's own local session, plus memory and a scratch directory for 1e8 rows.
         self.spark = (
-            SparkSession.builder.master("local[*]")
+            SparkSession.builder.master(spec.get("spark_master", "local[*]"))
             .appName("pinqpy-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
@@ -1118,6 +1118,7 @@ def _spec(
         "duckdb_memory_limit": args.duckdb_memory_limit,
         "duckdb_spill_limit": args.duckdb_spill_limit,
         "spark_driver_memory": args.spark_driver_memory,
+        "spark_master": args.spark_master,
     }
 
 
@@ -1564,6 +1565,7 @@ def check(args: argparse.Namespace) -> int:
                 "data_dir": str(args.data_dir),
                 "duckdb_memory_limit": args.duckdb_memory_limit,
                 "spark_driver_memory": args.spark_driver_memory,
+                "spark_master": args.spark_master,
             }
             res = run_worker(data.ready(spec), args.timeout, log)
             if "error" in res:
@@ -1649,6 +1651,11 @@ def main() -> int:
     ap.add_argument("--duckdb-memory-limit", default="12GB")
     ap.add_argument("--duckdb-spill-limit", default="30GB", help="DuckDB's temp directory cap")
     ap.add_argument("--spark-driver-memory", default="8g")
+    ap.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="e.g. 'local-cluster[2,1,1024]': two executor JVMs of one core and 1 GB each",
+    )
     ap.add_argument(
         "--time-budget",
         type=float,
