@@ -22,9 +22,14 @@ __all__ = ["NO_MATCH", "TYPED_KINDS", "canonical_key", "is_null_key"]
 NO_MATCH: Any = type("NoMatch", (), {"__repr__": lambda self: "NO_MATCH"})()
 
 
+_NEVER_NULL = frozenset({str, int, bool})
+
+
 def is_null_key(v: object) -> bool:
     """Whether ``v`` is NULL-like: None, NaN (float or numpy), ``pd.NA`` or ``NaT`` (pandas or
     numpy). Every NULL-like value is one and the same key."""
+    if type(v) in _NEVER_NULL:  # the usual keys skip pandas' isna (a few µs a key)
+        return False
     if v is None or v is pd.NA or v is pd.NaT:
         return True
     if isinstance(v, float | np.floating | np.datetime64 | np.timedelta64):
