@@ -214,8 +214,8 @@ class SparkExecutor(Executor):
         values = request_values(requests)
         out = self._aggregated(what, plan, grouping, requests, values, True)
         if out is None:
-            # An integer sum overflowed int64 (try_sum gave NULL): all on the grid instead,
-            # where nothing can overflow (pinqpy.engines.spark.sums).
+            # An integer sum's part overflowed int64 (try_sum gave NULL; possible only past
+            # 2**42 rows, pinqpy.engines.spark.sums): all on the grid instead.
             out = self._aggregated(what, plan, grouping, requests, values, False)
         assert out is not None
         return out
