@@ -29,6 +29,12 @@ MAX_SCALE = Fraction(1 << 56)
 # run reaches (every round each surviving sample fails with probability 1 - 1/e), so the
 # clamp never changes an output of a run that finishes.
 _COUNT_CLAMP = 1 << 62
+# Candidates drawn per sample and round where a loop redraws until a test passes, when at
+# most _AHEAD_MAX samples are still looping: with a rejection rate at most 1/2 a sample needs
+# another round with probability at most 2**-4. Small batches pay per round (dozens of numpy
+# calls), large ones per random bit, so only small ones look ahead.
+_AHEAD = 4
+_AHEAD_MAX = 1024
 
 
 # -- random bits -----------------------------------------------------------------------------
@@ -183,9 +189,22 @@ def _bern_below(bits: _Bits, num: IntOrArray, n: int, m: int) -> np.ndarray:
     redo = _nz(c >= n) if n < 1 << width else np.zeros(0, dtype=np.intp)
     while redo.size:
         bits.rounds += 1
-        c = bits.chunks(redo.size, width)
-        out[redo] = c < _sub(num, redo)
-        redo = redo[_nz(c >= n)]
+        if redo.size > _AHEAD_MAX:
+            c = bits.chunks(redo.size, width)
+            out[redo] = c < _sub(num, redo)
+            redo = redo[_nz(c >= n)]
+            continue
+        # Each redrawn sample of a small batch gets _AHEAD candidates at once and keeps the
+        # first below n: the same law as redrawing one at a time (candidates are i.i.d.; the
+        # unused ones are discarded unseen), in about one round instead of log2(m).
+        c = bits.chunks(redo.size * _AHEAD, width).reshape(redo.size, _AHEAD)
+        valid = c < n
+        rows = np.arange(redo.size)
+        first = valid.argmax(axis=1)  # the first valid candidate (0 where none is)
+        found = valid[rows, first]
+        got = _nz(found)
+        out[redo[got]] = c[got, first[got]] < _sub(num, redo[got])
+        redo = redo[_nz(~found)]
     return out
 
 
@@ -272,9 +291,14 @@ def uniform_below(
 def _collect(m: int, batch: Callable[[int], np.ndarray], bits: _Bits) -> np.ndarray:
     """The first ``m`` accepted outputs of i.i.d. attempts, made in batches.
 
-    ``batch(M)`` makes ``M`` attempts and returns the accepted outputs in order. A small pilot
+    ``batch(M)`` makes ``M`` attempts and returns the accepted outputs in order. A pilot
     batch measures the acceptance rate; later batches aim at what is still needed (integer
-    arithmetic: ``need · tried / accepted`` plus a margin).
+    arithmetic: ``need · tried / accepted`` plus a margin). For a small ``m`` (a partition's
+    few keys) the pilot makes ``2·m + 16`` attempts: the samplers here accept more than half
+    of theirs at the scales of counts and sums, so one round almost always suffices, and a
+    round's fixed cost (dozens of small numpy calls) is what a small batch pays, not its
+    size. How many attempts are made depends only on ``m`` and the random bits, never on
+    the data.
     """
     parts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     got = tried = accepted = 0
@@ -282,7 +306,7 @@ def _collect(m: int, batch: Callable[[int], np.ndarray], bits: _Bits) -> np.ndar
         bits.rounds += 1
         need = m - got
         if tried == 0:
-            attempts = min(need, 1024) + 16
+            attempts = 2 * need + 16 if need <= 1024 else 1040
         elif accepted == 0:
             attempts = 2 * tried
         else:

@@ -9,6 +9,8 @@ import numpy as np
 
 from pinqpy.noise import source as _noise
 from pinqpy.noise.samplers._bits import (
+    _AHEAD,
+    _AHEAD_MAX,
     _I64_MAX,
     MAX_BOUND,
     IntOrArray,
@@ -61,13 +63,23 @@ def _geometric_exp1(bits: _Bits, m: int) -> np.ndarray:
 
     ``P(V >= v) = exp(-v)``: the geometric law used by CKS20 Algorithm 2. Each round runs one
     trial for every sample that has not failed yet; a fraction ``1 - 1/e`` stops each round.
+    Once at most ``_AHEAD_MAX`` samples are left, a round runs their next ``_AHEAD`` trials
+    at once, and a sample's ``V`` grows by its successes before its first failure among them
+    (all ``_AHEAD`` if none failed, and it goes on). Trials past the first failure are
+    discarded unseen, so this is the law of running them one at a time.
     """
     v = np.zeros(m, dtype=np.int64)
     idx = np.arange(m)
-    while idx.size:
+    while idx.size > _AHEAD_MAX:
         bits.rounds += 1
         idx = idx[_nz(_bern_exp1(bits, idx.size))]
         v[idx] += 1
+    while idx.size:
+        bits.rounds += 1
+        fails = ~_bern_exp1(bits, idx.size * _AHEAD).reshape(idx.size, _AHEAD)
+        first = np.where(fails.any(axis=1), fails.argmax(axis=1), _AHEAD)
+        v[idx] += first
+        idx = idx[_nz(first == _AHEAD)]
     return v
 
 
