@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pinqpy.expr.ast import Expr
+from pinqpy.expr.types import valid_text
 from pinqpy.plan.batch import batch_memo
 from pinqpy.plan.catalog import Catalog
 from pinqpy.plan.grouping import Grouping
@@ -286,6 +287,23 @@ def column_key(v: object, col_kind: str) -> object:
     return None if is_null_key(v) else NO_MATCH
 
 
+def _plain_key_rows(
+    kind: str, keys: Sequence[Hashable]
+) -> list[tuple[int, tuple[Any, ...]]] | None:
+    """:func:`column_key_rows` for exact ``str`` keys of a text column or exact ``int`` keys of
+    an integer one, all distinct (the usual partition), without a call per key; None for any
+    other list. Their spellings are ``valid_text(k)`` and ``k`` (:func:`canonical_key`)."""
+    if kind == "str" and all(type(k) is str for k in keys):
+        vals = [valid_text(k) for k in keys]  # type: ignore[arg-type]
+    elif kind == "int" and all(type(k) is int for k in keys):
+        vals = list(keys)
+    else:
+        return None
+    if len(set(vals)) != len(vals):
+        return None  # repeats keep only their first: the general path
+    return [(i, (v,)) for i, v in enumerate(vals)]
+
+
 def column_key_rows(
     kinds: Sequence[str], keys: Sequence[Hashable], single: bool
 ) -> list[tuple[int, tuple[Any, ...]]]:
@@ -293,6 +311,9 @@ def column_key_rows(
     of ``kinds`` spell them, None for NULL); a key no row can match is left out (it counts
     0), as is a key equal to an earlier one under the columns' types (its rows count for the
     first), so that no row is ever counted in two groups."""
+    plain = _plain_key_rows(kinds[0], keys) if single else None
+    if plain is not None:
+        return plain
     rows: list[tuple[int, tuple[Any, ...]]] = []
     seen: set[tuple[Any, ...]] = set()
     for i, key in enumerate(keys):
