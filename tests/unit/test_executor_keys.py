@@ -19,11 +19,16 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pinqpy as pq
-from pinqpy.engines.base import canonical_key, canonical_key_counts
+from pinqpy.engines.base import canonical_key, canonical_key_counts, column_key_rows
 from pinqpy.engines.registry import default_engine, executor_for
+from pinqpy.errors import PinqError
+from pinqpy.plan import meta
 from pinqpy.plan.grouping import Grouping
+from pinqpy.plan.meta import check_keys
 
 
 def frame(df: pd.DataFrame, **kwargs: object) -> pq.PrivateFrame:
@@ -247,6 +252,39 @@ def test_canonical_key_helper() -> None:
         [(np.float64(-0.0), None), (0.0, np.nan), (1.0, "a")], np.array([1, 2, 3]), ["float", "str"]
     )
     assert keys == [(0.0, None), (1.0, "a")] and n.tolist() == [3, 3]
+
+
+_PLAIN_KEY = st.one_of(
+    st.text(max_size=3),  # lone surrogates too: each is U+FFFD, so two keys may become one
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([True, False, None, float("nan"), 1.0, -0.0, np.int64(3), pd.NA]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(_PLAIN_KEY, max_size=8), kind=st.sampled_from(["str", "int", "any"]))
+def test_plain_keys_take_the_canonical_spelling_of_the_general_path(
+    keys: list[object], kind: str
+) -> None:
+    """check_keys and column_key_rows skip the call per key for exact str or int keys: what
+    they give is what the key-by-key path gives, which every other list takes."""
+    plain = meta._plain_keys(keys, kind)  # type: ignore[arg-type]
+    if plain is not None:
+        assert kind in ("str", "int")
+        assert plain == meta._checked_keys(keys, ("k",), {"k": kind})  # type: ignore[dict-item]
+    if kind in ("str", "int"):
+        # An object() key matches no typed column: it sends the list down the general path
+        # and adds no row.
+        general = column_key_rows([kind], [*keys, object()], True)
+        assert column_key_rows([kind], keys, True) == general
+
+
+def test_plain_keys_are_still_checked_for_repeats() -> None:
+    with pytest.raises(PinqError, match="must not repeat"):
+        check_keys(["a\ud800", "a\ufffd"], ("k",), {"k": "str"})  # one key once read
+    with pytest.raises(PinqError, match="must not be empty"):
+        check_keys([], ("k",), {"k": "int"})
+    assert check_keys(["a\ud800"], ("k",), {"k": "str"}) == ("a\ufffd",)
 
 
 # -- 4. rows with a NULL privacy unit ------------------------------------------------------------

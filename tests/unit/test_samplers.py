@@ -231,6 +231,34 @@ def test_bernoulli_exp1_and_geometric():
         assert abs(float((v >= k).mean()) - pk) <= 5 * math.sqrt(pk * (1 - pk) / N)
 
 
+def test_small_batches_look_ahead_with_the_same_law():
+    """Below B._AHEAD_MAX live samples, the geometric loop and the redraws of _bern_below take
+    several candidates a round; many small batches must give the laws of one big one."""
+    assert B._AHEAD > 1 and B._AHEAD_MAX > 50
+    bits = B._Bits(SeededSource(6))
+    v = np.concatenate([E._geometric_exp1(bits, 50) for _ in range(N // 50)])
+    for k in (1, 2, 4, 6):
+        pk = math.exp(-k)
+        assert abs(float((v >= k).mean()) - pk) <= 5 * math.sqrt(pk * (1 - pk) / N)
+    # n = 40 is not a power of two, so a quarter of the chunks are redrawn: [c < 13] for c
+    # uniform on [0, 40) is Bernoulli(13/40).
+    b = np.concatenate([B._bern_below(bits, 13, 40, 50) for _ in range(N // 50)])
+    p = 13 / 40
+    assert abs(float(b.mean()) - p) <= 5 * math.sqrt(p * (1 - p) / N)
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(10, 3)])
+def test_discrete_laplace_in_small_batches_matches_exact_pmf(scale):
+    """A partition's few keys: 4,000 draws of 50 (one pilot round each) have the exact law."""
+    src = SeededSource(12)
+    x = np.concatenate([discrete_laplace(scale, 50, source=src) for _ in range(N // 50)])
+    w = int(60 * float(scale)) + 10
+    xs = np.arange(-w, w + 1)
+    pmf = laplace_pmf(scale, xs)
+    assert chisq_pvalue(x, xs, pmf) > P_MIN
+    check_moments(x, xs, pmf)
+
+
 def test_bernoulli_exp_table_is_algorithm_1():
     """The 5!-inversion table gives P(K > k) = 1/k! for k <= 5, as sequential trials would."""
     counts = E._E1_COUNT
