@@ -5,11 +5,21 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 # pinqpy.testing's hooks (seed, no_noise, engine) work only behind this switch; set it before
 # pinqpy is first imported. Subprocesses started by tests inherit it.
 os.environ.setdefault("PINQPY_TESTING", "1")
+# The tests start hundreds of Python processes (the command line, servers, notebooks). Each
+# would compile pinqpy from source where the environment forbids bytecode files, and build
+# the SQL parser's tables: one bytecode cache in the checkout (ignored by git) and one parser
+# cache for the run (pinqpy.core.grammar) save about a second of each.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault(
+    "PINQPY_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), f"pinqpy-test-cache-{getattr(os, 'getuid', int)()}"),
+)
 
 import pandas as pd
 import pytest
