@@ -592,7 +592,8 @@ class _FastParser:
         keyword_re = re.compile(
             "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in keyword_terms)
         )
-        return keywords, keyword_re, master, frozenset(parser.ignore_tokens)
+        # lexer_conf.ignore: a parser loaded from lark's cache has no ignore_tokens.
+        return keywords, keyword_re, master, frozenset(parser.lexer_conf.ignore)
 
     def lex(self, text: str) -> list[Token] | None:
         tokens = []

@@ -83,3 +83,15 @@ def test_the_default_folder_is_under_the_user_cache(
     monkeypatch.delenv("PINQPY_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert grammar._cache_dir() == tmp_path / "pinqpy"
+
+
+def test_the_fast_sql_driver_runs_on_tables_read_from_the_cache(cache_dir: Path) -> None:
+    # A parser loaded from lark's cache lacks attributes a freshly built one has
+    # (ignore_tokens); the fast driver must read only what both carry.
+    from pinqpy.sql.parser import _FastParser
+
+    fresh = build()
+    cached = build()
+    assert list(cache_dir.iterdir())
+    for text in STATEMENTS:
+        assert _FastParser(cached).parse(text) == fresh.parse(text)
