@@ -237,6 +237,46 @@ def test_float_sums_are_exact_on_the_grid_far_from_zero() -> None:
     assert (s1[0], s2[0], n[0]) == Lattice.of(lo, hi).value_sums(x)
 
 
+_EXTREMES = [
+    -math.inf, -1e308, -5e-324, -0.0, 0.0, 5e-324, 0.5, 1.5, 2.5, 1e-300, 3.0, 7.25, 1e308,
+    math.inf, math.nan, None,
+]
+
+
+@pytest.mark.parametrize(
+    "bounds", [(0.0, 10.0), (-1e-300, 1e-300), (-1e300, 1e300), (2.5, 2.5), (-7.0, 0.125)]
+)
+def test_lattice_reads_in_one_query_are_the_reference_indices(bounds: tuple[float, float]) -> None:
+    """Several lattice reads of one query (each its own working column of indices, without
+    the final clamp into [0, K]) give pandas' exact sums, per group, at the extremes."""
+    from pinqpy.engines.base import Read
+
+    rng = np.random.default_rng(11)
+    x = _EXTREMES + list(rng.normal(0, 4, 300)) + list(rng.choice([0.5, 2.5, -1.5], 100))
+    y = [None if v is None else -v for v in x]
+    data = {"x": x, "y": y, "g": [i % 3 for i in range(len(x))]}
+    frames = [
+        pq.PrivateFrame(pl.DataFrame(data, strict=False), pq.Budget(100)),
+        pq.PrivateFrame(pd.DataFrame(data).astype({"x": float, "y": float}), pq.Budget(100)),
+    ]
+    grouping = Grouping(("g",), (0, 1, 2))
+    asks = [("x", True), ("y", False), ("x + y", True)]
+    polars, pandas = (executor_for(f._plan, f._rel.catalog) for f in frames)
+    reads = [
+        Read(polars, frames[0]._plan, "moments" if sq else "mean", parse_expression(e), *bounds)
+        for e, sq in asks
+    ]
+    together = polars.read_together(frames[0]._plan, grouping, reads)
+    alone = [
+        pandas.lattice_sums(frames[1]._plan, grouping, parse_expression(e), *bounds, squares=sq)
+        for e, sq in asks
+    ]
+    got = [[(list(a), list(b), list(n)) for a, b, n in r] for r in (together, alone)]
+    assert got[0] == got[1]
+    want = [Lattice.of(*bounds).value_sums([v for v in x[g::3] if v is not None]) for g in range(3)]
+    assert [tuple(col[g] for col in got[0][0]) for g in range(3)] == want
+
+
 # -- priorities -----------------------------------------------------------------------------------
 _MIXED = pl.DataFrame(
     {

@@ -256,7 +256,9 @@ class PolarsExecutor(Executor):
             if r.kind == "sum":
                 aggs += sum_aggs(v, kind, r.lo, r.hi)
             else:
-                aggs += lattice_aggs(v, kind, r.lo, r.hi, r.kind == "moments")
+                squares = r.kind == "moments"
+                cols, more = lattice_aggs(v, kind, r.lo, r.hi, squares, f"__pinq_d{len(aggs)}")
+                rel, aggs = _with(rel, cols), aggs + more
         k = 1 if grouping is None else len(grouping.keys)
         rows = self._grouped(rel, grouping, aggs)
         out: list[Any] = []
@@ -300,7 +302,8 @@ class PolarsExecutor(Executor):
         p = self._plans()
         rel = p.visit(plan)
         v, kind, rel = self._value(p, rel, value, integral(lo) and integral(hi))
-        rows = self._grouped(rel, grouping, lattice_aggs(v, kind, lo, hi, squares))
+        cols, aggs = lattice_aggs(v, kind, lo, hi, squares)
+        rows = self._grouped(_with(rel, cols), grouping, aggs)
         k = 1 if grouping is None else len(grouping.keys)
         return _lattice(rows, k, kind, lo, hi, squares)
 
@@ -397,6 +400,11 @@ def _sums(
     for gi, total, n in rows:
         sums[int(gi)], counts[int(gi)] = sum_result(kind, lo, hi, total, n)
     return sums, counts
+
+
+def _with(rel: Rel, columns: list[pl.Expr]) -> Rel:
+    """``rel`` with the working ``columns`` added (itself when there are none)."""
+    return Rel(rel.lf.with_columns(columns)) if columns else rel
 
 
 def _lattice(

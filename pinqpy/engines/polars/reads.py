@@ -82,21 +82,29 @@ def _lattice_ints(kind: str, lo: float, hi: float, squares: bool) -> bool:
     return kind == "int" and not squares and lat.shift <= 0 and integral(lo) and integral(hi)
 
 
-def lattice_aggs(v: pl.Expr, kind: str, lo: float, hi: float, squares: bool) -> list[pl.Expr]:
+def lattice_aggs(
+    v: pl.Expr, kind: str, lo: float, hi: float, squares: bool, name: str = "__pinq_d"
+) -> tuple[list[pl.Expr], list[pl.Expr]]:
     """Exact ``Σd`` (and ``Σd²`` with ``squares``, else 0) of the lattice indices of ``v``
-    clamped into [lo, hi], and the count of non-NULL values. ``d`` is computed as numpy
-    computes it: the scaled value rounded half to even (Polars' ``round``), less the base,
-    clamped into ``[0, K]``."""
+    clamped into [lo, hi], and the count of non-NULL values, as ``(columns, aggs)``: the
+    working column ``name`` (``d``, for ``with_columns``) and the aggregates that read it.
+    ``d`` is computed as numpy computes it: the scaled value rounded half to even (Polars'
+    ``round``) less the base. It is a column of its own because Polars computes an inline
+    expression once per use (three times for ``Σd`` and ``Σd·d``). The lattice's final
+    clamp into ``[0, K]`` is left out: ``v`` is clamped into ``[lo, hi]`` first (NaN to
+    ``hi``, as Polars orders it), and scaling and rounding are monotone, so ``d`` already
+    lies in ``[0, K]`` (:mod:`pinqpy.core.lattice`)."""
     lat = Lattice.of(lo, hi)
     if _lattice_ints(kind, lo, hi, squares):
         # Integers on a lattice of step 2**shift <= 1: rounding is the identity, and
         # Σd = (Σx - lo·n)·2**-shift, from the exact integer sum of the clamped values.
         bound = max(abs(int(lo)), abs(int(hi)))
-        return [exact_int_sum(clamp(v, int(lo), int(hi)), bound), pl.lit(0), v.count()]
+        return [], [exact_int_sum(clamp(v, int(lo), int(hi)), bound), pl.lit(0), v.count()]
     t = _scaled(clamp(v.cast(pl.Float64), float(lo), float(hi)), lat.factors)
-    d = clamp(t.round(0) - lat.base, 0.0, float(lat.levels)).cast(pl.Int64)
+    d = pl.col(name)
     sq = exact_int_sum(d * d, lat.levels**2) if squares else pl.lit(0)
-    return [exact_int_sum(d, lat.levels), sq, v.count()]
+    column = (t.round(0) - lat.base).cast(pl.Int64).alias(name)
+    return [column], [exact_int_sum(d, lat.levels), sq, v.count()]
 
 
 def lattice_result(
