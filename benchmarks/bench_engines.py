@@ -609,6 +609,8 @@ def float_workload(agg: str, dtype: str) -> Workload:
     col = FLOAT_COLUMNS[dtype]
     pandas_agg, sql_agg, spark_agg = _RAW_AGG[agg]
     clamp = f"LEAST(GREATEST({col}, {FLOAT_BOUNDS[0]}), {FLOAT_BOUNDS[1]})"
+    # Postgres sums a real in real; by hand one would sum it in double, as DuckDB does.
+    pg_clamp = clamp.replace(col, f"CAST({col} AS double precision)", 1)
     return Workload(
         f"{dtype}_{agg}",
         f"{agg} of a {dtype} column (`{col}` in [{FLOAT_BOUNDS[0]:g}, {FLOAT_BOUNDS[1]:g}])",
@@ -618,6 +620,9 @@ def float_workload(agg: str, dtype: str) -> Workload:
             "duckdb": lambda c: float(c.sql(f"SELECT {sql_agg}({clamp}) FROM {{people}}")[0][0]),
             "spark": lambda c: spark_clamped(c, spark_agg, col, FLOAT_BOUNDS),
             "polars": lambda c: polars_float(c, agg, col),
+            "postgres": lambda c: float(
+                c.sql(f"SELECT {sql_agg}({pg_clamp}) FROM {{people}}")[0][0]
+            ),
         },
         tol=FLOAT32_SUM_TOL if (dtype, agg) == ("float32", "sum") else FLOAT_TOL[agg],
     )
@@ -837,6 +842,10 @@ def id_histogram_workload() -> Workload:
             "pandas": lambda c: hist_rows(c.df["pid"].value_counts().items()),
             "duckdb": lambda c: hist_rows(c.sql("SELECT pid, COUNT(*) FROM {people} GROUP BY pid")),
             "spark": lambda c: hist_rows(c.read().groupBy("pid").count().collect()),
+            "polars": lambda c: hist_rows(c.run(c.lf.group_by("pid").len()).rows()),
+            "postgres": lambda c: hist_rows(
+                c.sql("SELECT pid, COUNT(*) FROM {people} GROUP BY pid")
+            ),
         },
     )
 
@@ -1180,7 +1189,7 @@ def postgres_table(url: str, path: Path) -> str:
 
     name = "bench_" + re.sub(r"\W", "_", path.stem)
     types = {"BIGINT": "bigint", "INTEGER": "integer", "VARCHAR": "text"}
-    types["DOUBLE"] = "double precision"
+    types |= {"DOUBLE": "double precision", "FLOAT": "real"}
     con = duckdb.connect()
     described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()
     cols = ", ".join(f'"{c}" {types.get(t, "text")}' for c, t, *_ in described)
