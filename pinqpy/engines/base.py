@@ -364,6 +364,10 @@ def canonical_key_counts(
     ([0.0, None], array([3, 7]))
     """
     single = len(kinds) == 1
+    if single and kinds[0] == "int":
+        plain = _plain_int_key_counts(keys, counts)
+        if plain is not None:
+            return plain
     merged: dict[Any, int] = {}
     for key, n in zip(keys, np.asarray(counts).tolist(), strict=True):
         canon = _canonical_parts(key, kinds)
@@ -372,6 +376,25 @@ def canonical_key_counts(
     order = sorted(merged, key=key_sort_key)
     out: list[Hashable] = [t[0] if single else t for t in order]
     return out, np.array([merged[t] for t in order], dtype=np.int64)
+
+
+def _plain_int_key_counts(
+    keys: Sequence[Hashable], counts: np.ndarray
+) -> tuple[list[Hashable], np.ndarray] | None:
+    """:func:`canonical_key_counts` of the keys of an integer column given as a numpy or
+    pandas array of integers (no NULL can be among them), without a call per key; None for
+    any other keys. An integer's canonical spelling is the Python int of its value, and
+    keys sort by value: ``np.unique`` gives both, and merges equal keys."""
+    dtype = getattr(keys, "dtype", None)
+    # A numpy dtype only: pandas' nullable and Arrow integer types can hold NULL.
+    if not isinstance(keys, np.ndarray | pd.Index) or not isinstance(dtype, np.dtype):
+        return None
+    if dtype.kind not in "iu":
+        return None
+    values, where = np.unique(np.asarray(keys), return_inverse=True)
+    merged = np.zeros(len(values), dtype=np.int64)
+    np.add.at(merged, where.ravel(), np.asarray(counts, dtype=np.int64))
+    return values.tolist(), merged
 
 
 def _canonical_parts(key: Hashable, kinds: Sequence[str]) -> tuple[Any, ...] | None:

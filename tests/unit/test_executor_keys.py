@@ -323,3 +323,30 @@ def test_select_keys_max_groups_drops_rows_with_a_null_unit(engine: str) -> None
     with pq.testing.no_noise():
         # b and c are held only by rows of no known person: they count nobody.
         assert f.select_keys("k", epsilon=1, delta=1e-3, max_groups=5) == ["a"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=12),
+    dtype=st.sampled_from(["int64", "int32", "uint64", "int8"]),
+    as_index=st.booleans(),
+)
+def test_integer_key_arrays_take_the_canonical_spelling_of_the_general_path(
+    values: list[int], dtype: str, as_index: bool
+) -> None:
+    """Found keys of an integer column handed over as a numpy or pandas array skip the call
+    per key: Python ints in value order, repeats merged, as the key-by-key path gives."""
+    info = np.iinfo(dtype)
+    arr = np.array([min(max(v, info.min), info.max) for v in values], dtype=dtype)
+    keys = pd.Index(arr) if as_index else arr
+    counts = np.arange(1, len(arr) + 1, dtype=np.int64)
+    fast = canonical_key_counts(keys, counts, ["int"])
+    general = canonical_key_counts([v.item() for v in arr], counts, ["int"])
+    assert fast[0] == general[0] and fast[1].tolist() == general[1].tolist()
+    assert all(type(k) is int for k in fast[0])
+
+
+def test_nullable_integer_keys_take_the_general_path() -> None:
+    keys = pd.Index([3, None, 3], dtype="Int64")
+    got = canonical_key_counts(keys, np.array([1, 2, 4]), ["int"])
+    assert got[0] == [3, None] and got[1].tolist() == [5, 2]

@@ -205,7 +205,8 @@ class PandasExecutor(Executor):
             # A categorical lists its unused categories too: a key no row holds is never a
             # candidate.
             found = n > 0
-            return canonical_key_counts(list(sizes.index[found]), n[found], [series_type(col)])
+            # The index itself: integer keys are made canonical in one numpy pass.
+            return canonical_key_counts(sizes.index[found], n[found], [series_type(col)])
         df = drop_unhashable(rel.materialize(list(columns)), columns)
         sizes = df.groupby(list(columns), dropna=False, sort=False).size()
         keys: list[Hashable] = list(sizes.index)

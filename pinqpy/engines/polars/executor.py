@@ -336,12 +336,18 @@ class PolarsExecutor(Executor):
         rel = self._plans().visit(plan)
         got = collect(rel.lf.group_by(list(columns)).agg(pl.len().alias("__pinq_n")))
         kinds = [rel.cols()[c][0] for c in columns]
-        values = []
-        for c, kind in zip(columns, kinds, strict=True):
-            s = got.get_column(c)
-            # Timestamps through pandas, which keeps nanoseconds (Python's datetime drops them).
-            values.append(s.to_pandas().tolist() if kind == "datetime" else s.to_list())
-        keys: list[Hashable] = values[0] if len(columns) == 1 else list(zip(*values, strict=True))
+        first = got.get_column(columns[0])
+        keys: Sequence[Hashable]
+        if len(columns) == 1 and first.dtype in _INT_TYPES and first.null_count() == 0:
+            keys = first.to_numpy()  # made canonical in one numpy pass (canonical_key_counts)
+        else:
+            values = []
+            for c, kind in zip(columns, kinds, strict=True):
+                s = got.get_column(c)
+                # Timestamps through pandas, which keeps nanoseconds (Python's datetime
+                # drops them).
+                values.append(s.to_pandas().tolist() if kind == "datetime" else s.to_list())
+            keys = values[0] if len(columns) == 1 else list(zip(*values, strict=True))
         counts = got.get_column("__pinq_n").to_numpy().astype(np.int64)
         # Released as canonical spellings, in an order that depends on the keys alone.
         return canonical_key_counts(keys, counts, kinds)
@@ -400,6 +406,9 @@ def _sums(
     for gi, total, n in rows:
         sums[int(gi)], counts[int(gi)] = sum_result(kind, lo, hi, total, n)
     return sums, counts
+
+
+_INT_TYPES = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
 
 
 def _with(rel: Rel, columns: list[pl.Expr]) -> Rel:
