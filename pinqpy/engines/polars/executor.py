@@ -46,6 +46,7 @@ from pinqpy.engines.polars.reads import (
     sum_aggs,
     sum_result,
 )
+from pinqpy.engines.polars.types import NUMPY_INTS
 from pinqpy.engines.sqlgen.plans import compatible, value_kind
 from pinqpy.errors import PinqError
 from pinqpy.expr.ast import Column, Expr
@@ -338,7 +339,7 @@ class PolarsExecutor(Executor):
         kinds = [rel.cols()[c][0] for c in columns]
         first = got.get_column(columns[0])
         keys: Sequence[Hashable]
-        if len(columns) == 1 and first.dtype in _INT_TYPES and first.null_count() == 0:
+        if len(columns) == 1 and first.dtype in NUMPY_INTS and first.null_count() == 0:
             keys = first.to_numpy()  # made canonical in one numpy pass (canonical_key_counts)
         else:
             values = []
@@ -406,9 +407,6 @@ def _sums(
     for gi, total, n in rows:
         sums[int(gi)], counts[int(gi)] = sum_result(kind, lo, hi, total, n)
     return sums, counts
-
-
-_INT_TYPES = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
 
 
 def _with(rel: Rel, columns: list[pl.Expr]) -> Rel:

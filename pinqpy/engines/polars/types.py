@@ -46,6 +46,7 @@ from pinqpy.errors import PinqError
 from pinqpy.expr.types import ColumnType
 
 __all__ = [
+    "NUMPY_INTS",
     "declared_casts",
     "is_categorical",
     "kind_of_dtype",
@@ -56,6 +57,8 @@ __all__ = [
 
 _INTS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32)
 _WIDE_INTS = (pl.UInt64, pl.Int128, pl.UInt128)
+#: The integer types a numpy array holds as they are (not the 128-bit ones).
+NUMPY_INTS = (*_INTS, pl.UInt64)
 _FLOATS = (pl.Float16, pl.Float32, pl.Float64, pl.Decimal)
 _TEXT = (pl.String, pl.Categorical, pl.Enum)
 # Duration units per second, as pandas divides a timedelta's count to get its seconds.
